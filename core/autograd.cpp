@@ -1,0 +1,198 @@
+// The reverse-mode engine. backward() sorts the graph topologically with an explicit stack,
+// walks it from the output back to the leaves calling each node's backward function, sums the
+// gradients that meet at a tensor, accumulates into the leaves' grad(), and frees each node's
+// closure and edges as soon as it has run (unless the graph is retained).
+#include "seqgrad/core/autograd.h"
+
+#include <unordered_set>
+
+#include "seqgrad/core/ops.h"
+
+namespace seqgrad {
+namespace {
+
+thread_local bool grad_mode = true;
+
+// A tensor no one else refers to can be updated in place; otherwise a new one is made, so a
+// gradient handed to two places (add's backward gives the same tensor to both inputs) is never
+// changed under one of them.
+void accumulate(Tensor& into, const Tensor& g) {
+    if (!into.defined()) {
+        into = g;
+    } else if (into.impl_ptr().use_count() == 1 && into.impl()->storage.use_count() == 1) {
+        float* p = into.data();
+        const float* q = g.data();
+        for (int64_t i = 0, n = into.numel(); i < n; ++i) p[i] += q[i];
+    } else {
+        NoGradGuard no_grad;
+        into = add(into, g);
+    }
+}
+
+// Moves the node behind `edge` onto `stack` when `edge` holds its last reference.
+void take_if_last(Tensor& edge, std::vector<std::shared_ptr<Node>>& stack) {
+    TensorImpl* impl = edge.impl();
+    if (impl && edge.impl_ptr().use_count() == 1 && impl->grad_fn && impl->grad_fn.use_count() == 1)
+        stack.push_back(std::move(impl->grad_fn));
+}
+
+}  // namespace
+
+Node::~Node() {
+    backward = nullptr;  // drop the closure's references first, so the edges below may be the last
+    std::vector<std::shared_ptr<Node>> stack;
+    for (Tensor& edge : inputs) take_if_last(edge, stack);
+    inputs.clear();
+    while (!stack.empty()) {
+        std::shared_ptr<Node> node = std::move(stack.back());
+        stack.pop_back();
+        node->backward = nullptr;
+        for (Tensor& edge : node->inputs) take_if_last(edge, stack);
+        node->inputs.clear();
+        // `node` is destroyed here with no edges left: nothing recurses.
+    }
+}
+
+bool grad_enabled() { return grad_mode; }
+
+NoGradGuard::NoGradGuard() : previous_(grad_mode) { grad_mode = false; }
+
+NoGradGuard::~NoGradGuard() { grad_mode = previous_; }
+
+bool needs_grad(std::span<const Tensor> inputs) {
+    if (!grad_mode) return false;
+    for (const Tensor& t : inputs)
+        if (t.defined() && t.impl()->requires_grad) return true;
+    return false;
+}
+
+std::vector<Tensor> record(const char* name, std::vector<Tensor> outputs, std::vector<Tensor> inputs,
+                           BackwardFn backward) {
+    if (!needs_grad(std::span<const Tensor>(inputs))) return outputs;
+    auto node = std::make_shared<Node>();
+    node->name = name;
+    node->inputs = std::move(inputs);
+    node->backward = std::move(backward);
+    std::vector<Tensor> recorded;
+    recorded.reserve(outputs.size());
+    for (size_t i = 0; i < outputs.size(); ++i) {
+        node->output_shapes.push_back(outputs[i].shape());
+        auto impl = std::make_shared<TensorImpl>();
+        impl->storage = outputs[i].impl()->storage;
+        impl->shape = outputs[i].shape();
+        impl->requires_grad = true;
+        impl->grad_fn = node;
+        impl->output_nr = static_cast<int>(i);
+        recorded.emplace_back(std::move(impl));
+    }
+    return recorded;
+}
+
+// ---- Tensor's autograd methods ----
+
+bool Tensor::requires_grad() const { return impl_ && impl_->requires_grad; }
+
+Tensor& Tensor::set_requires_grad(bool requires_grad) {
+    check(defined(), "Tensor::set_requires_grad", "the tensor is undefined");
+    check(impl_->grad_fn == nullptr || requires_grad, "Tensor::set_requires_grad",
+          "only a leaf can stop requiring grad; use detach() on the result of an operation");
+    impl_->requires_grad = requires_grad;
+    return *this;
+}
+
+bool Tensor::is_leaf() const { return impl_ && impl_->grad_fn == nullptr; }
+
+Tensor Tensor::grad() const { return impl_ ? impl_->grad : Tensor(); }
+
+void Tensor::set_grad(const Tensor& grad) {
+    check(defined(), "Tensor::set_grad", "the tensor is undefined");
+    check(!grad.defined() || grad.shape() == shape(), "Tensor::set_grad", "gradient of shape ",
+          grad.defined() ? grad.shape() : Shape{}, " for a tensor of shape ", shape());
+    impl_->grad = grad;
+}
+
+void Tensor::zero_grad() {
+    if (impl_) impl_->grad = Tensor();
+}
+
+Tensor Tensor::detach() const {
+    check(defined(), "Tensor::detach", "the tensor is undefined");
+    auto impl = std::make_shared<TensorImpl>();
+    impl->storage = impl_->storage;
+    impl->shape = impl_->shape;
+    return Tensor(std::move(impl));
+}
+
+void Tensor::backward(bool retain_graph) const {
+    check(defined() && numel() == 1, "Tensor::backward",
+          "without a gradient argument the output must have one element, got shape ",
+          defined() ? shape() : Shape{});
+    backward(Tensor::ones(shape()), retain_graph);
+}
+
+void Tensor::backward(const Tensor& grad_output, bool retain_graph) const {
+    check(defined(), "Tensor::backward", "the tensor is undefined");
+    check(requires_grad(), "Tensor::backward", "the tensor does not require grad (no graph recorded)");
+    check(grad_output.defined() && grad_output.shape() == shape(), "Tensor::backward",
+          "gradient of shape ", grad_output.defined() ? grad_output.shape() : Shape{},
+          " for an output of shape ", shape());
+    NoGradGuard no_grad;  // backward functions compute plain tensors
+    if (!impl_->grad_fn) {  // a leaf: its gradient is the given one
+        accumulate(impl_->grad, grad_output.detach());
+        return;
+    }
+
+    // Post-order depth-first search with an explicit stack: a node comes after every node that
+    // made one of its inputs, so walking `order` backwards visits each node after all its users.
+    std::vector<std::shared_ptr<Node>> order;
+    std::unordered_set<Node*> seen{impl_->grad_fn.get()};
+    std::vector<std::pair<std::shared_ptr<Node>, size_t>> stack;  // (node, next input to visit)
+    stack.emplace_back(impl_->grad_fn, 0);
+    while (!stack.empty()) {
+        auto& [node, next] = stack.back();
+        check(!node->released, "Tensor::backward", "the graph through '", node->name,
+              "' was freed by an earlier backward(); pass retain_graph = true to go through it twice");
+        if (next < node->inputs.size()) {
+            const Tensor& edge = node->inputs[next++];
+            const auto& producer = edge.defined() ? edge.impl()->grad_fn : nullptr;
+            if (producer && seen.insert(producer.get()).second) stack.emplace_back(producer, 0);
+        } else {
+            order.push_back(std::move(node));
+            stack.pop_back();
+        }
+    }
+
+    impl_->grad_fn->grad_outputs.resize(impl_->grad_fn->output_shapes.size());
+    accumulate(impl_->grad_fn->grad_outputs[static_cast<size_t>(impl_->output_nr)], grad_output.detach());
+    for (auto it = order.rbegin(); it != order.rend(); ++it) {
+        Node& node = **it;
+        node.grad_outputs.resize(node.output_shapes.size());
+        for (size_t i = 0; i < node.grad_outputs.size(); ++i)  // an output no path used
+            if (!node.grad_outputs[i].defined()) node.grad_outputs[i] = Tensor::zeros(node.output_shapes[i]);
+        std::vector<Tensor> grads = node.backward(node.grad_outputs);
+        check(grads.size() == node.inputs.size(), node.name, "internal error: backward returned ",
+              grads.size(), " gradients for ", node.inputs.size(), " inputs");
+        node.grad_outputs.clear();
+        for (size_t i = 0; i < grads.size(); ++i) {
+            const Tensor& input = node.inputs[i];
+            if (!grads[i].defined() || !input.requires_grad()) continue;
+            check(grads[i].shape() == input.shape(), node.name, "internal error: gradient of shape ",
+                  grads[i].shape(), " for input ", i, " of shape ", input.shape());
+            TensorImpl* target = input.impl();
+            if (target->grad_fn) {
+                Node& producer = *target->grad_fn;
+                producer.grad_outputs.resize(producer.output_shapes.size());
+                accumulate(producer.grad_outputs[static_cast<size_t>(target->output_nr)], grads[i]);
+            } else {
+                accumulate(target->grad, grads[i]);
+            }
+        }
+        if (!retain_graph) {
+            node.backward = nullptr;
+            node.inputs.clear();
+            node.released = true;
+        }
+    }
+}
+
+}  // namespace seqgrad

@@ -1,0 +1,24 @@
+// The bridge to OpenBLAS: the CBLAS entry points seqgrad uses, and OpenBLAS's own controls.
+#pragma once
+
+extern "C" {
+#include <cblas.h>
+// Declared here as well as in OpenBLAS's cblas.h, so that any CBLAS header will do.
+void openblas_set_num_threads(int num_threads);
+int openblas_get_num_threads(void);
+char* openblas_get_corename(void);
+}
+
+#include <cstdint>
+
+namespace seqgrad::detail {
+
+// Throws Error naming `op` if a matrix extent does not fit BLAS's int.
+void check_blas_size(int64_t n, const char* op);
+
+// C[m, n] = op(A) op(B), or C += op(A) op(B) when accumulate; row-major, A stored [m, k] (or
+// [k, m] when ta), B stored [k, n] (or [n, k] when tb). Extents may be zero.
+void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, const float* b, float* c,
+          bool accumulate);
+
+}  // namespace seqgrad::detail

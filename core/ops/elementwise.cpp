@@ -1,0 +1,184 @@
+// Elementwise operations: broadcasting arithmetic (NumPy's rules; backward sums over the
+// broadcast axes with sum_to), scalar forms, and the unary functions with their derivatives.
+#include <cmath>
+#include <numbers>
+
+#include "kernels.h"
+#include "seqgrad/core/autograd.h"
+#include "seqgrad/core/ops.h"
+
+namespace seqgrad {
+
+using detail::broadcast_zip;
+using detail::map;
+using detail::zip;
+
+Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
+    const size_t rank = std::max(a.size(), b.size());
+    Shape out(std::vector<int64_t>(rank, 1));
+    for (size_t i = 0; i < rank; ++i) {
+        const int64_t da = i < rank - a.size() ? 1 : a[i - (rank - a.size())];
+        const int64_t db = i < rank - b.size() ? 1 : b[i - (rank - b.size())];
+        check(da == db || da == 1 || db == 1, op, "shapes ", a, " and ", b, " do not broadcast");
+        out[i] = da == 1 ? db : da;
+    }
+    return out;
+}
+
+namespace {
+
+template <typename Forward, typename Backward>
+Tensor binary(const char* name, const Tensor& a, const Tensor& b, Forward forward, Backward backward) {
+    check(a.defined() && b.defined(), name, "an operand is undefined");
+    const Shape out_shape = broadcast_shapes(a.shape(), b.shape(), name);
+    Tensor out = broadcast_zip(a, b, out_shape, forward);
+    return record(name, out, {a, b}, [a, b, out, backward](const Tensor& g) {
+        auto [ga, gb] = backward(g, a, b, out);
+        return std::vector<Tensor>{a.requires_grad() ? sum_to(ga, a.shape()) : Tensor(),
+                                   b.requires_grad() ? sum_to(gb, b.shape()) : Tensor()};
+    });
+}
+
+template <typename Forward, typename Backward>
+Tensor unary(const char* name, const Tensor& x, Forward forward, Backward backward) {
+    check(x.defined(), name, "the operand is undefined");
+    Tensor out = map(x, forward);
+    return record(name, out, {x}, [x, out, backward](const Tensor& g) {
+        return std::vector<Tensor>{backward(g, x, out)};
+    });
+}
+
+using Pair = std::pair<Tensor, Tensor>;
+
+}  // namespace
+
+Tensor add(const Tensor& a, const Tensor& b) {
+    return binary("add", a, b, std::plus<float>(),
+                  [](const Tensor& g, const Tensor&, const Tensor&, const Tensor&) { return Pair{g, g}; });
+}
+
+Tensor sub(const Tensor& a, const Tensor& b) {
+    return binary("sub", a, b, std::minus<float>(),
+                  [](const Tensor& g, const Tensor&, const Tensor&, const Tensor&) {
+                      return Pair{g, map(g, [](float v) { return -v; })};
+                  });
+}
+
+Tensor mul(const Tensor& a, const Tensor& b) {
+    return binary("mul", a, b, std::multiplies<float>(),
+                  [](const Tensor& g, const Tensor& a, const Tensor& b, const Tensor&) {
+                      return Pair{a.requires_grad() ? mul(g, b) : Tensor(),
+                                  b.requires_grad() ? mul(g, a) : Tensor()};
+                  });
+}
+
+Tensor div(const Tensor& a, const Tensor& b) {
+    return binary("div", a, b, std::divides<float>(),
+                  [](const Tensor& g, const Tensor& a, const Tensor& b, const Tensor& out) {
+                      // d(a/b)/db = -a/b^2 = -out/b
+                      return Pair{a.requires_grad() ? div(g, b) : Tensor(),
+                                  b.requires_grad() ? neg(div(mul(g, out), b)) : Tensor()};
+                  });
+}
+
+Tensor neg(const Tensor& x) {
+    return unary("neg", x, [](float v) { return -v; },
+                 [](const Tensor& g, const Tensor&, const Tensor&) { return neg(g); });
+}
+
+Tensor add(const Tensor& a, float s) {
+    return unary("add_scalar", a, [s](float v) { return v + s; },
+                 [](const Tensor& g, const Tensor&, const Tensor&) { return g; });
+}
+
+Tensor mul(const Tensor& a, float s) {
+    return unary("mul_scalar", a, [s](float v) { return v * s; },
+                 [s](const Tensor& g, const Tensor&, const Tensor&) { return mul(g, s); });
+}
+
+Tensor exp(const Tensor& x) {
+    return unary("exp", x, [](float v) { return std::exp(v); },
+                 [](const Tensor& g, const Tensor&, const Tensor& y) { return mul(g, y); });
+}
+
+Tensor log(const Tensor& x) {
+    return unary("log", x, [](float v) { return std::log(v); },
+                 [](const Tensor& g, const Tensor& x, const Tensor&) { return div(g, x); });
+}
+
+Tensor sqrt(const Tensor& x) {
+    return unary("sqrt", x, [](float v) { return std::sqrt(v); },
+                 [](const Tensor& g, const Tensor&, const Tensor& y) {
+                     return zip(g, y, [](float gv, float yv) { return 0.5f * gv / yv; });
+                 });
+}
+
+Tensor pow(const Tensor& x, float p) {
+    return unary("pow", x, [p](float v) { return std::pow(v, p); },
+                 [p](const Tensor& g, const Tensor& x, const Tensor&) {
+                     return zip(g, x, [p](float gv, float xv) { return gv * p * std::pow(xv, p - 1); });
+                 });
+}
+
+Tensor tanh(const Tensor& x) {
+    return unary("tanh", x, [](float v) { return std::tanh(v); },
+                 [](const Tensor& g, const Tensor&, const Tensor& y) {
+                     return zip(g, y, [](float gv, float yv) { return gv * (1 - yv * yv); });
+                 });
+}
+
+Tensor sigmoid(const Tensor& x) {
+    return unary("sigmoid", x, [](float v) { return 1 / (1 + std::exp(-v)); },
+                 [](const Tensor& g, const Tensor&, const Tensor& y) {
+                     return zip(g, y, [](float gv, float yv) { return gv * yv * (1 - yv); });
+                 });
+}
+
+Tensor relu(const Tensor& x) {
+    return unary("relu", x, [](float v) { return v > 0 ? v : 0.0f; },
+                 [](const Tensor& g, const Tensor& x, const Tensor&) {
+                     return zip(g, x, [](float gv, float xv) { return xv > 0 ? gv : 0.0f; });
+                 });
+}
+
+Tensor gelu(const Tensor& x) {
+    // gelu(x) = x * Phi(x); gelu'(x) = Phi(x) + x * phi(x), with Phi, phi the standard normal's
+    // distribution and density.
+    constexpr float inv_sqrt2 = 0.70710678118654752f;
+    constexpr float inv_sqrt_2pi = 0.39894228040143268f;
+    return unary("gelu", x, [](float v) { return 0.5f * v * (1 + std::erf(v * inv_sqrt2)); },
+                 [](const Tensor& g, const Tensor& x, const Tensor&) {
+                     return zip(g, x, [](float gv, float xv) {
+                         const float cdf = 0.5f * (1 + std::erf(xv * inv_sqrt2));
+                         const float pdf = inv_sqrt_2pi * std::exp(-0.5f * xv * xv);
+                         return gv * (cdf + xv * pdf);
+                     });
+                 });
+}
+
+Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
+Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
+Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
+Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
+Tensor operator-(const Tensor& x) { return neg(x); }
+Tensor operator+(const Tensor& a, float b) { return add(a, b); }
+Tensor operator+(float a, const Tensor& b) { return add(b, a); }
+Tensor operator-(const Tensor& a, float b) { return add(a, -b); }
+Tensor operator-(float a, const Tensor& b) { return add(neg(b), a); }
+Tensor operator*(const Tensor& a, float b) { return mul(a, b); }
+Tensor operator*(float a, const Tensor& b) { return mul(b, a); }
+Tensor operator/(const Tensor& a, float b) { return mul(a, 1.0f / b); }
+Tensor operator/(float a, const Tensor& b) { return mul(pow(b, -1.0f), a); }
+
+Tensor sum_to(const Tensor& grad, const Shape& shape) {
+    if (grad.shape() == shape) return grad;
+    const Shape& gs = grad.shape();
+    check(gs.size() >= shape.size(), "sum_to", "cannot reduce shape ", gs, " to ", shape);
+    const size_t lead = gs.size() - shape.size();
+    std::vector<int64_t> axes;
+    for (size_t i = 0; i < gs.size(); ++i)
+        if (i < lead || (shape[i - lead] == 1 && gs[i] != 1)) axes.push_back(static_cast<int64_t>(i));
+    return reshape(sum(grad, axes, /*keepdim=*/true), shape);
+}
+
+}  // namespace seqgrad

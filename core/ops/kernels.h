@@ -1,0 +1,108 @@
+// Small building blocks shared by the operation files: elementwise maps over contiguous tensors,
+// run in parallel over fixed chunks. Internal to core/.
+#pragma once
+
+#include <algorithm>
+#include <vector>
+
+#include "../parallel.h"
+#include "seqgrad/core/tensor.h"
+
+namespace seqgrad::detail {
+
+constexpr int64_t kElementwiseGrain = 1 << 15;  // elements per thread before going parallel
+
+// out[i] = f(x[i])
+template <typename F>
+Tensor map(const Tensor& x, F f) {
+    Tensor out = Tensor::empty(x.shape());
+    const float* px = x.data();
+    float* po = out.data();
+    parallel_for(x.numel(), kElementwiseGrain, [&](int64_t begin, int64_t end) {
+        for (int64_t i = begin; i < end; ++i) po[i] = f(px[i]);
+    });
+    return out;
+}
+
+// out[i] = f(a[i], b[i]) for tensors of the same number of elements.
+template <typename F>
+Tensor zip(const Tensor& a, const Tensor& b, F f) {
+    Tensor out = Tensor::empty(a.shape());
+    const float* pa = a.data();
+    const float* pb = b.data();
+    float* po = out.data();
+    parallel_for(a.numel(), kElementwiseGrain, [&](int64_t begin, int64_t end) {
+        for (int64_t i = begin; i < end; ++i) po[i] = f(pa[i], pb[i]);
+    });
+    return out;
+}
+
+// out[i] = f(a[i], b[i], c[i])
+template <typename F>
+Tensor zip3(const Tensor& a, const Tensor& b, const Tensor& c, F f) {
+    Tensor out = Tensor::empty(a.shape());
+    const float* pa = a.data();
+    const float* pb = b.data();
+    const float* pc = c.data();
+    float* po = out.data();
+    parallel_for(a.numel(), kElementwiseGrain, [&](int64_t begin, int64_t end) {
+        for (int64_t i = begin; i < end; ++i) po[i] = f(pa[i], pb[i], pc[i]);
+    });
+    return out;
+}
+
+// Row-major strides of a shape, in elements.
+inline std::vector<int64_t> strides_of(const Shape& shape) {
+    std::vector<int64_t> strides(shape.size(), 1);
+    for (size_t i = shape.size(); i-- > 1;) strides[i - 1] = strides[i] * shape[i];
+    return strides;
+}
+
+// Row-major strides of `s` over the axes of a broadcast shape of rank `rank`: 0 on the axes that
+// s lacks or has as extent 1.
+inline std::vector<int64_t> broadcast_strides(const Shape& s, size_t rank) {
+    std::vector<int64_t> own = strides_of(s), strides(rank, 0);
+    for (size_t i = 0; i < s.size(); ++i)
+        if (s[i] != 1) strides[rank - s.size() + i] = own[i];
+    return strides;
+}
+
+// out = f(a, b) with a and b broadcast to `out_shape`. The innermost axis runs as a plain loop
+// with stride 0 or 1 for each operand; the outer axes are walked row by row.
+template <typename F>
+Tensor broadcast_zip(const Tensor& a, const Tensor& b, const Shape& out_shape, F f) {
+    if (a.shape() == b.shape()) return zip(a, b, f);
+    Tensor out = Tensor::empty(out_shape);
+    const size_t rank = out_shape.size();
+    if (rank == 0 || out.numel() == 0) {
+        if (out.numel() == 1) out.data()[0] = f(a.data()[0], b.data()[0]);
+        return out;
+    }
+    const std::vector<int64_t> sa = broadcast_strides(a.shape(), rank);
+    const std::vector<int64_t> sb = broadcast_strides(b.shape(), rank);
+    const int64_t inner = out_shape.back();
+    const int64_t rows = out.numel() / inner;
+    const int64_t ia = sa.back(), ib = sb.back();
+    const float* pa = a.data();
+    const float* pb = b.data();
+    float* po = out.data();
+    parallel_for(rows, std::max<int64_t>(1, kElementwiseGrain / inner),
+                         [&](int64_t begin, int64_t end) {
+        for (int64_t row = begin; row < end; ++row) {
+            int64_t rest = row, oa = 0, ob = 0;
+            for (size_t d = rank - 1; d-- > 0;) {
+                const int64_t idx = rest % out_shape[d];
+                rest /= out_shape[d];
+                oa += idx * sa[d];
+                ob += idx * sb[d];
+            }
+            const float* ra = pa + oa;
+            const float* rb = pb + ob;
+            float* ro = po + row * inner;
+            for (int64_t j = 0; j < inner; ++j) ro[j] = f(ra[j * ia], rb[j * ib]);
+        }
+    });
+    return out;
+}
+
+}  // namespace seqgrad::detail

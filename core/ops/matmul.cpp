@@ -1,0 +1,110 @@
+// Matrix products through cblas_sgemm. Transposition is a flag passed to sgemm, never a copy.
+// A product whose right operand is one matrix (a layer's weight) folds the left operand's batch
+// axes into its rows: one large sgemm instead of many small ones, forward and backward alike.
+#include "../blas.h"
+#include "kernels.h"
+#include "seqgrad/core/autograd.h"
+#include "seqgrad/core/ops.h"
+
+namespace seqgrad {
+namespace {
+
+// Batch offsets (in matrices) of an operand with batch shape `own` inside the broadcast `batch`.
+std::vector<int64_t> batch_offsets(const Shape& own, const Shape& batch) {
+    const size_t rank = batch.size();
+    const std::vector<int64_t> strides = detail::broadcast_strides(own, rank);
+    std::vector<int64_t> offsets(static_cast<size_t>(batch.numel()));
+    for (int64_t idx = 0; idx < batch.numel(); ++idx) {
+        int64_t rest = idx, off = 0;
+        for (size_t d = rank; d-- > 0;) {
+            off += (rest % batch[d]) * strides[d];
+            rest /= batch[d];
+        }
+        offsets[static_cast<size_t>(idx)] = off;
+    }
+    return offsets;
+}
+
+}  // namespace
+
+Tensor matmul(const Tensor& a, const Tensor& b, bool ta, bool tb) {
+    check(a.defined() && b.defined(), "matmul", "an operand is undefined");
+    check(a.dim() >= 2 && b.dim() >= 2, "matmul", "operands need rank >= 2, got shapes ", a.shape(),
+          " and ", b.shape());
+    const Shape& sa = a.shape();
+    const Shape& sb = b.shape();
+    const int64_t m = ta ? sa[sa.size() - 1] : sa[sa.size() - 2];
+    const int64_t k = ta ? sa[sa.size() - 2] : sa[sa.size() - 1];
+    const int64_t kb = tb ? sb[sb.size() - 1] : sb[sb.size() - 2];
+    const int64_t n = tb ? sb[sb.size() - 2] : sb[sb.size() - 1];
+    check(k == kb, "matmul", "inner extents differ: ", sa, ta ? " (transposed)" : "", " times ", sb,
+          tb ? " (transposed)" : "");
+    detail::check_blas_size(m, "matmul");
+    detail::check_blas_size(n, "matmul");
+    detail::check_blas_size(k, "matmul");
+
+    if (b.dim() == 2 && !ta && a.dim() > 2) {  // fold a's batch axes into rows
+        Shape out_shape(sa.begin(), sa.end() - 1);
+        out_shape.push_back(n);
+        return reshape(matmul(reshape(a, {a.numel() / k, k}), b, false, tb), out_shape);
+    }
+
+    const Shape batch_a(sa.begin(), sa.end() - 2), batch_b(sb.begin(), sb.end() - 2);
+    const Shape batch = broadcast_shapes(batch_a, batch_b, "matmul");
+    Shape out_shape = batch;
+    out_shape.push_back(m);
+    out_shape.push_back(n);
+    Tensor out = Tensor::empty(out_shape);
+    const std::vector<int64_t> offsets_a = batch_offsets(batch_a, batch);
+    const std::vector<int64_t> offsets_b = batch_offsets(batch_b, batch);
+    for (size_t i = 0; i < offsets_a.size(); ++i)
+        detail::gemm(ta, tb, m, n, k, a.data() + offsets_a[i] * m * k, b.data() + offsets_b[i] * k * n,
+             out.data() + static_cast<int64_t>(i) * m * n, false);
+
+    return record("matmul", out, {a, b}, [a, b, ta, tb](const Tensor& g) {
+        Tensor ga, gb;
+        if (a.requires_grad())  // dA = dC op(B)^T, or its transpose when A is stored transposed
+            ga = sum_to(ta ? matmul(b, g, tb, true) : matmul(g, b, false, !tb), a.shape());
+        if (b.requires_grad())  // dB = op(A)^T dC, or its transpose
+            gb = sum_to(tb ? matmul(g, a, true, ta) : matmul(a, g, !ta, false), b.shape());
+        return std::vector<Tensor>{ga, gb};
+    });
+}
+
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+    check(x.defined() && weight.defined(), "linear", "an operand is undefined");
+    check(weight.dim() == 2, "linear", "weight must be [out, in], got ", weight.shape());
+    const int64_t out_features = weight.size(0), in_features = weight.size(1);
+    check(x.dim() >= 1 && x.size(-1) == in_features, "linear", "input ", x.shape(),
+          " does not end in the weight's in_features ", in_features, " (weight ", weight.shape(), ")");
+    check(!bias.defined() || bias.shape() == Shape{out_features}, "linear", "bias ",
+          bias.defined() ? bias.shape() : Shape{}, " does not match weight ", weight.shape());
+    detail::check_blas_size(out_features, "linear");
+    detail::check_blas_size(in_features, "linear");
+    const int64_t rows = x.numel() / std::max<int64_t>(in_features, 1);
+    detail::check_blas_size(rows, "linear");
+    Shape out_shape(x.shape().begin(), x.shape().end() - 1);
+    out_shape.push_back(out_features);
+    Tensor out = Tensor::empty(out_shape);
+    float* po = out.data();
+    if (bias.defined()) {
+        for (int64_t r = 0; r < rows; ++r) std::copy_n(bias.data(), out_features, po + r * out_features);
+    }
+    detail::gemm(false, true, rows, out_features, in_features, x.data(), weight.data(), po, bias.defined());
+
+    return record("linear", out, {x, weight, bias}, [x, weight, bias, rows, in_features, out_features](const Tensor& g) {
+        Tensor gx, gw, gb;
+        if (x.requires_grad()) {  // dX = dY W
+            gx = Tensor::empty(x.shape());
+            detail::gemm(false, false, rows, in_features, out_features, g.data(), weight.data(), gx.data(), false);
+        }
+        if (weight.requires_grad()) {  // dW = dY^T X
+            gw = Tensor::empty(weight.shape());
+            detail::gemm(true, false, out_features, in_features, rows, g.data(), x.data(), gw.data(), false);
+        }
+        if (bias.defined() && bias.requires_grad()) gb = sum(reshape(g, {rows, out_features}), {0});
+        return std::vector<Tensor>{gx, gw, gb};
+    });
+}
+
+}  // namespace seqgrad

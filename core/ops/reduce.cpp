@@ -1,0 +1,174 @@
+// Reductions: sum and mean over any set of axes, max and argmax along one. A reduction over a
+// run of adjacent axes is a view of the input as [outer, reduced, inner]; other sets of axes are
+// reduced one run at a time. Sums accumulate in double, so a long sum keeps float32 accuracy.
+#include <algorithm>
+#include <memory>
+
+#include "kernels.h"
+#include "seqgrad/core/autograd.h"
+#include "seqgrad/core/ops.h"
+
+namespace seqgrad {
+namespace {
+
+// out[o, i] = sum_r x[o, r, i]
+Tensor sum_block(const Tensor& x, int64_t outer, int64_t reduced, int64_t inner, const Shape& out_shape) {
+    Tensor out = Tensor::empty(out_shape);
+    const float* px = x.data();
+    float* po = out.data();
+    if (inner == 1) {
+        detail::parallel_for(outer, std::max<int64_t>(1, detail::kElementwiseGrain / std::max<int64_t>(reduced, 1)),
+                             [&](int64_t begin, int64_t end) {
+            for (int64_t o = begin; o < end; ++o) {
+                const float* row = px + o * reduced;
+                double acc = 0;
+                for (int64_t r = 0; r < reduced; ++r) acc += row[r];
+                po[o] = static_cast<float>(acc);
+            }
+        });
+        return out;
+    }
+    // Split the inner axis among threads when there are few outer slices (a bias gradient).
+    const int64_t columns = outer * inner;
+    detail::parallel_for(columns, std::max<int64_t>(1, detail::kElementwiseGrain / std::max<int64_t>(reduced, 1)),
+                         [&](int64_t begin, int64_t end) {
+        std::vector<double> acc;
+        for (int64_t c = begin; c < end;) {
+            const int64_t o = c / inner, i0 = c % inner;
+            const int64_t i1 = std::min(inner, i0 + (end - c));
+            acc.assign(static_cast<size_t>(i1 - i0), 0.0);
+            for (int64_t r = 0; r < reduced; ++r) {
+                const float* row = px + (o * reduced + r) * inner;
+                for (int64_t i = i0; i < i1; ++i) acc[static_cast<size_t>(i - i0)] += row[i];
+            }
+            for (int64_t i = i0; i < i1; ++i) po[o * inner + i] = static_cast<float>(acc[static_cast<size_t>(i - i0)]);
+            c += i1 - i0;
+        }
+    });
+    return out;
+}
+
+// Sum over a sorted set of distinct axes, keeping them as extent 1. Not recorded.
+Tensor sum_keepdim(const Tensor& x, const std::vector<int64_t>& axes) {
+    Tensor result = x;
+    // Runs of adjacent axes, last run first so the earlier axes keep their positions.
+    size_t end = axes.size();
+    while (end > 0) {
+        size_t begin = end - 1;
+        while (begin > 0 && axes[begin - 1] + 1 == axes[begin]) --begin;
+        const Shape& s = result.shape();
+        const size_t first = static_cast<size_t>(axes[begin]), last = static_cast<size_t>(axes[end - 1]) + 1;
+        Shape out_shape = s;
+        for (size_t a = first; a < last; ++a) out_shape[a] = 1;
+        result = sum_block(result, s.numel(0, first), s.numel(first, last), s.numel(last, s.size()), out_shape);
+        end = begin;
+    }
+    return result;
+}
+
+std::vector<int64_t> normalize_axes(const std::vector<int64_t>& axes, int64_t rank, const char* op) {
+    std::vector<int64_t> out;
+    for (int64_t a : axes) out.push_back(normalize_axis(a, rank, op));
+    std::sort(out.begin(), out.end());
+    check(std::adjacent_find(out.begin(), out.end()) == out.end(), op, "an axis is repeated");
+    return out;
+}
+
+Shape reduced_shape(const Shape& s, const std::vector<int64_t>& axes, bool keepdim) {
+    Shape out;
+    for (size_t i = 0; i < s.size(); ++i) {
+        const bool reduced = std::binary_search(axes.begin(), axes.end(), static_cast<int64_t>(i));
+        if (!reduced) out.push_back(s[i]);
+        else if (keepdim) out.push_back(1);
+    }
+    return out;
+}
+
+// Broadcasts g (the reduced shape with kept axes) back to `shape`, times `scale`.
+Tensor expand_back(const Tensor& g_keepdim, const Shape& shape, float scale) {
+    Tensor ones = Tensor::full(shape, scale);
+    return mul(ones, g_keepdim);
+}
+
+}  // namespace
+
+Tensor sum(const Tensor& x, const std::vector<int64_t>& axes, bool keepdim) {
+    check(x.defined(), "sum", "the operand is undefined");
+    const std::vector<int64_t> ax = normalize_axes(axes, x.dim(), "sum");
+    const Shape in_shape = x.shape();
+    const Shape keep_shape = reduced_shape(in_shape, ax, true);
+    Tensor out = sum_keepdim(x.detach(), ax);
+    if (!keepdim) out = reshape(out, reduced_shape(in_shape, ax, false));
+    return record("sum", out, {x}, [in_shape, keep_shape](const Tensor& g) {
+        return std::vector<Tensor>{expand_back(reshape(g, keep_shape), in_shape, 1.0f)};
+    });
+}
+
+Tensor sum(const Tensor& x) {
+    check(x.defined(), "sum", "the operand is undefined");
+    std::vector<int64_t> all(static_cast<size_t>(x.dim()));
+    for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int64_t>(i);
+    return sum(x, all, false);
+}
+
+Tensor mean(const Tensor& x, const std::vector<int64_t>& axes, bool keepdim) {
+    check(x.defined(), "mean", "the operand is undefined");
+    const std::vector<int64_t> ax = normalize_axes(axes, x.dim(), "mean");
+    int64_t count = 1;
+    for (int64_t a : ax) count *= x.shape()[static_cast<size_t>(a)];
+    return mul(sum(x, ax, keepdim), count > 0 ? 1.0f / static_cast<float>(count) : 0.0f);
+}
+
+Tensor mean(const Tensor& x) {
+    check(x.defined(), "mean", "the operand is undefined");
+    return mul(sum(x), x.numel() > 0 ? 1.0f / static_cast<float>(x.numel()) : 0.0f);
+}
+
+Tensor max(const Tensor& x, int64_t axis, bool keepdim) {
+    check(x.defined(), "max", "the operand is undefined");
+    const int64_t a = normalize_axis(axis, x.dim(), "max");
+    const Shape& s = x.shape();
+    const int64_t n = s[static_cast<size_t>(a)];
+    check(n > 0, "max", "cannot take the max over an empty axis of shape ", s);
+    const int64_t outer = s.numel(0, static_cast<size_t>(a)), inner = s.numel(static_cast<size_t>(a) + 1, s.size());
+    Tensor out = Tensor::empty(reduced_shape(s, {a}, keepdim));
+    auto where = std::make_shared<std::vector<int64_t>>(static_cast<size_t>(outer * inner));
+    const float* px = x.data();
+    float* po = out.data();
+    for (int64_t o = 0; o < outer; ++o)
+        for (int64_t i = 0; i < inner; ++i) {
+            int64_t best = 0;
+            for (int64_t r = 1; r < n; ++r)
+                if (px[(o * n + r) * inner + i] > px[(o * n + best) * inner + i]) best = r;
+            po[o * inner + i] = px[(o * n + best) * inner + i];
+            (*where)[static_cast<size_t>(o * inner + i)] = (o * n + best) * inner + i;
+        }
+    const Shape in_shape = s;
+    return record("max", out, {x}, [in_shape, where](const Tensor& g) {
+        Tensor gx = Tensor::zeros(in_shape);
+        const float* pg = g.data();
+        for (size_t k = 0; k < where->size(); ++k) gx.data()[(*where)[k]] += pg[k];
+        return std::vector<Tensor>{gx};
+    });
+}
+
+IntTensor argmax(const Tensor& x, int64_t axis) {
+    check(x.defined(), "argmax", "the operand is undefined");
+    const int64_t a = normalize_axis(axis, x.dim(), "argmax");
+    const Shape& s = x.shape();
+    const int64_t n = s[static_cast<size_t>(a)];
+    check(n > 0, "argmax", "cannot take the argmax over an empty axis of shape ", s);
+    const int64_t outer = s.numel(0, static_cast<size_t>(a)), inner = s.numel(static_cast<size_t>(a) + 1, s.size());
+    IntTensor out = IntTensor::zeros(reduced_shape(s, {a}, false));
+    const float* px = x.data();
+    for (int64_t o = 0; o < outer; ++o)
+        for (int64_t i = 0; i < inner; ++i) {
+            int64_t best = 0;
+            for (int64_t r = 1; r < n; ++r)
+                if (px[(o * n + r) * inner + i] > px[(o * n + best) * inner + i]) best = r;
+            out.data()[o * inner + i] = best;
+        }
+    return out;
+}
+
+}  // namespace seqgrad

@@ -1,0 +1,73 @@
+// The reverse-mode engine: a Node per recorded operation, record() to attach one to an
+// operation's outputs, NoGradGuard, and the rules backward() follows (core/autograd.cpp).
+//
+// An operation computes its outputs as plain tensors, then calls record() with its inputs and a
+// backward function. backward receives the gradients of the outputs and returns one gradient per
+// input (an undefined Tensor for an input that needs none). A backward function may keep plain
+// data tensors (an input, or an output's data) but never an output itself: record() hands out new
+// handles sharing the outputs' storage, so what the closure holds is outside the graph and no
+// reference cycle can form.
+#pragma once
+
+#include <functional>
+#include <span>
+#include <utility>
+#include <vector>
+
+#include "seqgrad/core/tensor.h"
+
+namespace seqgrad {
+
+using BackwardFn = std::function<std::vector<Tensor>(std::span<const Tensor> grad_outputs)>;
+
+struct Node {
+    const char* name = "";      // the operation, for error messages
+    std::vector<Tensor> inputs;  // the edges of the graph
+    std::vector<Shape> output_shapes;
+    BackwardFn backward;
+    std::vector<Tensor> grad_outputs;  // filled while backward() runs
+    bool released = false;             // backward() has run and freed what it held
+
+    Node() = default;
+    Node(const Node&) = delete;
+    Node& operator=(const Node&) = delete;
+    // Frees the graph behind this node with a loop, not recursion: a chain of 100,000 operations
+    // must not overflow the stack when its last tensor goes away.
+    ~Node();
+};
+
+// Whether operations record themselves (true unless a NoGradGuard is alive on this thread).
+bool grad_enabled();
+
+class NoGradGuard {
+public:
+    NoGradGuard();
+    ~NoGradGuard();
+    NoGradGuard(const NoGradGuard&) = delete;
+    NoGradGuard& operator=(const NoGradGuard&) = delete;
+
+private:
+    bool previous_;
+};
+
+// True when an operation on these inputs must be recorded.
+bool needs_grad(std::span<const Tensor> inputs);
+inline bool needs_grad(std::initializer_list<Tensor> inputs) {
+    return needs_grad(std::span<const Tensor>(inputs.begin(), inputs.size()));
+}
+
+// Attaches a node to the outputs when needs_grad(inputs); returns handles to the outputs that
+// carry it (or the outputs unchanged).
+std::vector<Tensor> record(const char* name, std::vector<Tensor> outputs, std::vector<Tensor> inputs,
+                           BackwardFn backward);
+
+// The single-output form: `backward` takes the output's gradient `const Tensor&`.
+template <typename F>
+Tensor record(const char* name, Tensor output, std::vector<Tensor> inputs, F&& backward) {
+    if (!needs_grad(std::span<const Tensor>(inputs))) return output;
+    std::vector<Tensor> outputs{std::move(output)};
+    BackwardFn single = [fn = std::forward<F>(backward)](std::span<const Tensor> grads) { return fn(grads[0]); };
+    return record(name, std::move(outputs), std::move(inputs), std::move(single))[0];
+}
+
+}  // namespace seqgrad

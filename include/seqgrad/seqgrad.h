@@ -1,0 +1,4 @@
+// The whole public API of seqgrad.
+#pragma once
+
+#include "seqgrad/core.h"

@@ -1,0 +1,36 @@
+// Helpers shared by the tests: deterministic random tensors and elementwise comparison.
+#pragma once
+
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <string>
+
+#include "seqgrad/seqgrad.h"
+
+namespace seqgrad::testing {
+
+// Values in [low, high) from a fixed seed, as a leaf that requires grad.
+inline Tensor random_tensor(const Shape& shape, uint64_t seed, float low = -1.0f, float high = 1.0f,
+                            bool requires_grad = true) {
+    Generator gen(seed);
+    return Tensor::uniform(shape, low, high, gen, requires_grad);
+}
+
+// Largest |a - b| over the elements; shapes must agree.
+inline float max_abs_diff(const Tensor& a, const Tensor& b) {
+    REQUIRE(a.shape() == b.shape());
+    float worst = 0;
+    for (int64_t i = 0; i < a.numel(); ++i) worst = std::max(worst, std::fabs(a.data()[i] - b.data()[i]));
+    return worst;
+}
+
+// Runs gradcheck and reports its message on failure.
+inline void require_gradcheck(const GradcheckFn& f, const std::vector<Tensor>& inputs,
+                              const GradcheckOptions& options = {}) {
+    const GradcheckResult result = gradcheck(f, inputs, options);
+    INFO(result.message);
+    REQUIRE(result.ok);
+}
+
+}  // namespace seqgrad::testing
