@@ -1,0 +1,1 @@
+// placeholder: safetensors reader and writer (being written)
