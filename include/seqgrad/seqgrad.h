@@ -2,3 +2,6 @@
 #pragma once
 
 #include "seqgrad/core.h"
+#if __has_include("seqgrad/nn.h")
+#include "seqgrad/nn.h"
+#endif
