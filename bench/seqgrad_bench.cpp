@@ -1,0 +1,410 @@
+// seqgrad_bench: Google Benchmark measurements of seqgrad's hot operations on this machine.
+//
+// What each benchmark measures (all timed in wall-clock time, since OpenBLAS and seqgrad's
+// OpenMP loops work on several threads):
+//   matmul/sgemm/N                    raw cblas_sgemm, C = A B, N x N x N, preallocated buffers.
+//   matmul/seqgrad_forward/N          seqgrad::matmul(a, b), inputs not requiring grad: sgemm plus
+//                                     seqgrad's per-call cost (checks, output allocation, handles).
+//   matmul/sgemm_forward_backward/N   raw sgemm doing the three products of a training step:
+//                                     C = A B, dA = dC B^T, dB = A^T dC (the same transpose flags
+//                                     seqgrad's backward passes to sgemm).
+//   matmul/seqgrad_forward_backward/N matmul(a, b).backward(dC) with a and b requiring grad: the
+//                                     same three products plus graph recording and the engine.
+//   The GFLOP/s column counts 2 N^3 per product (3 products for forward+backward).
+//
+//   softmax/{forward,forward_backward}/R/C        softmax over the last axis of [R, C]
+//   layer_norm/{forward,forward_backward}/R/D     layer_norm of [R, D] with gamma, beta [D]
+//   cross_entropy/{forward,forward_backward}/R/V  fused cross_entropy of logits [R, V], with
+//                                                 ignore_index 0 on every 8th position and label
+//                                                 smoothing 0.1
+//   The GB/s column counts compulsory memory traffic only: each input read once, each output
+//   written once (the byte counts are spelled out beside each benchmark below). Rows are small
+//   enough to stay in cache between an operation's passes over them, so this is the traffic
+//   that has to reach memory.
+//
+// At start-up the program prints (and records in the benchmark context) OpenBLAS's core name,
+// the thread count, and OPENBLAS_CORETYPE. OPENBLAS_CORETYPE=Haswell forces OpenBLAS's AVX2
+// kernels, about half the sgemm speed of its AVX-512 ones on this machine: unset it.
+//
+// How to run:
+//   cmake -S . -B build -DCMAKE_BUILD_TYPE=Release && cmake --build build --target seqgrad_bench
+//   env -u OPENBLAS_CORETYPE ./build/bench/seqgrad_bench --benchmark_filter=matmul
+//   env -u OPENBLAS_CORETYPE ./build/bench/seqgrad_bench --threads 1 --benchmark_min_time=0.2
+// Threads: `--threads N` (or `--threads=N`), else the SEQGRAD_THREADS environment variable, else
+// seqgrad's default (the number of cores). It sets OpenBLAS's threads and seqgrad's alike.
+#include <benchmark/benchmark.h>
+#include <cblas.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <new>
+#include <string>
+#include <vector>
+
+#include "seqgrad/core/ops.h"
+#include "seqgrad/core/random.h"
+#include "seqgrad/core/tensor.h"
+#include "seqgrad/core/threads.h"
+
+extern "C" {
+// OpenBLAS's own controls (also in its cblas.h; declared here so any CBLAS header will do).
+char* openblas_get_corename(void);
+int openblas_get_num_threads(void);
+}
+
+namespace {
+
+using seqgrad::Generator;
+using seqgrad::IntTensor;
+using seqgrad::Shape;
+using seqgrad::Tensor;
+
+// ---- helpers ----
+
+// A 64-byte aligned float buffer (as seqgrad's allocator gives), for the raw sgemm baselines.
+struct AlignedFloats {
+    explicit AlignedFloats(int64_t n)
+        : data(static_cast<float*>(::operator new[](static_cast<size_t>(n) * sizeof(float), std::align_val_t{64}))),
+          size(n) {}
+    ~AlignedFloats() { ::operator delete[](data, std::align_val_t{64}); }
+    AlignedFloats(const AlignedFloats&) = delete;
+    AlignedFloats& operator=(const AlignedFloats&) = delete;
+
+    float* data;
+    int64_t size;
+};
+
+void fill_uniform(float* p, int64_t n, Generator& gen) {
+    for (int64_t i = 0; i < n; ++i) p[i] = gen.uniform(-1.0f, 1.0f);
+}
+
+Tensor random_tensor(const Shape& shape, Generator& gen, bool requires_grad = false) {
+    return Tensor::uniform(shape, -1.0f, 1.0f, gen, requires_grad);
+}
+
+// Reports `per_iteration` units per iteration as a rate in billions per second (the console
+// shows the value followed by "/s", e.g. GFLOP/s=150.2/s).
+void set_rate_counter(benchmark::State& state, const char* name, double per_iteration) {
+    state.counters[name] = benchmark::Counter(per_iteration * 1e-9, benchmark::Counter::kIsIterationInvariantRate,
+                                              benchmark::Counter::OneK::kIs1000);
+}
+
+// C[m, n] = op(A) op(B), row-major, as seqgrad's gemm calls it.
+void sgemm(bool ta, bool tb, int n, const float* a, const float* b, float* c) {
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, n, n, n, 1.0f, a, n,
+                b, n, 0.0f, c, n);
+}
+
+// ---- matrix products ----
+
+double product_flops(int64_t n) { return 2.0 * static_cast<double>(n) * static_cast<double>(n) * static_cast<double>(n); }
+
+void matmul_sgemm(benchmark::State& state) {
+    const int64_t n = state.range(0);
+    Generator gen(1);
+    AlignedFloats a(n * n), b(n * n), c(n * n);
+    fill_uniform(a.data, a.size, gen);
+    fill_uniform(b.data, b.size, gen);
+    for (auto _ : state) {
+        sgemm(false, false, static_cast<int>(n), a.data, b.data, c.data);
+        benchmark::DoNotOptimize(c.data);
+        benchmark::ClobberMemory();
+    }
+    set_rate_counter(state, "GFLOP/s", product_flops(n));
+}
+
+void matmul_seqgrad_forward(benchmark::State& state) {
+    const int64_t n = state.range(0);
+    Generator gen(1);
+    const Tensor a = random_tensor({n, n}, gen);
+    const Tensor b = random_tensor({n, n}, gen);
+    for (auto _ : state) {
+        Tensor c = seqgrad::matmul(a, b);
+        benchmark::DoNotOptimize(c.data());
+        benchmark::ClobberMemory();
+    }
+    set_rate_counter(state, "GFLOP/s", product_flops(n));
+}
+
+// The three products of a forward and backward pass through C = A B, with seqgrad's flags:
+// C = A B (NN), dA = dC B^T (NT), dB = A^T dC (TN).
+void matmul_sgemm_forward_backward(benchmark::State& state) {
+    const int64_t n = state.range(0);
+    const int ni = static_cast<int>(n);
+    Generator gen(1);
+    AlignedFloats a(n * n), b(n * n), c(n * n), grad_c(n * n), grad_a(n * n), grad_b(n * n);
+    fill_uniform(a.data, a.size, gen);
+    fill_uniform(b.data, b.size, gen);
+    fill_uniform(grad_c.data, grad_c.size, gen);
+    for (auto _ : state) {
+        sgemm(false, false, ni, a.data, b.data, c.data);
+        sgemm(false, true, ni, grad_c.data, b.data, grad_a.data);
+        sgemm(true, false, ni, a.data, grad_c.data, grad_b.data);
+        benchmark::DoNotOptimize(c.data);
+        benchmark::DoNotOptimize(grad_a.data);
+        benchmark::DoNotOptimize(grad_b.data);
+        benchmark::ClobberMemory();
+    }
+    set_rate_counter(state, "GFLOP/s", 3 * product_flops(n));
+}
+
+void matmul_seqgrad_forward_backward(benchmark::State& state) {
+    const int64_t n = state.range(0);
+    Generator gen(1);
+    Tensor a = random_tensor({n, n}, gen, /*requires_grad=*/true);
+    Tensor b = random_tensor({n, n}, gen, /*requires_grad=*/true);
+    const Tensor grad_c = random_tensor({n, n}, gen);
+    for (auto _ : state) {
+        {
+            Tensor c = seqgrad::matmul(a, b);
+            c.backward(grad_c);
+        }
+        benchmark::DoNotOptimize(a.grad().data());
+        benchmark::DoNotOptimize(b.grad().data());
+        benchmark::ClobberMemory();
+        a.zero_grad();  // drop the gradients, so each iteration computes them afresh (no += pass)
+        b.zero_grad();
+    }
+    set_rate_counter(state, "GFLOP/s", 3 * product_flops(n));
+}
+
+// ---- softmax over the last axis of [rows, cols] ----
+// N = rows * cols floats.
+//   forward:          read x, write y                                   8 N bytes
+//   forward+backward: forward, then read y and dy, write dx             8 N + 12 N = 20 N bytes
+
+void softmax_forward(benchmark::State& state) {
+    const int64_t rows = state.range(0), cols = state.range(1);
+    Generator gen(2);
+    const Tensor x = random_tensor({rows, cols}, gen);
+    for (auto _ : state) {
+        Tensor y = seqgrad::softmax(x);
+        benchmark::DoNotOptimize(y.data());
+        benchmark::ClobberMemory();
+    }
+    set_rate_counter(state, "GB/s", 8.0 * static_cast<double>(rows * cols));
+}
+
+void softmax_forward_backward(benchmark::State& state) {
+    const int64_t rows = state.range(0), cols = state.range(1);
+    Generator gen(2);
+    Tensor x = random_tensor({rows, cols}, gen, /*requires_grad=*/true);
+    const Tensor grad_y = random_tensor({rows, cols}, gen);
+    for (auto _ : state) {
+        {
+            Tensor y = seqgrad::softmax(x);
+            y.backward(grad_y);
+        }
+        benchmark::DoNotOptimize(x.grad().data());
+        benchmark::ClobberMemory();
+        x.zero_grad();
+    }
+    set_rate_counter(state, "GB/s", 20.0 * static_cast<double>(rows * cols));
+}
+
+// ---- layer_norm of [rows, d] ----
+// N = rows * d floats.
+//   forward:  read x (4N), gamma and beta (8d); write y (4N), mean and rstd (8 rows)
+//             = 8 N + 8 d + 8 rows bytes
+//   backward: read x and dy (8N), gamma (4d), mean and rstd (8 rows); write dx (4N),
+//             dgamma and dbeta (8d)  = 12 N + 12 d + 8 rows bytes
+//   forward+backward = 20 N + 20 d + 16 rows bytes
+
+void layer_norm_forward(benchmark::State& state) {
+    const int64_t rows = state.range(0), d = state.range(1);
+    Generator gen(3);
+    const Tensor x = random_tensor({rows, d}, gen);
+    const Tensor gamma = random_tensor({d}, gen);
+    const Tensor beta = random_tensor({d}, gen);
+    for (auto _ : state) {
+        Tensor y = seqgrad::layer_norm(x, gamma, beta, 1e-5f);
+        benchmark::DoNotOptimize(y.data());
+        benchmark::ClobberMemory();
+    }
+    set_rate_counter(state, "GB/s", 8.0 * static_cast<double>(rows * d) + 8.0 * static_cast<double>(d + rows));
+}
+
+void layer_norm_forward_backward(benchmark::State& state) {
+    const int64_t rows = state.range(0), d = state.range(1);
+    Generator gen(3);
+    Tensor x = random_tensor({rows, d}, gen, /*requires_grad=*/true);
+    Tensor gamma = random_tensor({d}, gen, /*requires_grad=*/true);
+    Tensor beta = random_tensor({d}, gen, /*requires_grad=*/true);
+    const Tensor grad_y = random_tensor({rows, d}, gen);
+    for (auto _ : state) {
+        {
+            Tensor y = seqgrad::layer_norm(x, gamma, beta, 1e-5f);
+            y.backward(grad_y);
+        }
+        benchmark::DoNotOptimize(x.grad().data());
+        benchmark::ClobberMemory();
+        x.zero_grad();
+        gamma.zero_grad();
+        beta.zero_grad();
+    }
+    set_rate_counter(state, "GB/s",
+                     20.0 * static_cast<double>(rows * d) + 20.0 * static_cast<double>(d) +
+                         16.0 * static_cast<double>(rows));
+}
+
+// ---- cross_entropy of logits [rows, vocab] against targets [rows] ----
+// N = rows * vocab floats; targets are int64.
+//   forward:  read logits (4N) and targets (8 rows); write the log-sum-exp saved for backward
+//             (4 rows) = 4 N + 12 rows bytes
+//   backward: read logits (4N), targets (8 rows), log-sum-exp (4 rows); write dlogits (4N)
+//             = 8 N + 12 rows bytes
+//   forward+backward = 12 N + 24 rows bytes
+
+// Targets in [1, vocab), with every 8th position set to the ignored id 0.
+IntTensor make_targets(int64_t rows, int64_t vocab, Generator& gen) {
+    std::vector<int64_t> ids(static_cast<size_t>(rows));
+    for (int64_t i = 0; i < rows; ++i)
+        ids[static_cast<size_t>(i)] = i % 8 == 7 ? 0 : 1 + static_cast<int64_t>(gen.below(static_cast<uint64_t>(vocab - 1)));
+    return IntTensor::from_vector(std::move(ids), {rows});
+}
+
+constexpr int64_t kIgnoreIndex = 0;
+constexpr float kLabelSmoothing = 0.1f;
+
+void cross_entropy_forward(benchmark::State& state) {
+    const int64_t rows = state.range(0), vocab = state.range(1);
+    Generator gen(4);
+    const Tensor logits = random_tensor({rows, vocab}, gen);
+    const IntTensor targets = make_targets(rows, vocab, gen);
+    for (auto _ : state) {
+        Tensor loss = seqgrad::cross_entropy(logits, targets, kIgnoreIndex, kLabelSmoothing);
+        benchmark::DoNotOptimize(loss.data());
+        benchmark::ClobberMemory();
+    }
+    set_rate_counter(state, "GB/s", 4.0 * static_cast<double>(rows * vocab) + 12.0 * static_cast<double>(rows));
+}
+
+void cross_entropy_forward_backward(benchmark::State& state) {
+    const int64_t rows = state.range(0), vocab = state.range(1);
+    Generator gen(4);
+    Tensor logits = random_tensor({rows, vocab}, gen, /*requires_grad=*/true);
+    const IntTensor targets = make_targets(rows, vocab, gen);
+    for (auto _ : state) {
+        {
+            Tensor loss = seqgrad::cross_entropy(logits, targets, kIgnoreIndex, kLabelSmoothing);
+            loss.backward();
+        }
+        benchmark::DoNotOptimize(logits.grad().data());
+        benchmark::ClobberMemory();
+        logits.zero_grad();
+    }
+    set_rate_counter(state, "GB/s", 12.0 * static_cast<double>(rows * vocab) + 24.0 * static_cast<double>(rows));
+}
+
+// ---- registration and start-up ----
+
+using BenchmarkFn = void (*)(benchmark::State&);
+
+void register_matmul(const char* name, BenchmarkFn fn) {
+    benchmark::RegisterBenchmark(name, fn)->RangeMultiplier(2)->Range(64, 1024)->UseRealTime()->Unit(
+        benchmark::kMicrosecond);
+}
+
+// Softmax and cross-entropy shapes [rows, classes]: attention scores (256 x 12 heads, 44 keys),
+// a 1000-class output (64 x 32 positions) and a 12,000-word vocabulary (32 x 12 positions).
+const std::vector<std::vector<int64_t>> kRowShapes = {{256 * 12, 44}, {64 * 32, 1000}, {32 * 12, 12000}};
+// Layer-norm shapes [rows, d].
+const std::vector<std::vector<int64_t>> kNormShapes = {{4096, 256}, {384, 512}};
+
+void register_rows(const char* name, BenchmarkFn fn, const std::vector<std::vector<int64_t>>& shapes) {
+    auto* b = benchmark::RegisterBenchmark(name, fn);
+    for (const auto& shape : shapes) b->Args(shape);
+    b->UseRealTime()->Unit(benchmark::kMicrosecond);
+}
+
+void register_all() {
+    register_matmul("matmul/sgemm", matmul_sgemm);
+    register_matmul("matmul/seqgrad_forward", matmul_seqgrad_forward);
+    register_matmul("matmul/sgemm_forward_backward", matmul_sgemm_forward_backward);
+    register_matmul("matmul/seqgrad_forward_backward", matmul_seqgrad_forward_backward);
+    register_rows("softmax/forward", softmax_forward, kRowShapes);
+    register_rows("softmax/forward_backward", softmax_forward_backward, kRowShapes);
+    register_rows("layer_norm/forward", layer_norm_forward, kNormShapes);
+    register_rows("layer_norm/forward_backward", layer_norm_forward_backward, kNormShapes);
+    register_rows("cross_entropy/forward", cross_entropy_forward, kRowShapes);
+    register_rows("cross_entropy/forward_backward", cross_entropy_forward_backward, kRowShapes);
+}
+
+// Parses a positive thread count; exits with a message on anything else.
+int parse_threads(const char* text, const char* source) {
+    char* end = nullptr;
+    const long n = std::strtol(text, &end, 10);
+    if (end == text || *end != '\0' || n < 1 || n > 4096) {
+        std::fprintf(stderr, "seqgrad_bench: %s must be a positive integer, got '%s'\n", source, text);
+        std::exit(2);
+    }
+    return static_cast<int>(n);
+}
+
+// Removes `--threads N` / `--threads=N` from argv (before Google Benchmark sees the arguments)
+// and returns the count, or 0 when absent.
+int take_threads_flag(int& argc, char** argv) {
+    int threads = 0;
+    int kept = 1;
+    for (int i = 1; i < argc; ++i) {
+        const char* arg = argv[i];
+        if (std::strcmp(arg, "--threads") == 0) {
+            if (i + 1 >= argc) {
+                std::fprintf(stderr, "seqgrad_bench: --threads needs a value\n");
+                std::exit(2);
+            }
+            threads = parse_threads(argv[++i], "--threads");
+        } else if (std::strncmp(arg, "--threads=", 10) == 0) {
+            threads = parse_threads(arg + 10, "--threads");
+        } else {
+            argv[kept++] = argv[i];
+        }
+    }
+    argc = kept;
+    argv[argc] = nullptr;
+    return threads;
+}
+
+// Applies the requested thread count, then reports the setup to stderr and the benchmark context.
+void configure_and_describe(int requested_threads) {
+    if (requested_threads == 0) {
+        if (const char* env = std::getenv("SEQGRAD_THREADS"); env && *env)
+            requested_threads = parse_threads(env, "SEQGRAD_THREADS");
+    }
+    if (requested_threads > 0) seqgrad::set_num_threads(requested_threads);
+
+    const char* corename = openblas_get_corename();
+    const std::string core = corename ? corename : "(unknown)";
+    const char* coretype = std::getenv("OPENBLAS_CORETYPE");
+    const std::string coretype_text = coretype ? coretype : "(unset)";
+    const int threads = seqgrad::get_num_threads();
+
+    benchmark::AddCustomContext("openblas_core", core);
+    benchmark::AddCustomContext("OPENBLAS_CORETYPE", coretype_text);
+    benchmark::AddCustomContext("seqgrad_threads", std::to_string(threads));
+    benchmark::AddCustomContext("openblas_threads", std::to_string(openblas_get_num_threads()));
+
+    std::fprintf(stderr, "seqgrad_bench: OpenBLAS core %s, %d thread(s), OPENBLAS_CORETYPE %s\n", core.c_str(),
+                 threads, coretype_text.c_str());
+    if (coretype)
+        std::fprintf(stderr,
+                     "seqgrad_bench: warning: OPENBLAS_CORETYPE=%s overrides OpenBLAS's own choice of kernels "
+                     "(Haswell = AVX2, about half the sgemm speed here); run with `env -u OPENBLAS_CORETYPE`\n",
+                     coretype);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    const int requested_threads = take_threads_flag(argc, argv);
+    configure_and_describe(requested_threads);
+    register_all();
+    benchmark::Initialize(&argc, argv);
+    if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+    benchmark::RunSpecifiedBenchmarks();
+    benchmark::Shutdown();
+    return 0;
+}

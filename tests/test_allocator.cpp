@@ -1,0 +1,50 @@
+// The caching allocator: a repeated forward/backward loop reaches a steady state in which no
+// step asks the system for memory.
+#include "helpers.h"
+
+using namespace seqgrad;
+
+TEST_CASE("a repeated training step allocates nothing new from the system after warm-up", "[allocator]") {
+    Generator gen(7);
+    auto w1 = Tensor::uniform({32, 16}, -0.3f, 0.3f, gen, true);
+    auto b1 = Tensor::zeros({32}, true);
+    auto w2 = Tensor::uniform({10, 32}, -0.3f, 0.3f, gen, true);
+    auto gamma = Tensor::ones({32}, true);
+    auto beta = Tensor::zeros({32}, true);
+    auto x = Tensor::uniform({8, 5, 16}, -1.0f, 1.0f, gen);
+    auto targets = IntTensor::from_vector(std::vector<int64_t>(40, 3), {8, 5});
+    auto step = [&] {
+        auto h = gelu(layer_norm(linear(x, w1, b1), gamma, beta, 1e-6f));
+        auto logits = matmul(h, w2, false, true);
+        auto loss = cross_entropy(softmax(logits, -1) * 3.0f, targets, 0, 0.1f);
+        loss.backward();
+        for (Tensor* p : {&w1, &b1, &w2, &gamma, &beta}) p->zero_grad();
+    };
+    step();
+    step();
+    const AllocatorStats warm = allocator_stats();
+    for (int i = 0; i < 5; ++i) step();
+    const AllocatorStats after = allocator_stats();
+    CHECK(after.system_allocations == warm.system_allocations);
+    CHECK(after.cache_hits > warm.cache_hits);
+}
+
+TEST_CASE("freed blocks are cached, counted and returned by empty_cache", "[allocator]") {
+    empty_cache();
+    const AllocatorStats start = allocator_stats();
+    { auto t = Tensor::zeros({1000}); }
+    const AllocatorStats freed = allocator_stats();
+    CHECK(freed.bytes_cached >= 4000);
+    CHECK(freed.bytes_in_use == start.bytes_in_use);
+    { auto t = Tensor::zeros({1000}); }
+    CHECK(allocator_stats().system_allocations == freed.system_allocations);
+    empty_cache();
+    CHECK(allocator_stats().bytes_cached == 0);
+}
+
+TEST_CASE("storage is 64-byte aligned", "[allocator]") {
+    for (int64_t n : {1, 3, 17, 1000, 123457}) {
+        auto t = Tensor::zeros({n});
+        CHECK(reinterpret_cast<uintptr_t>(t.data()) % 64 == 0);
+    }
+}

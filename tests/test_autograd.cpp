@@ -1,0 +1,102 @@
+// The engine: recording, accumulation, retain_graph, NoGradGuard, detach, and deep graphs.
+#include "helpers.h"
+
+using namespace seqgrad;
+
+TEST_CASE("gradients accumulate across backward calls until zero_grad", "[autograd]") {
+    auto x = Tensor::from_vector({1, 2, 3}, {3}, true);
+    (x * x).sum().backward();
+    CHECK(x.grad().to_vector() == std::vector<float>{2, 4, 6});
+    (x * 3.0f).sum().backward();
+    CHECK(x.grad().to_vector() == std::vector<float>{5, 7, 9});
+    x.zero_grad();
+    CHECK_FALSE(x.grad().defined());
+}
+
+TEST_CASE("a tensor used twice receives the sum of both paths", "[autograd]") {
+    auto x = Tensor::from_vector({2}, {1}, true);
+    auto y = x * x + x * 3.0f + exp(x);  // dy/dx = 2x + 3 + e^x
+    y.sum().backward();
+    CHECK(x.grad().item() == Approx(4 + 3 + std::exp(2.0f)));
+}
+
+TEST_CASE("gradients shared between inputs are not changed under one of them", "[autograd]") {
+    // add gives its incoming gradient to both inputs; accumulating into one must not touch the other.
+    auto a = Tensor::from_vector({1, 1}, {2}, true);
+    auto b = Tensor::from_vector({1, 1}, {2}, true);
+    (a + b).sum().backward();
+    (a * 5.0f).sum().backward();
+    CHECK(a.grad().to_vector() == std::vector<float>{6, 6});
+    CHECK(b.grad().to_vector() == std::vector<float>{1, 1});
+}
+
+TEST_CASE("operations record only when an input requires grad and grad mode is on", "[autograd]") {
+    auto a = Tensor::ones({2});
+    auto b = Tensor::ones({2}, true);
+    CHECK_FALSE((a * a).requires_grad());
+    CHECK((a * b).requires_grad());
+    CHECK_FALSE((a * b).is_leaf());
+    {
+        NoGradGuard guard;
+        CHECK_FALSE(grad_enabled());
+        CHECK_FALSE((a * b).requires_grad());
+    }
+    CHECK(grad_enabled());
+    CHECK_FALSE(b.detach().requires_grad());
+    CHECK(b.detach().data() == b.data());
+}
+
+TEST_CASE("backward frees the graph unless it is retained", "[autograd]") {
+    auto x = Tensor::from_vector({1, 2}, {2}, true);
+    auto y = (x * x).sum();
+    y.backward(/*retain_graph=*/true);
+    y.backward();
+    CHECK(x.grad().to_vector() == std::vector<float>{4, 8});
+    CHECK_THROWS_WITH(y.backward(), Catch::Contains("retain_graph"));
+}
+
+TEST_CASE("backward checks its output and gradient", "[autograd][errors]") {
+    auto x = Tensor::from_vector({1, 2}, {2}, true);
+    CHECK_THROWS_WITH((x * x).backward(), Catch::Contains("one element"));
+    CHECK_THROWS_AS((x * x).backward(Tensor::ones({3})), Error);
+    CHECK_THROWS_AS(Tensor::ones({1}).backward(), Error);  // nothing recorded
+    (x * x).backward(Tensor::from_vector({1, 10}, {2}));
+    CHECK(x.grad().to_vector() == std::vector<float>{2, 40});
+}
+
+TEST_CASE("an output that a multi-output operation left unused gets a zero gradient", "[autograd]") {
+    auto x = Tensor::from_vector({1, 2, 3, 4}, {4}, true);
+    auto parts = split(x, {1, 3}, 0);
+    (parts[1] * parts[1]).sum().backward();
+    CHECK(x.grad().to_vector() == std::vector<float>{0, 4, 6, 8});
+}
+
+TEST_CASE("a chain of 100,000 operations neither overflows in backward nor when freed", "[autograd]") {
+    auto x = Tensor::from_vector({1.0f}, {1}, true);
+    {
+        Tensor y = x;
+        for (int i = 0; i < 100000; ++i) y = y * 1.0f + 0.0f;
+        y.sum().backward();
+        CHECK(x.grad().item() == 1.0f);
+    }
+    {
+        // Never backpropagated: the whole graph is freed when y goes out of scope.
+        Tensor y = x;
+        for (int i = 0; i < 100000; ++i) y = tanh(y);
+    }
+    {
+        Tensor y = x;
+        for (int i = 0; i < 100000; ++i) y = y + 1.0f;
+        y.sum().backward(/*retain_graph=*/true);  // retained graph, freed afterwards
+    }
+    SUCCEED();
+}
+
+TEST_CASE("a leaf can be told to require grad and an operation result cannot stop", "[autograd]") {
+    auto x = Tensor::ones({2});
+    x.set_requires_grad(true);
+    auto y = x * 2.0f;
+    CHECK_THROWS_AS(y.set_requires_grad(false), Error);
+    x.set_requires_grad(false);
+    CHECK_FALSE((x * 2.0f).requires_grad());
+}

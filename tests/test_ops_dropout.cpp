@@ -1,0 +1,50 @@
+// Dropout: seeded, identity in evaluation, scaled in training, gradient through the same mask.
+#include "helpers.h"
+
+using namespace seqgrad;
+
+TEST_CASE("dropout is the identity in evaluation and with p = 0", "[ops][dropout]") {
+    Generator gen(1);
+    auto x = testing::random_tensor({4, 5}, 1);
+    CHECK(dropout(x, 0.5f, false, gen).to_vector() == x.to_vector());
+    CHECK(dropout(x, 0.0f, true, gen).to_vector() == x.to_vector());
+}
+
+TEST_CASE("dropout zeroes about p of the elements and scales the rest", "[ops][dropout]") {
+    Generator gen(2);
+    auto x = Tensor::ones({100000});
+    auto y = dropout(x, 0.3f, true, gen);
+    int64_t zeros = 0;
+    for (float v : y.to_vector()) {
+        if (v == 0) ++zeros;
+        else REQUIRE(v == Approx(1 / 0.7f));
+    }
+    CHECK(static_cast<double>(zeros) / 100000 == Approx(0.3).margin(0.01));
+}
+
+TEST_CASE("dropout is reproducible from the generator's seed", "[ops][dropout]") {
+    Generator a(3), b(3);
+    auto x = Tensor::ones({64});
+    CHECK(dropout(x, 0.5f, true, a).to_vector() == dropout(x, 0.5f, true, b).to_vector());
+}
+
+TEST_CASE("dropout's gradient goes through the same mask", "[ops][dropout][gradcheck]") {
+    // With a fixed mask (a fresh generator of the same seed per call), dropout is a fixed linear map.
+    auto x = testing::random_tensor({3, 4}, 4);
+    testing::require_gradcheck(
+        [](const std::vector<Tensor>& in) {
+            Generator gen(5);
+            return dropout(in[0], 0.4f, true, gen);
+        },
+        {x});
+    Generator gen(6);
+    auto y = dropout(x, 0.5f, true, gen);
+    y.sum().backward();
+    for (int64_t i = 0; i < x.numel(); ++i) CHECK(x.grad().data()[i] == (y.data()[i] == 0 ? 0.0f : 2.0f));
+}
+
+TEST_CASE("dropout rejects a probability outside [0, 1]", "[ops][dropout][errors]") {
+    Generator gen(7);
+    CHECK_THROWS_WITH(dropout(Tensor::ones({2}), 1.5f, true, gen), Catch::Contains("dropout"));
+    CHECK_THROWS_AS(dropout(Tensor::ones({2}), -0.1f, true, gen), Error);
+}

@@ -1,0 +1,54 @@
+// Embedding lookup and masked_fill.
+#include "helpers.h"
+
+using namespace seqgrad;
+using testing::random_tensor;
+using testing::require_gradcheck;
+
+TEST_CASE("embedding gathers rows and scatter-adds their gradients", "[ops][indexing]") {
+    auto w = Tensor::from_vector({0, 1, 10, 11, 20, 21}, {3, 2}, true);
+    auto ids = IntTensor::from_vector({2, 0, 2, 1}, {2, 2});
+    auto out = embedding(w, ids);
+    CHECK(out.shape() == Shape{2, 2, 2});
+    CHECK(out.to_vector() == std::vector<float>{20, 21, 0, 1, 20, 21, 10, 11});
+    out.sum().backward();
+    CHECK(w.grad().to_vector() == std::vector<float>{1, 1, 1, 1, 2, 2});  // id 2 appears twice
+}
+
+TEST_CASE("embedding passes gradcheck with repeated ids", "[ops][indexing][gradcheck]") {
+    auto w = random_tensor({5, 3}, 1);
+    auto ids = IntTensor::from_vector({4, 1, 1, 0, 4, 4}, {3, 2});
+    require_gradcheck([&](const std::vector<Tensor>& in) { return embedding(in[0], ids); }, {w});
+    require_gradcheck([&](const std::vector<Tensor>& in) { return embedding(in[0], IntTensor::from_vector({3}, {})); }, {w});
+}
+
+TEST_CASE("an id outside the vocabulary is an error, not a read out of bounds", "[ops][indexing][errors]") {
+    auto w = Tensor::zeros({5, 3});
+    CHECK_THROWS_WITH(embedding(w, IntTensor::from_vector({1, 5}, {2})),
+                      Catch::Contains("embedding") && Catch::Contains("id 5") && Catch::Contains("[5, 3]"));
+    CHECK_THROWS_AS(embedding(w, IntTensor::from_vector({-1}, {1})), Error);
+    CHECK_THROWS_AS(embedding(Tensor::zeros({5}), IntTensor::from_vector({1}, {1})), Error);
+}
+
+TEST_CASE("masked_fill fills where the broadcast mask is set and blocks the gradient there", "[ops][indexing]") {
+    auto x = Tensor::from_vector({1, 2, 3, 4, 5, 6}, {2, 3}, true);
+    auto mask = IntTensor::from_vector({0, 1, 0}, {3});
+    auto y = masked_fill(x, mask, -1e9f);
+    CHECK(y.to_vector() == std::vector<float>{1, -1e9f, 3, 4, -1e9f, 6});
+    y.sum().backward();
+    CHECK(x.grad().to_vector() == std::vector<float>{1, 0, 1, 1, 0, 1});
+}
+
+TEST_CASE("masked_fill passes gradcheck with broadcast masks", "[ops][indexing][gradcheck]") {
+    auto x = random_tensor({2, 2, 3, 4}, 1);
+    for (const IntTensor& mask : {IntTensor::from_vector({1, 0, 0, 1, 0, 0, 0, 1}, {2, 1, 1, 4}),
+                                  IntTensor::from_vector({0, 1, 1, 0, 0, 1, 1, 1, 0, 0, 0, 0}, {3, 4}),
+                                  IntTensor::from_vector({1}, {1})})
+        require_gradcheck([&](const std::vector<Tensor>& in) { return masked_fill(in[0], mask, 0.5f); }, {x});
+}
+
+TEST_CASE("a mask that does not broadcast to the input is an error", "[ops][indexing][errors]") {
+    CHECK_THROWS_WITH(masked_fill(Tensor::zeros({2, 3}), IntTensor::zeros({2}), 0),
+                      Catch::Contains("masked_fill") && Catch::Contains("[2, 3]"));
+    CHECK_THROWS_AS(masked_fill(Tensor::zeros({2, 3}), IntTensor::zeros({4, 2, 3}), 0), Error);
+}

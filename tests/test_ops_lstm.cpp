@@ -1,0 +1,90 @@
+// The fused LSTM cell against its composition, gradients and errors.
+#include "helpers.h"
+
+using namespace seqgrad;
+using testing::random_tensor;
+using testing::require_gradcheck;
+
+namespace {
+
+// PyTorch's LSTM cell written with primitives.
+LstmState composed_lstm_cell(const Tensor& x, const LstmState& s, const Tensor& w_ih, const Tensor& w_hh,
+                             const Tensor& b_ih, const Tensor& b_hh) {
+    auto gates = linear(x, w_ih, b_ih) + linear(s.h, w_hh, b_hh);
+    auto parts = chunk(gates, 4, 1);
+    auto i = sigmoid(parts[0]), f = sigmoid(parts[1]), g = tanh(parts[2]), o = sigmoid(parts[3]);
+    auto c = f * s.c + i * g;
+    return {o * tanh(c), c};
+}
+
+struct Cell {
+    Tensor x, h, c, w_ih, w_hh, b_ih, b_hh;
+};
+
+Cell make_cell(uint64_t seed, int64_t batch = 3, int64_t in = 4, int64_t hidden = 5) {
+    return {random_tensor({batch, in}, seed), random_tensor({batch, hidden}, seed + 1),
+            random_tensor({batch, hidden}, seed + 2), random_tensor({4 * hidden, in}, seed + 3, -0.5, 0.5),
+            random_tensor({4 * hidden, hidden}, seed + 4, -0.5, 0.5), random_tensor({4 * hidden}, seed + 5),
+            random_tensor({4 * hidden}, seed + 6)};
+}
+
+std::vector<Tensor> inputs_of(const Cell& c) { return {c.x, c.h, c.c, c.w_ih, c.w_hh, c.b_ih, c.b_hh}; }
+
+Cell copy_of(const Cell& c) {
+    auto copy = [](const Tensor& t) { return Tensor::from_vector(t.to_vector(), t.shape(), true); };
+    return {copy(c.x), copy(c.h), copy(c.c), copy(c.w_ih), copy(c.w_hh), copy(c.b_ih), copy(c.b_hh)};
+}
+
+}  // namespace
+
+TEST_CASE("the fused LSTM cell equals its composition, values and gradients", "[ops][lstm]") {
+    Cell a = make_cell(1);
+    Cell b = copy_of(a);
+    auto fused = lstm_cell(a.x, {a.h, a.c}, a.w_ih, a.w_hh, a.b_ih, a.b_hh);
+    auto composed = composed_lstm_cell(b.x, {b.h, b.c}, b.w_ih, b.w_hh, b.b_ih, b.b_hh);
+    CHECK(testing::max_abs_diff(fused.h, composed.h) < 1e-6f);
+    CHECK(testing::max_abs_diff(fused.c, composed.c) < 1e-6f);
+    auto rh = random_tensor({3, 5}, 20, -1, 1, false);
+    auto rc = random_tensor({3, 5}, 21, -1, 1, false);
+    (fused.h * rh + fused.c * rc).sum().backward();
+    (composed.h * rh + composed.c * rc).sum().backward();
+    const auto fa = inputs_of(a), fb = inputs_of(b);
+    for (size_t i = 0; i < fa.size(); ++i) {
+        INFO("input " << i);
+        CHECK(testing::max_abs_diff(fa[i].grad(), fb[i].grad()) < 1e-5f);
+    }
+}
+
+TEST_CASE("the LSTM cell passes gradcheck through h and c", "[ops][lstm][gradcheck]") {
+    for (const auto& [batch, in, hidden] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{{3, 4, 5}, {1, 2, 3}, {2, 1, 1}}) {
+        Cell cell = make_cell(30, batch, in, hidden);
+        require_gradcheck(
+            [](const std::vector<Tensor>& p) {
+                auto s = lstm_cell(p[0], {p[1], p[2]}, p[3], p[4], p[5], p[6]);
+                return concat({s.h, s.c * 0.5f}, 1);
+            },
+            inputs_of(cell));
+    }
+    Cell cell = make_cell(40);
+    require_gradcheck([](const std::vector<Tensor>& p) { return lstm_cell(p[0], {p[1], p[2]}, p[3], p[4], p[5], p[6]).c; },
+                      inputs_of(cell));
+}
+
+TEST_CASE("an LSTM cell unrolled over steps backpropagates through time", "[ops][lstm][gradcheck]") {
+    Cell cell = make_cell(50, 2, 3, 4);
+    require_gradcheck(
+        [](const std::vector<Tensor>& p) {
+            LstmState s{p[1], p[2]};
+            for (int t = 0; t < 4; ++t) s = lstm_cell(p[0] * static_cast<float>(t + 1), s, p[3], p[4], p[5], p[6]);
+            return s.h;
+        },
+        inputs_of(cell));
+}
+
+TEST_CASE("the LSTM cell rejects weights that do not fit", "[ops][lstm][errors]") {
+    Cell c = make_cell(60);
+    CHECK_THROWS_WITH(lstm_cell(c.x, {c.h, c.c}, Tensor::zeros({20, 3}), c.w_hh, c.b_ih, c.b_hh),
+                      Catch::Contains("lstm_cell") && Catch::Contains("w_ih"));
+    CHECK_THROWS_AS(lstm_cell(c.x, {c.h, Tensor::zeros({3, 4})}, c.w_ih, c.w_hh, c.b_ih, c.b_hh), Error);
+    CHECK_THROWS_AS(lstm_cell(c.x, {c.h, c.c}, c.w_ih, c.w_hh, Tensor::zeros({5}), c.b_hh), Error);
+}

@@ -1,0 +1,61 @@
+// softmax and log_softmax: values, stability, gradients, and agreement with their composition.
+#include "helpers.h"
+
+using namespace seqgrad;
+using testing::random_tensor;
+using testing::require_gradcheck;
+
+TEST_CASE("softmax rows sum to one, even with huge logits", "[ops][softmax]") {
+    auto x = Tensor::from_vector({1000, 1001, 1002, -5, 0, 5}, {2, 3});
+    auto y = softmax(x, -1);
+    for (int64_t r = 0; r < 2; ++r) {
+        float total = 0;
+        for (int64_t c = 0; c < 3; ++c) total += y.data()[r * 3 + c];
+        CHECK(total == Approx(1.0f));
+    }
+    CHECK(std::isfinite(log_softmax(x, -1).data()[0]));
+}
+
+TEST_CASE("softmax rows are uniform under a full -1e9 mask", "[ops][softmax]") {
+    auto x = random_tensor({2, 4}, 1, -1, 1, false);
+    auto masked = masked_fill(x, IntTensor::from_vector({1, 1, 1, 1}, {4}), -1e9f);
+    for (float v : softmax(masked, -1).to_vector()) CHECK(v == Approx(0.25f));
+}
+
+TEST_CASE("softmax and log_softmax equal their composition from primitives", "[ops][softmax]") {
+    for (int64_t axis : {0, 1, 2}) {
+        auto x = random_tensor({3, 4, 5}, 2, -3, 3);
+        auto composed_soft = exp(x) / sum(exp(x), {axis}, true);
+        auto composed_log = x - log(sum(exp(x), {axis}, true));
+        CHECK(testing::max_abs_diff(softmax(x, axis), composed_soft) < 1e-6f);
+        CHECK(testing::max_abs_diff(log_softmax(x, axis), composed_log) < 1e-5f);
+        // Gradients too, through the same random projection.
+        auto r = random_tensor({3, 4, 5}, 3, -1, 1, false);
+        auto a = x.detach().set_requires_grad(true);
+        auto b = Tensor::from_vector(x.to_vector(), x.shape(), true);
+        (softmax(a, axis) * r).sum().backward();
+        (exp(b) / sum(exp(b), {axis}, true) * r).sum().backward();
+        CHECK(testing::max_abs_diff(a.grad(), b.grad()) < 1e-6f);
+        auto c = Tensor::from_vector(x.to_vector(), x.shape(), true);
+        auto d = Tensor::from_vector(x.to_vector(), x.shape(), true);
+        (log_softmax(c, axis) * r).sum().backward();
+        ((d - log(sum(exp(d), {axis}, true))) * r).sum().backward();
+        CHECK(testing::max_abs_diff(c.grad(), d.grad()) < 1e-5f);
+    }
+}
+
+TEST_CASE("softmax and log_softmax pass gradcheck along each axis", "[ops][softmax][gradcheck]") {
+    for (const Shape& s : {Shape{5}, Shape{3, 4}, Shape{2, 3, 4}, Shape{2, 1, 3}}) {
+        auto x = random_tensor(s, 4, -2, 2);
+        for (int64_t axis = -1; axis < x.dim(); ++axis) {
+            INFO("shape " << s << " axis " << axis);
+            require_gradcheck([axis](const std::vector<Tensor>& in) { return softmax(in[0], axis); }, {x});
+            require_gradcheck([axis](const std::vector<Tensor>& in) { return log_softmax(in[0], axis); }, {x});
+        }
+    }
+}
+
+TEST_CASE("softmax rejects an axis out of range", "[ops][softmax][errors]") {
+    CHECK_THROWS_WITH(softmax(Tensor::zeros({2, 3}), 2), Catch::Contains("softmax"));
+    CHECK_THROWS_AS(log_softmax(Tensor::zeros({2, 3}), -3), Error);
+}
