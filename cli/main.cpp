@@ -1,0 +1,25 @@
+// The seqgrad program: parses the subcommand, runs it, and turns errors into a message and a
+// non-zero exit status.
+#include <cstdio>
+#include <exception>
+
+#include "commands.h"
+#include "seqgrad/core/error.h"
+
+int main(int argc, char** argv) {
+    CLI::App app{"seqgrad: reverse-mode autograd and sequence models, from scratch in C++20"};
+    app.require_subcommand(1);
+    seqgrad::cli::add_demo_command(app);
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::ParseError& e) {
+        return app.exit(e);
+    } catch (const seqgrad::Error& e) {
+        std::fprintf(stderr, "seqgrad: error: %s\n", e.what());
+        return 1;
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "seqgrad: unexpected error: %s\n", e.what());
+        return 2;
+    }
+    return 0;
+}

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Installs the build tree in $1 into a scratch prefix under $2, then builds the quick-start
+# example against it twice, with CMake's find_package and with pkg-config, and runs both.
+set -euo pipefail
+build_dir=$1
+work=$2
+here=$(cd "$(dirname "$0")" && pwd)
+rm -rf "$work"
+mkdir -p "$work"
+cmake --install "$build_dir" --prefix "$work/prefix" > "$work/install.log"
+test -f "$work/prefix/lib/libseqgrad.a"
+test -f "$work/prefix/include/seqgrad/seqgrad.h"
+
+cmake -S "$here/project" -B "$work/cmake-build" -DCMAKE_PREFIX_PATH="$work/prefix" -DCMAKE_BUILD_TYPE=Release > "$work/configure.log"
+cmake --build "$work/cmake-build" > "$work/build.log"
+out=$("$work/cmake-build/quick_start")
+echo "$out"
+expected="loss 3.999238"
+grep -q "$expected" <<< "$out" || { echo "find_package build printed the wrong loss (expected '$expected')"; exit 1; }
+
+export PKG_CONFIG_PATH="$work/prefix/lib/pkgconfig"
+# shellcheck disable=SC2046
+g++ "$here/project/main.cpp" -o "$work/quick_start_pkgconfig" $(pkg-config --cflags --libs seqgrad)
+out_pc=$("$work/quick_start_pkgconfig")
+[ "$out" = "$out_pc" ] || { echo "pkg-config build printed something else:"; echo "$out_pc"; exit 1; }
+echo "find_package and pkg-config builds both ran"
