@@ -7,6 +7,7 @@
 #include "seqgrad/core/gradcheck.h"
 #include "seqgrad/core/ops.h"
 #include "seqgrad/core/random.h"
+#include "seqgrad/core/safetensors.h"
 #include "seqgrad/core/shape.h"
 #include "seqgrad/core/tensor.h"
 #include "seqgrad/core/threads.h"
