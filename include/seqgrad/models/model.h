@@ -1,0 +1,74 @@
+// What every sequence model shares: the token-id conventions, the config of PARITY.md, the
+// forward interface, and the factory that builds a model from its config.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "seqgrad/core/random.h"
+#include "seqgrad/core/tensor.h"
+#include "seqgrad/nn/module.h"
+
+namespace seqgrad::models {
+
+// Token ids (PARITY.md). Batches are right-padded with kPad.
+inline constexpr int64_t kPad = 0;
+inline constexpr int64_t kSos = 1;
+inline constexpr int64_t kEos = 2;
+inline constexpr int64_t kUnk = 3;
+
+// A model's configuration: the JSON keys of PARITY.md plus "model".
+struct ModelConfig {
+    std::string model;  // "transformer", "seq2seq" or "attn_seq2seq"
+    int64_t src_vocab = 0;
+    int64_t tgt_vocab = 0;
+
+    // Transformer
+    int64_t d_model = 512;
+    int64_t n_heads = 8;
+    int64_t n_layers = 6;
+    int64_t n_enc_layers = 6;  // default n_layers
+    int64_t n_dec_layers = 6;  // default n_layers
+    int64_t d_ff = 2048;
+    int64_t max_seq_len = 5000;
+    std::string norm = "post";         // "post" (the paper) or "pre" (Pre-LN)
+    std::string activation = "relu";   // or "gelu"
+    float dropout = 0.1f;
+    bool share_embeddings = false;     // one embedding for source and target (same vocabulary)
+    bool tie_output = false;           // output projection weight = target embedding
+
+    // LSTM models
+    int64_t hidden_size = 256;
+    int64_t num_layers = 2;
+    std::string decoder = "init_state";  // seq2seq: or "context_input"
+    std::string attention = "dot";       // attn_seq2seq: or "additive"
+
+    // Parses and validates a config (types, ranges, known values). Keys of PARITY.md that do not
+    // concern the model are ignored. With `strict`, any other key is an error (a typo in a
+    // user's config file); otherwise unknown keys are collected in `ignored_keys`.
+    static ModelConfig from_json(const std::string& text, bool strict = true,
+                                 std::vector<std::string>* ignored_keys = nullptr);
+    std::string to_json() const;  // the keys that concern this model, as PARITY.md names them
+};
+
+// A sequence-to-sequence model: forward(src [B, S], tgt_in [B, T]) -> logits [B, T, tgt_vocab].
+class Seq2SeqModel : public nn::Module {
+public:
+    explicit Seq2SeqModel(ModelConfig config) : config_(std::move(config)) {}
+    const ModelConfig& config() const { return config_; }
+    virtual Tensor forward(const IntTensor& src, const IntTensor& tgt_in) = 0;
+
+private:
+    ModelConfig config_;
+};
+
+// Builds the model a config names, with weights initialised from `gen`.
+std::shared_ptr<Seq2SeqModel> make_model(const ModelConfig& config, Generator& gen);
+
+// PARITY.md's loss: cross-entropy over logits [B, T, V] against tgt_out [B, T], ignoring kPad,
+// with label smoothing.
+Tensor sequence_loss(const Tensor& logits, const IntTensor& tgt_out, float label_smoothing);
+
+}  // namespace seqgrad::models
