@@ -2,6 +2,4 @@
 #pragma once
 
 #include "seqgrad/core.h"
-#if __has_include("seqgrad/nn.h")
 #include "seqgrad/nn.h"
-#endif

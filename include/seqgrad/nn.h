@@ -1,0 +1,10 @@
+// Neural-network building blocks: Module, layers, attention, LSTM, initialisation, optimizers.
+#pragma once
+
+#include "seqgrad/nn/attention.h"
+#include "seqgrad/nn/init.h"
+#include "seqgrad/nn/layers.h"
+#include "seqgrad/nn/lstm.h"
+#include "seqgrad/nn/module.h"
+#include "seqgrad/nn/optim.h"
+#include "seqgrad/nn/positional.h"

@@ -1,0 +1,107 @@
+// Attention: the Transformer's MultiHeadAttention (seed 001 §3.4.3 (4)), the two scorers of the
+// attention Seq2Seq decoder (seed 001 §2.4.2: AttentionSimple and AttentionParams), and the
+// masks they take.
+//
+// Masks are IntTensors in the seeds' convention: nonzero = attend, 0 = masked. Masked scores are
+// set to -1e9 before the softmax (the seeds' choice), so a row whose keys are all masked gets
+// uniform weights, never NaN.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "seqgrad/nn/layers.h"
+#include "seqgrad/nn/module.h"
+
+namespace seqgrad::nn {
+
+inline constexpr float kMaskFill = -1e9f;
+
+// ---- masks ----
+
+// ids != pad as [B, 1, 1, S]: a key padding mask for scores [B, H, Tq, S].
+IntTensor padding_mask(const IntTensor& ids, int64_t pad_id = 0);
+// The lower triangle (key position <= query position) as [1, 1, T, T].
+IntTensor causal_mask(int64_t len);
+// The decoder's self-attention mask [B, 1, T, T]: padding_mask(ids) AND causal_mask(T), as
+// seed 001's generate_mask.
+IntTensor decoder_mask(const IntTensor& ids, int64_t pad_id = 0);
+
+// ---- multi-head attention ----
+
+struct AttentionOutput {
+    Tensor output;             // [B, Tq, d_model]
+    Tensor attention_weights;  // [B, heads, Tq, Tk], after the softmax (before dropout)
+};
+
+// Keys and values projected and split into heads, [B, heads, Tk, d_head] each. A decoder can
+// compute them once (the encoder's output for cross-attention) or grow them step by step
+// (self-attention's cache, concatenating along axis 2).
+struct KeysValues {
+    Tensor keys;
+    Tensor values;
+};
+
+// Seed 001's MultiHeadAttention with parameters wq, wk, wv, wo (Linear [d, d] each):
+//   q, k, v = wq(query), wk(key), wv(value), split into heads [B, H, T, d/H]
+//   weights = softmax(masked_fill(q k^T / sqrt(d/H), mask == 0, -1e9))
+//   output  = wo(merge_heads(dropout(weights) v))
+// With `rotary`, queries and keys are rotated by their positions (apply_rotary) after the split.
+class MultiHeadAttention : public Module {
+public:
+    MultiHeadAttention(int64_t d_model, int64_t n_heads, Generator& gen, float dropout = 0.0f,
+                       std::shared_ptr<Generator> dropout_generator = nullptr, bool rotary = false);
+
+    // query [B, Tq, d], key and value [B, Tk, d]; mask broadcastable to [B, H, Tq, Tk] or
+    // undefined (IntTensor()) for none.
+    AttentionOutput forward(const Tensor& query, const Tensor& key, const Tensor& value,
+                            const IntTensor& mask = IntTensor()) const;
+
+    // forward() in two halves, for decoding with a cache. `position` is the position of the
+    // first key (or query) for rotary embedding; it is unused otherwise.
+    KeysValues project_keys_values(const Tensor& key, const Tensor& value, int64_t position = 0) const;
+    AttentionOutput attend(const Tensor& query, const KeysValues& keys_values, const IntTensor& mask,
+                           int64_t position = 0) const;
+
+    std::shared_ptr<Linear> wq, wk, wv, wo;
+    std::shared_ptr<Dropout> dropout;
+    int64_t d_model, n_heads, d_head;
+    bool rotary;
+
+private:
+    Tensor split_heads(const Tensor& x) const;  // [B, T, d] -> [B, H, T, d_head]
+};
+
+// ---- the attention Seq2Seq decoder's scorers (seed 001 §2.4.2) ----
+
+// Weights over the encoder outputs for one decoder step: query [B, h] (the top layer of the
+// previous decoder state), encoder_outputs [B, S, h], src_mask [B, S] (0 = padding, masked with
+// -1e9); returns softmax over S, [B, S].
+class Seq2SeqAttention : public Module {
+public:
+    virtual Tensor forward(const Tensor& query, const Tensor& encoder_outputs,
+                           const IntTensor& src_mask) const = 0;
+};
+
+// §2.4.2 (1), dot product: score_j = (query . enc_j) / sqrt(hidden). No parameters.
+class AttentionSimple : public Seq2SeqAttention {
+public:
+    explicit AttentionSimple(int64_t hidden_size);
+    Tensor forward(const Tensor& query, const Tensor& encoder_outputs, const IntTensor& src_mask) const override;
+
+    int64_t hidden_size;
+};
+
+// §2.4.2 (2), additive: score_j = v . tanh(attn([query; enc_j])), with attn Linear [h, 2h] (its
+// first h columns multiply the query, the last h the encoder output) and v [h], initialised
+// uniform [0, 1) as torch.rand.
+class AttentionParams : public Seq2SeqAttention {
+public:
+    AttentionParams(int64_t hidden_size, Generator& gen);
+    Tensor forward(const Tensor& query, const Tensor& encoder_outputs, const IntTensor& src_mask) const override;
+
+    std::shared_ptr<Linear> attn;
+    Tensor v;  // [h]
+};
+
+}  // namespace seqgrad::nn

@@ -1,0 +1,19 @@
+// Parameter initialisation with an explicit Generator: Xavier (Glorot) uniform, and seed 001's
+// Transformer._init_parameters, which applies it to every matrix of a model.
+#pragma once
+
+#include "seqgrad/core/random.h"
+#include "seqgrad/nn/module.h"
+
+namespace seqgrad::nn {
+
+// Overwrites `param` (rank >= 2, [fan_out, fan_in, ...]) in place with values uniform in
+// [-a, a), a = gain * sqrt(6 / (fan_in + fan_out)), as nn.init.xavier_uniform_; the extents
+// beyond the second multiply both fans (PyTorch's receptive field).
+void xavier_uniform(Tensor param, Generator& gen, float gain = 1.0f);
+
+// Seed 001's _init_parameters: xavier_uniform on every parameter with more than one dimension,
+// in named_parameters() order; vectors (biases, LayerNorm's gamma and beta) are left alone.
+void init_xavier_uniform(const Module& module, Generator& gen);
+
+}  // namespace seqgrad::nn

@@ -1,0 +1,77 @@
+// The basic layers: Linear, Embedding, LayerNorm (seed 001's), Dropout, and the Transformer's
+// position-wise FeedForward. Each is a thin Module over one or two core operations.
+//
+// Constructors that create weights take the Generator for their default initialisation, which is
+// PyTorch's (so an untouched layer starts as its PyTorch counterpart would, in distribution).
+// Layers with dropout take a shared Generator for the dropout masks, which must live as long as
+// the layer; without one, the layer makes its own, seeded with 0.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "seqgrad/core/random.h"
+#include "seqgrad/nn/module.h"
+
+namespace seqgrad::nn {
+
+// y = x W^T + b, as nn.Linear: weight [out, in], bias [out], both initialised
+// uniform(-1/sqrt(in), 1/sqrt(in)).
+class Linear : public Module {
+public:
+    Linear(int64_t in_features, int64_t out_features, Generator& gen, bool bias = true);
+    Tensor forward(const Tensor& x) const;  // [..., in] -> [..., out]
+
+    Tensor weight;  // [out, in]
+    Tensor bias;    // [out], or undefined without bias
+};
+
+// Rows of a table by id, as nn.Embedding: weight [num_embeddings, dim], initialised N(0, 1).
+class Embedding : public Module {
+public:
+    Embedding(int64_t num_embeddings, int64_t dim, Generator& gen);
+    Tensor forward(const IntTensor& ids) const;  // [...] -> [..., dim]
+
+    Tensor weight;
+};
+
+// Seed 001's LayerNorm (§3.4.3): y = gamma * (x - mean) / sqrt(var + eps) + beta over the last
+// axis, with the biased variance and eps = 1e-6. Parameters gamma (ones) and beta (zeros).
+class LayerNorm : public Module {
+public:
+    explicit LayerNorm(int64_t dim, float eps = 1e-6f);
+    Tensor forward(const Tensor& x) const;
+
+    Tensor gamma;
+    Tensor beta;
+    float eps;
+};
+
+// Inverted dropout with probability p in training mode; the identity in evaluation mode.
+class Dropout : public Module {
+public:
+    explicit Dropout(float p, std::shared_ptr<Generator> generator = nullptr);
+    Tensor forward(const Tensor& x) const;
+    float p() const { return p_; }
+
+private:
+    float p_;
+    std::shared_ptr<Generator> generator_;
+};
+
+enum class Activation { relu, gelu };  // gelu is the exact (erf) form, PyTorch's default
+
+// Seed 001's FeedForward: w2(dropout(activation(w1(x)))), with w1 [hidden, dim], w2 [dim, hidden].
+class FeedForward : public Module {
+public:
+    FeedForward(int64_t dim, int64_t hidden_dim, Generator& gen, Activation activation = Activation::relu,
+                float dropout = 0.0f, std::shared_ptr<Generator> dropout_generator = nullptr);
+    Tensor forward(const Tensor& x) const;
+
+    std::shared_ptr<Linear> w1;
+    std::shared_ptr<Linear> w2;
+    std::shared_ptr<Dropout> dropout;
+    Activation activation;
+};
+
+}  // namespace seqgrad::nn

@@ -1,0 +1,46 @@
+// LSTM: PyTorch's nn.LSTM (batch_first, multi-layer, optionally bidirectional) over a
+// right-padded batch, skipping padding the way pack_padded_sequence does.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "seqgrad/core/random.h"
+#include "seqgrad/nn/module.h"
+
+namespace seqgrad::nn {
+
+struct LSTMOutput {
+    Tensor output;  // [B, T, D * hidden]: forward direction in [..., :hidden], reverse in [..., hidden:]
+    Tensor h_n;     // [L * D, B, hidden], index layer * D + direction (PyTorch's order)
+    Tensor c_n;     // the same
+};
+
+// Parameters per layer k (and the same with the suffix "_reverse" when bidirectional), gates in
+// the order i, f, g, o, all initialised uniform(-1/sqrt(hidden), 1/sqrt(hidden)) as PyTorch:
+//   weight_ih_l{k} [4h, in_k]   (in_0 = input_size, in_k = D * hidden above)
+//   weight_hh_l{k} [4h, h]
+//   bias_ih_l{k}, bias_hh_l{k} [4h]
+class LSTM : public Module {
+public:
+    LSTM(int64_t input_size, int64_t hidden_size, int64_t num_layers, bool bidirectional, Generator& gen);
+
+    // input [B, T, input_size]. `lengths` (one per row, 0..T; empty means every row has length T)
+    // marks the real tokens of a right-padded batch: row b's final state is taken at its last real
+    // token, the reverse direction starts there, and outputs at padded positions are zero, as
+    // nn.LSTM over pack_padded_sequence. h0 and c0 [L * D, B, hidden] are the initial state
+    // (zeros when undefined).
+    LSTMOutput forward(const Tensor& input, const std::vector<int64_t>& lengths = {}, const Tensor& h0 = {},
+                       const Tensor& c0 = {}) const;
+
+    int64_t input_size, hidden_size, num_layers;
+    bool bidirectional;
+
+private:
+    struct Weights {
+        Tensor w_ih, w_hh, b_ih, b_hh;
+    };
+    std::vector<Weights> weights_;  // index layer * D + direction
+};
+
+}  // namespace seqgrad::nn

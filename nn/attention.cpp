@@ -1,0 +1,162 @@
+// Attention: masks, MultiHeadAttention, and the attention Seq2Seq scorers AttentionSimple and
+// AttentionParams (seed 001 §2.4.2, §3.4.3 (4)).
+#include "seqgrad/nn/attention.h"
+
+#include <cmath>
+
+#include "seqgrad/core/ops.h"
+#include "seqgrad/nn/positional.h"
+
+namespace seqgrad::nn {
+namespace {
+
+bool has_mask(const IntTensor& mask) { return mask.numel() > 0; }
+
+// The seeds write masked_fill(mask == 0, -1e9); core's masked_fill fills where its mask is
+// nonzero, so it gets the complement.
+Tensor mask_scores(const Tensor& scores, const IntTensor& mask, const char* op) {
+    if (!has_mask(mask)) return scores;
+    check(broadcast_shapes(scores.shape(), mask.shape(), op) == scores.shape(), op, "mask ", mask.shape(),
+          " does not broadcast to the scores ", scores.shape());
+    IntTensor masked_out = IntTensor::zeros(mask.shape());
+    for (int64_t i = 0; i < mask.numel(); ++i) masked_out.data()[i] = mask.data()[i] == 0 ? 1 : 0;
+    return masked_fill(scores, masked_out, kMaskFill);
+}
+
+Tensor divide_by_sqrt(const Tensor& x, int64_t n) {
+    return div(x, Tensor::scalar(std::sqrt(static_cast<float>(n))));
+}
+
+}  // namespace
+
+// ---- masks ----
+
+IntTensor padding_mask(const IntTensor& ids, int64_t pad_id) {
+    check(ids.dim() == 2, "padding_mask", "expects ids [batch, len], got ", ids.shape());
+    IntTensor mask = IntTensor::zeros({ids.size(0), 1, 1, ids.size(1)});
+    for (int64_t i = 0; i < ids.numel(); ++i) mask.data()[i] = ids.data()[i] != pad_id ? 1 : 0;
+    return mask;
+}
+
+IntTensor causal_mask(int64_t len) {
+    check(len >= 0, "causal_mask", "negative length ", len);
+    IntTensor mask = IntTensor::zeros({1, 1, len, len});
+    for (int64_t q = 0; q < len; ++q)
+        for (int64_t k = 0; k <= q; ++k) mask.data()[q * len + k] = 1;
+    return mask;
+}
+
+IntTensor decoder_mask(const IntTensor& ids, int64_t pad_id) {
+    check(ids.dim() == 2, "decoder_mask", "expects ids [batch, len], got ", ids.shape());
+    const int64_t batch = ids.size(0), len = ids.size(1);
+    IntTensor mask = IntTensor::zeros({batch, 1, len, len});
+    for (int64_t b = 0; b < batch; ++b)
+        for (int64_t q = 0; q < len; ++q)
+            for (int64_t k = 0; k <= q; ++k)
+                mask.data()[(b * len + q) * len + k] = ids.data()[b * len + k] != pad_id ? 1 : 0;
+    return mask;
+}
+
+// ---- MultiHeadAttention ----
+
+MultiHeadAttention::MultiHeadAttention(int64_t d_model_, int64_t n_heads_, Generator& gen, float dropout_p,
+                                       std::shared_ptr<Generator> dropout_generator, bool rotary_)
+    : d_model(d_model_), n_heads(n_heads_), d_head(n_heads_ > 0 ? d_model_ / n_heads_ : 0), rotary(rotary_) {
+    check(n_heads > 0 && d_model > 0 && d_model % n_heads == 0, "MultiHeadAttention", "d_model ", d_model,
+          " must be a positive multiple of n_heads ", n_heads);
+    check(!rotary || d_head % 2 == 0, "MultiHeadAttention", "rotary embedding needs an even head size, got ",
+          d_head);
+    wq = register_module("wq", std::make_shared<Linear>(d_model, d_model, gen));
+    wk = register_module("wk", std::make_shared<Linear>(d_model, d_model, gen));
+    wv = register_module("wv", std::make_shared<Linear>(d_model, d_model, gen));
+    wo = register_module("wo", std::make_shared<Linear>(d_model, d_model, gen));
+    dropout = register_module("dropout", std::make_shared<Dropout>(dropout_p, std::move(dropout_generator)));
+}
+
+Tensor MultiHeadAttention::split_heads(const Tensor& x) const {
+    check(x.dim() == 3 && x.size(2) == d_model, "MultiHeadAttention", "expects [batch, len, ", d_model,
+          "], got ", x.shape());
+    return transpose(reshape(x, {x.size(0), x.size(1), n_heads, d_head}), 1, 2);
+}
+
+KeysValues MultiHeadAttention::project_keys_values(const Tensor& key, const Tensor& value,
+                                                   int64_t position) const {
+    check(key.dim() == 3 && value.dim() == 3 && key.size(0) == value.size(0) && key.size(1) == value.size(1),
+          "MultiHeadAttention", "key ", key.shape(), " and value ", value.shape(), " do not fit");
+    Tensor keys = split_heads(wk->forward(key));  // [B, H, Tk, d_head]
+    if (rotary) keys = apply_rotary(keys, position);
+    return {keys, split_heads(wv->forward(value))};
+}
+
+AttentionOutput MultiHeadAttention::attend(const Tensor& query, const KeysValues& kv, const IntTensor& mask,
+                                           int64_t position) const {
+    Tensor q = split_heads(wq->forward(query));  // [B, H, Tq, d_head]
+    check(kv.keys.dim() == 4 && kv.keys.size(0) == q.size(0), "MultiHeadAttention", "keys ",
+          kv.keys.shape(), " do not fit queries ", q.shape());
+    if (rotary) q = apply_rotary(q, position);
+    Tensor scores = divide_by_sqrt(matmul(q, kv.keys, false, true), d_head);  // [B, H, Tq, Tk]
+    scores = mask_scores(scores, mask, "MultiHeadAttention");
+    const Tensor weights = softmax(scores, -1);
+    const Tensor context = matmul(dropout->forward(weights), kv.values);  // [B, H, Tq, d_head]
+    const Tensor merged = reshape(transpose(context, 1, 2), {query.size(0), query.size(1), d_model});
+    return {wo->forward(merged), weights};
+}
+
+AttentionOutput MultiHeadAttention::forward(const Tensor& query, const Tensor& key, const Tensor& value,
+                                            const IntTensor& mask) const {
+    return attend(query, project_keys_values(key, value), mask);
+}
+
+// ---- the attention Seq2Seq scorers ----
+
+namespace {
+
+void check_scorer_inputs(const Tensor& query, const Tensor& encoder_outputs, const IntTensor& src_mask,
+                         int64_t hidden, const char* op) {
+    check(query.dim() == 2 && query.size(1) == hidden, op, "query must be [batch, ", hidden, "], got ",
+          query.shape());
+    check(encoder_outputs.dim() == 3 && encoder_outputs.size(0) == query.size(0) &&
+              encoder_outputs.size(2) == hidden,
+          op, "encoder outputs must be [", query.size(0), ", src_len, ", hidden, "], got ",
+          encoder_outputs.shape());
+    check(!has_mask(src_mask) || src_mask.shape() == Shape{encoder_outputs.size(0), encoder_outputs.size(1)},
+          op, "src_mask must be [batch, src_len] = [", encoder_outputs.size(0), ", ", encoder_outputs.size(1),
+          "], got ", src_mask.shape());
+}
+
+}  // namespace
+
+AttentionSimple::AttentionSimple(int64_t hidden_size_) : hidden_size(hidden_size_) {
+    check(hidden_size > 0, "AttentionSimple", "hidden size must be positive, got ", hidden_size);
+}
+
+Tensor AttentionSimple::forward(const Tensor& query, const Tensor& encoder_outputs,
+                                const IntTensor& src_mask) const {
+    check_scorer_inputs(query, encoder_outputs, src_mask, hidden_size, "AttentionSimple");
+    const int64_t batch = query.size(0), src_len = encoder_outputs.size(1);
+    const Tensor q = reshape(query, {batch, 1, hidden_size});
+    Tensor scores = reshape(matmul(q, encoder_outputs, false, true), {batch, src_len});  // [B, S]
+    scores = divide_by_sqrt(scores, hidden_size);
+    return softmax(mask_scores(scores, src_mask, "AttentionSimple"), 1);
+}
+
+AttentionParams::AttentionParams(int64_t hidden_size, Generator& gen) {
+    attn = register_module("attn", std::make_shared<Linear>(2 * hidden_size, hidden_size, gen));
+    v = register_parameter("v", Tensor::uniform({hidden_size}, 0.0f, 1.0f, gen));
+}
+
+Tensor AttentionParams::forward(const Tensor& query, const Tensor& encoder_outputs,
+                                const IntTensor& src_mask) const {
+    const int64_t hidden = v.size(0);
+    check_scorer_inputs(query, encoder_outputs, src_mask, hidden, "AttentionParams");
+    // attn([q; e]) = q W_q^T + e W_e^T + b with attn.weight = [W_q | W_e]: the seed's concatenation
+    // of the repeated query with every encoder output, without building [B, S, 2h].
+    const Tensor w_query = slice(attn->weight, 1, 0, hidden);       // [h, h]
+    const Tensor w_enc = slice(attn->weight, 1, hidden, 2 * hidden);  // [h, h]
+    const Tensor from_query = reshape(linear(query, w_query, attn->bias), {query.size(0), 1, hidden});
+    const Tensor energy = tanh(add(from_query, linear(encoder_outputs, w_enc, Tensor())));  // [B, S, h]
+    const Tensor scores = sum(mul(energy, v), {2});                                           // [B, S]
+    return softmax(mask_scores(scores, src_mask, "AttentionParams"), 1);
+}
+
+}  // namespace seqgrad::nn

@@ -1,0 +1,58 @@
+// The basic layers: Linear, Embedding, LayerNorm, Dropout, FeedForward.
+#include "seqgrad/nn/layers.h"
+
+#include <cmath>
+
+#include "seqgrad/core/ops.h"
+
+namespace seqgrad::nn {
+
+Linear::Linear(int64_t in_features, int64_t out_features, Generator& gen, bool with_bias) {
+    check(in_features > 0 && out_features > 0, "Linear", "sizes must be positive, got in ", in_features,
+          " and out ", out_features);
+    // PyTorch's reset_parameters: kaiming_uniform(a = sqrt(5)) reduces to this bound for both.
+    const float bound = 1.0f / std::sqrt(static_cast<float>(in_features));
+    weight = register_parameter("weight", Tensor::uniform({out_features, in_features}, -bound, bound, gen));
+    if (with_bias) bias = register_parameter("bias", Tensor::uniform({out_features}, -bound, bound, gen));
+}
+
+Tensor Linear::forward(const Tensor& x) const { return linear(x, weight, bias); }
+
+Embedding::Embedding(int64_t num_embeddings, int64_t dim, Generator& gen) {
+    check(num_embeddings > 0 && dim > 0, "Embedding", "sizes must be positive, got ", num_embeddings, " and ",
+          dim);
+    weight = register_parameter("weight", Tensor::normal({num_embeddings, dim}, 0.0f, 1.0f, gen));
+}
+
+Tensor Embedding::forward(const IntTensor& ids) const { return embedding(weight, ids); }
+
+LayerNorm::LayerNorm(int64_t dim, float eps_) : eps(eps_) {
+    check(dim > 0, "LayerNorm", "dim must be positive, got ", dim);
+    gamma = register_parameter("gamma", Tensor::ones({dim}));
+    beta = register_parameter("beta", Tensor::zeros({dim}));
+}
+
+Tensor LayerNorm::forward(const Tensor& x) const { return layer_norm(x, gamma, beta, eps); }
+
+Dropout::Dropout(float p, std::shared_ptr<Generator> generator)
+    : p_(p), generator_(generator ? std::move(generator) : std::make_shared<Generator>(0)) {
+    check(p >= 0 && p < 1, "Dropout", "probability must be in [0, 1), got ", p);
+}
+
+Tensor Dropout::forward(const Tensor& x) const { return dropout(x, p_, is_training(), *generator_); }
+
+FeedForward::FeedForward(int64_t dim, int64_t hidden_dim, Generator& gen, Activation activation_,
+                         float dropout_p, std::shared_ptr<Generator> dropout_generator)
+    : activation(activation_) {
+    w1 = register_module("w1", std::make_shared<Linear>(dim, hidden_dim, gen));
+    w2 = register_module("w2", std::make_shared<Linear>(hidden_dim, dim, gen));
+    dropout = register_module("dropout", std::make_shared<Dropout>(dropout_p, std::move(dropout_generator)));
+}
+
+Tensor FeedForward::forward(const Tensor& x) const {
+    const Tensor hidden = w1->forward(x);  // [..., hidden_dim]
+    const Tensor activated = activation == Activation::gelu ? gelu(hidden) : relu(hidden);
+    return w2->forward(dropout->forward(activated));
+}
+
+}  // namespace seqgrad::nn

@@ -1,0 +1,132 @@
+// LSTM: nn.LSTM's layers and directions over core's lstm_cell, one time step at a time, with
+// padding handled as pack_padded_sequence does.
+//
+// How padding is skipped: at a step where some rows are padding, those rows keep their previous
+// state (state = keep * new + (1 - keep) * old, with keep 1 on real rows and 0 on padded ones; for
+// 0/1 weights this picks one operand exactly) and output zero. Padding is on the right, so the
+// forward direction's state stops changing after a row's last real token, and the reverse
+// direction, walking from the end, keeps its initial state until it reaches that token.
+#include "seqgrad/nn/lstm.h"
+
+#include <cmath>
+#include <string>
+
+#include "seqgrad/core/ops.h"
+
+namespace seqgrad::nn {
+
+LSTM::LSTM(int64_t input_size_, int64_t hidden_size_, int64_t num_layers_, bool bidirectional_, Generator& gen)
+    : input_size(input_size_), hidden_size(hidden_size_), num_layers(num_layers_), bidirectional(bidirectional_) {
+    check(input_size > 0 && hidden_size > 0 && num_layers > 0, "LSTM",
+          "sizes must be positive, got input_size ", input_size, ", hidden_size ", hidden_size, ", num_layers ",
+          num_layers);
+    const int64_t directions = bidirectional ? 2 : 1;
+    const int64_t gates = 4 * hidden_size;
+    const float bound = 1.0f / std::sqrt(static_cast<float>(hidden_size));
+    auto uniform = [&](const Shape& shape) { return Tensor::uniform(shape, -bound, bound, gen); };
+    for (int64_t layer = 0; layer < num_layers; ++layer) {
+        const int64_t in = layer == 0 ? input_size : directions * hidden_size;
+        for (int64_t direction = 0; direction < directions; ++direction) {
+            const std::string suffix = "_l" + std::to_string(layer) + (direction == 1 ? "_reverse" : "");
+            Weights w;
+            w.w_ih = register_parameter("weight_ih" + suffix, uniform({gates, in}));
+            w.w_hh = register_parameter("weight_hh" + suffix, uniform({gates, hidden_size}));
+            w.b_ih = register_parameter("bias_ih" + suffix, uniform({gates}));
+            w.b_hh = register_parameter("bias_hh" + suffix, uniform({gates}));
+            weights_.push_back(w);
+        }
+    }
+}
+
+namespace {
+
+// Which rows are real tokens at one time step.
+struct StepMask {
+    int64_t real_rows = 0;
+    Tensor keep;  // [B, 1]: 1 on real rows, 0 on padding (only when some rows are padding)
+    Tensor drop;  // 1 - keep
+};
+
+// [L * D, B, h] -> L * D tensors [B, h]; zeros when undefined.
+std::vector<Tensor> unstack_state(const Tensor& state, int64_t count, int64_t batch, int64_t hidden) {
+    std::vector<Tensor> out;
+    if (!state.defined()) {
+        for (int64_t i = 0; i < count; ++i) out.push_back(Tensor::zeros({batch, hidden}));
+        return out;
+    }
+    for (const Tensor& s : split(state, std::vector<int64_t>(static_cast<size_t>(count), 1), 0))
+        out.push_back(reshape(s, {batch, hidden}));
+    return out;
+}
+
+}  // namespace
+
+LSTMOutput LSTM::forward(const Tensor& input, const std::vector<int64_t>& lengths, const Tensor& h0,
+                         const Tensor& c0) const {
+    check(input.defined() && input.dim() == 3 && input.size(2) == input_size && input.size(1) > 0, "LSTM",
+          "input must be [batch, len >= 1, ", input_size, "], got ", input.defined() ? input.shape() : Shape{});
+    const int64_t batch = input.size(0), len = input.size(1);
+    const int64_t directions = bidirectional ? 2 : 1;
+    const Shape state_shape{num_layers * directions, batch, hidden_size};
+    check(h0.defined() == c0.defined(), "LSTM", "give both h0 and c0 or neither");
+    check(!h0.defined() || (h0.shape() == state_shape && c0.shape() == state_shape), "LSTM", "h0 ",
+          h0.defined() ? h0.shape() : Shape{}, " and c0 ", c0.defined() ? c0.shape() : Shape{}, " must be ",
+          state_shape);
+    check(lengths.empty() || static_cast<int64_t>(lengths.size()) == batch, "LSTM", lengths.size(),
+          " lengths for a batch of ", batch);
+    for (int64_t length : lengths)
+        check(length >= 0 && length <= len, "LSTM", "length ", length, " outside [0, ", len, "]");
+
+    std::vector<StepMask> masks(static_cast<size_t>(len));
+    for (int64_t t = 0; t < len; ++t) {
+        StepMask& m = masks[static_cast<size_t>(t)];
+        std::vector<float> keep(static_cast<size_t>(batch), 1.0f);
+        for (int64_t b = 0; b < batch; ++b)
+            if (!lengths.empty() && t >= lengths[static_cast<size_t>(b)]) keep[static_cast<size_t>(b)] = 0.0f;
+        for (float k : keep) m.real_rows += k != 0.0f;
+        if (m.real_rows == 0 || m.real_rows == batch) continue;
+        m.keep = Tensor::from_vector(keep, {batch, 1});
+        for (float& k : keep) k = 1.0f - k;
+        m.drop = Tensor::from_vector(keep, {batch, 1});
+    }
+
+    const std::vector<Tensor> h_init = unstack_state(h0, num_layers * directions, batch, hidden_size);
+    const std::vector<Tensor> c_init = unstack_state(c0, num_layers * directions, batch, hidden_size);
+    std::vector<Tensor> h_n, c_n;
+    Tensor layer_input = input;  // [B, T, in]
+    for (int64_t layer = 0; layer < num_layers; ++layer) {
+        std::vector<Tensor> steps = split(layer_input, std::vector<int64_t>(static_cast<size_t>(len), 1), 1);
+        for (Tensor& step : steps) step = reshape(step, {batch, layer_input.size(2)});  // [B, in]
+        std::vector<Tensor> direction_outputs;
+        for (int64_t direction = 0; direction < directions; ++direction) {
+            const size_t k = static_cast<size_t>(layer * directions + direction);
+            const Weights& w = weights_[k];
+            LstmState state{h_init[k], c_init[k]};
+            std::vector<Tensor> outputs(static_cast<size_t>(len));  // [B, h] each
+            for (int64_t i = 0; i < len; ++i) {
+                const size_t t = static_cast<size_t>(direction == 0 ? i : len - 1 - i);
+                const StepMask& m = masks[t];
+                if (m.real_rows == 0) {  // a column of padding only: nothing changes
+                    outputs[t] = Tensor::zeros({batch, hidden_size});
+                    continue;
+                }
+                const LstmState next = lstm_cell(steps[t], state, w.w_ih, w.w_hh, w.b_ih, w.b_hh);
+                if (m.real_rows == batch) {
+                    state = next;
+                    outputs[t] = next.h;
+                } else {
+                    state.h = add(mul(next.h, m.keep), mul(state.h, m.drop));
+                    state.c = add(mul(next.c, m.keep), mul(state.c, m.drop));
+                    outputs[t] = mul(next.h, m.keep);
+                }
+            }
+            h_n.push_back(state.h);
+            c_n.push_back(state.c);
+            direction_outputs.push_back(stack(outputs, 1));  // [B, T, h]
+        }
+        layer_input = directions == 1 ? direction_outputs[0] : concat(direction_outputs, 2);
+    }
+    return {layer_input, stack(h_n, 0), stack(c_n, 0)};
+}
+
+}  // namespace seqgrad::nn

@@ -1,0 +1,219 @@
+// Optimizers (the shared state bookkeeping, SGD, Adam, AdamW), gradient-norm clipping and the
+// Noam schedule. The updates follow PyTorch 1.13's single-tensor code paths line by line, in
+// float32 with the scalar coefficients computed in double.
+#include "seqgrad/nn/optim.h"
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+#include <sstream>
+
+#include "seqgrad/core/autograd.h"
+#include "seqgrad/core/ops.h"
+
+namespace seqgrad::nn {
+namespace {
+
+Tensor copy_of(const Tensor& t) { return Tensor::from_vector(t.to_vector(), t.shape()); }
+
+}  // namespace
+
+// ---- Optimizer: parameters and state ----
+
+Optimizer::Optimizer(NamedTensors params, double lr, std::vector<std::string> kinds)
+    : params_(std::move(params)), lr_(lr), kinds_(std::move(kinds)), state_(params_.size()) {
+    std::set<std::string> names;
+    for (const auto& [name, p] : params_) {
+        check(p.defined() && p.is_leaf(), "Optimizer", "parameter '", name, "' is undefined or not a leaf");
+        check(names.insert(name).second, "Optimizer", "parameter name '", name, "' appears twice");
+    }
+    set_lr(lr);
+}
+
+void Optimizer::set_lr(double lr) {
+    check(lr >= 0 && std::isfinite(lr), "Optimizer", "learning rate must be finite and >= 0, got ", lr);
+    lr_ = lr;
+}
+
+void Optimizer::zero_grad() {
+    for (auto& [name, p] : params_) p.zero_grad();
+}
+
+std::vector<Tensor>& Optimizer::state_of(size_t i) {
+    std::vector<Tensor>& s = state_[i];
+    if (s.empty())
+        for (const std::string& kind : kinds_)
+            s.push_back(kind == "step" ? Tensor::scalar(0.0f) : Tensor::zeros(params_[i].second.shape()));
+    return s;
+}
+
+std::map<std::string, Tensor> Optimizer::state() const {
+    std::map<std::string, Tensor> out;
+    for (size_t i = 0; i < params_.size(); ++i)
+        for (size_t k = 0; k < state_[i].size(); ++k)
+            out.emplace(kinds_[k] + "." + params_[i].first, copy_of(state_[i][k]));
+    return out;
+}
+
+void Optimizer::load_state(const std::map<std::string, Tensor>& state) {
+    std::vector<std::string> problems;
+    std::map<std::string, size_t> param_index;
+    for (size_t i = 0; i < params_.size(); ++i) param_index.emplace(params_[i].first, i);
+    std::vector<std::map<std::string, Tensor>> incoming(params_.size());  // per parameter: kind -> value
+    for (const auto& [key, value] : state) {
+        const size_t dot = key.find('.');
+        const std::string kind = key.substr(0, dot);
+        const auto param = dot == std::string::npos ? param_index.end() : param_index.find(key.substr(dot + 1));
+        if (param == param_index.end() || std::find(kinds_.begin(), kinds_.end(), kind) == kinds_.end()) {
+            problems.push_back("unexpected: " + key);
+            continue;
+        }
+        const Shape expected = kind == "step" ? Shape{} : params_[param->second].second.shape();
+        if (!value.defined() || value.shape() != expected) {
+            std::ostringstream line;
+            line << "wrong shape: " << key << " expects " << expected << ", got "
+                 << (value.defined() ? value.shape() : Shape{});
+            problems.push_back(line.str());
+            continue;
+        }
+        incoming[param->second].emplace(kind, value);
+    }
+    for (size_t i = 0; i < params_.size(); ++i)
+        if (!incoming[i].empty())
+            for (const std::string& kind : kinds_)
+                if (!incoming[i].count(kind)) problems.push_back("missing: " + kind + "." + params_[i].first);
+    if (!problems.empty()) {
+        std::ostringstream message;
+        message << "Optimizer::load_state: the state does not fit this optimizer (" << problems.size()
+                << " problems)";
+        for (const std::string& p : problems) message << "\n  " << p;
+        throw Error(message.str());
+    }
+    for (size_t i = 0; i < params_.size(); ++i) {
+        state_[i].clear();
+        if (!incoming[i].empty())
+            for (const std::string& kind : kinds_) state_[i].push_back(copy_of(incoming[i].at(kind)));
+    }
+}
+
+// ---- SGD ----
+
+SGD::SGD(NamedTensors params, const SGDOptions& options)
+    : Optimizer(std::move(params), options.lr,
+                options.momentum != 0 ? std::vector<std::string>{"momentum_buffer"} : std::vector<std::string>{}),
+      options_(options) {
+    check(options.momentum >= 0 && options.weight_decay >= 0, "SGD", "momentum and weight decay must be >= 0");
+    check(!options.nesterov || (options.momentum > 0 && options.dampening == 0), "SGD",
+          "Nesterov momentum needs a momentum and zero dampening");
+}
+
+void SGD::step() {
+    NoGradGuard no_grad;
+    const float weight_decay = static_cast<float>(options_.weight_decay);
+    const float momentum = static_cast<float>(options_.momentum);
+    const float damped = static_cast<float>(1.0 - options_.dampening);
+    const float minus_lr = static_cast<float>(-lr_);
+    for (size_t i = 0; i < params_.size(); ++i) {
+        Tensor param = params_[i].second;
+        const Tensor grad = param.grad();
+        if (!grad.defined()) continue;
+        const bool first_step = !has_state(i);
+        float* buf = momentum != 0 ? state_of(i)[0].data() : nullptr;
+        float* p = param.data();
+        const float* g = grad.data();
+        for (int64_t j = 0; j < param.numel(); ++j) {
+            float d = g[j];
+            if (weight_decay != 0) d += weight_decay * p[j];
+            if (buf) {
+                buf[j] = first_step ? d : buf[j] * momentum + damped * d;
+                d = options_.nesterov ? d + momentum * buf[j] : buf[j];
+            }
+            p[j] += minus_lr * d;
+        }
+    }
+}
+
+// ---- Adam and AdamW ----
+
+Adam::Adam(NamedTensors params, const AdamOptions& options) : Adam(std::move(params), options, false) {}
+
+Adam::Adam(NamedTensors params, const AdamOptions& options, bool decoupled_weight_decay)
+    : Optimizer(std::move(params), options.lr, {"step", "exp_avg", "exp_avg_sq"}),
+      options_(options),
+      decoupled_weight_decay_(decoupled_weight_decay) {
+    check(options.beta1 >= 0 && options.beta1 < 1 && options.beta2 >= 0 && options.beta2 < 1, "Adam",
+          "betas must be in [0, 1), got ", options.beta1, " and ", options.beta2);
+    check(options.eps >= 0 && options.weight_decay >= 0, "Adam", "eps and weight decay must be >= 0");
+}
+
+AdamW::AdamW(NamedTensors params, const AdamOptions& options) : Adam(std::move(params), options, true) {}
+
+void Adam::step() {
+    NoGradGuard no_grad;
+    const double b1 = options_.beta1, b2 = options_.beta2;
+    const float beta1 = static_cast<float>(b1), beta2 = static_cast<float>(b2);
+    const float one_minus_beta1 = static_cast<float>(1.0 - b1), one_minus_beta2 = static_cast<float>(1.0 - b2);
+    const float eps = static_cast<float>(options_.eps);
+    const float weight_decay = static_cast<float>(options_.weight_decay);
+    const float decay = static_cast<float>(1.0 - lr_ * options_.weight_decay);  // AdamW's p *= 1 - lr wd
+    for (size_t i = 0; i < params_.size(); ++i) {
+        Tensor param = params_[i].second;
+        const Tensor grad = param.grad();
+        if (!grad.defined()) continue;
+        std::vector<Tensor>& s = state_of(i);
+        float& step = s[0].data()[0];
+        step += 1;
+        const double t = step;
+        const float minus_step_size = static_cast<float>(-(lr_ / (1.0 - std::pow(b1, t))));
+        const float bias_correction2_sqrt = static_cast<float>(std::sqrt(1.0 - std::pow(b2, t)));
+        float* p = param.data();
+        float* m = s[1].data();
+        float* v = s[2].data();
+        const float* g = grad.data();
+        for (int64_t j = 0; j < param.numel(); ++j) {
+            float gj = g[j];
+            if (weight_decay != 0) {
+                if (decoupled_weight_decay_)
+                    p[j] *= decay;
+                else
+                    gj += weight_decay * p[j];
+            }
+            m[j] = m[j] * beta1 + one_minus_beta1 * gj;
+            v[j] = v[j] * beta2 + one_minus_beta2 * gj * gj;
+            const float denom = std::sqrt(v[j]) / bias_correction2_sqrt + eps;
+            p[j] += minus_step_size * (m[j] / denom);
+        }
+    }
+}
+
+// ---- clipping and schedule ----
+
+float clip_grad_norm(const std::vector<Tensor>& params, float max_norm) {
+    check(max_norm > 0, "clip_grad_norm", "max_norm must be positive, got ", max_norm);
+    double sum_of_squares = 0;
+    for (const Tensor& p : params) {
+        const Tensor g = p.grad();
+        if (!g.defined()) continue;
+        for (int64_t j = 0; j < g.numel(); ++j) sum_of_squares += static_cast<double>(g.data()[j]) * g.data()[j];
+    }
+    const float total_norm = static_cast<float>(std::sqrt(sum_of_squares));
+    const float coefficient = max_norm / (total_norm + 1e-6f);
+    if (coefficient < 1) {
+        NoGradGuard no_grad;
+        // A new gradient tensor rather than scaling in place: two parameters' gradients may share
+        // storage (backward can hand the same tensor to both inputs of an addition).
+        for (Tensor p : params)
+            if (p.grad().defined()) p.set_grad(mul(p.grad(), coefficient));
+    }
+    return total_norm;
+}
+
+double NoamSchedule::rate(int64_t step) const {
+    check(step >= 1 && d_model > 0 && warmup > 0, "NoamSchedule", "needs step >= 1, d_model > 0 and warmup > 0, got ",
+          step, ", ", d_model, ", ", warmup);
+    const double s = static_cast<double>(step);
+    return factor * std::pow(static_cast<double>(d_model), -0.5) *
+           std::min(std::pow(s, -0.5), s * std::pow(static_cast<double>(warmup), -1.5));
+}
+
+}  // namespace seqgrad::nn

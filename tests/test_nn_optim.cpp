@@ -1,0 +1,279 @@
+// Optimizers against their update formulas computed here in double, state save/load, gradient
+// clipping and the Noam schedule.
+#include "helpers.h"
+
+#include <functional>
+
+#include "seqgrad/nn.h"
+
+using namespace seqgrad;
+using namespace seqgrad::nn;
+using Catch::Matchers::Contains;
+
+namespace {
+
+// A tiny problem: loss = sum((p - target)^2 * scale), so grad = 2 (p - target) * scale.
+struct Problem {
+    Tensor p = Tensor::from_vector({0.5f, -1.0f, 2.0f}, {3}, true);
+    Tensor q = Tensor::from_vector({1.0f, 0.25f}, {2}, true);
+    const std::vector<double> target{1.0, 0.5, -1.0}, scale{1.0, 3.0, 0.1};
+
+    NamedTensors named() const { return {{"layer.p", p}, {"q", q}}; }
+    // Gradients for p only (q keeps an undefined gradient, to be skipped).
+    void backward() {
+        p.zero_grad();
+        const Tensor t = Tensor::from_vector({1.0f, 0.5f, -1.0f}, {3});
+        const Tensor s = Tensor::from_vector({1.0f, 3.0f, 0.1f}, {3});
+        sum(mul(mul(sub(p, t), sub(p, t)), s)).backward();
+    }
+    std::vector<double> grad_of(const std::vector<double>& values) const {
+        std::vector<double> g;
+        for (size_t i = 0; i < values.size(); ++i) g.push_back(2 * (values[i] - target[i]) * scale[i]);
+        return g;
+    }
+};
+
+std::vector<double> as_double(const Tensor& t) {
+    std::vector<double> out;
+    for (float v : t.to_vector()) out.push_back(v);
+    return out;
+}
+
+void check_close(const Tensor& got, const std::vector<double>& expected, double tolerance = 1e-6) {
+    REQUIRE(got.numel() == static_cast<int64_t>(expected.size()));
+    for (size_t i = 0; i < expected.size(); ++i) CHECK(got.to_vector()[i] == Approx(expected[i]).margin(tolerance));
+}
+
+// Runs `steps` steps of the formula `update(values, grads, t)` in double from p's values.
+std::vector<double> reference(Problem& problem, int steps,
+                              const std::function<void(std::vector<double>&, const std::vector<double>&, int)>& update) {
+    std::vector<double> values = as_double(problem.p);
+    for (int t = 1; t <= steps; ++t) update(values, problem.grad_of(values), t);
+    return values;
+}
+
+}  // namespace
+
+TEST_CASE("Adam follows PyTorch's update for three steps and skips parameters without a gradient",
+          "[nn][optim]") {
+    Problem problem;
+    AdamOptions options;
+    options.lr = 0.1;
+    options.beta1 = 0.9;
+    options.beta2 = 0.98;
+    options.eps = 1e-9;
+    const double b1 = 0.9, b2 = 0.98, lr = 0.1, eps = 1e-9;
+    std::vector<double> m(3, 0.0), v(3, 0.0);
+    const auto expected = reference(problem, 3, [&](std::vector<double>& p, const std::vector<double>& g, int t) {
+        for (size_t i = 0; i < p.size(); ++i) {
+            m[i] = b1 * m[i] + (1 - b1) * g[i];
+            v[i] = b2 * v[i] + (1 - b2) * g[i] * g[i];
+            p[i] -= lr / (1 - std::pow(b1, t)) * m[i] / (std::sqrt(v[i]) / std::sqrt(1 - std::pow(b2, t)) + eps);
+        }
+    });
+    Adam adam(problem.named(), options);
+    const auto q_before = problem.q.to_vector();
+    for (int step = 0; step < 3; ++step) {
+        problem.backward();
+        adam.step();
+    }
+    check_close(problem.p, expected);
+    CHECK(problem.q.to_vector() == q_before);
+    const auto state = adam.state();
+    CHECK(state.at("step.layer.p").item() == 3.0f);
+    CHECK(state.count("exp_avg.q") == 0);  // never updated, no state
+    check_close(state.at("exp_avg.layer.p"), m);
+    check_close(state.at("exp_avg_sq.layer.p"), v);
+}
+
+TEST_CASE("Adam's weight decay is L2 on the gradient; AdamW's is decoupled", "[nn][optim]") {
+    const double lr = 0.05, wd = 0.2, b1 = 0.9, b2 = 0.999, eps = 1e-8;
+    AdamOptions options;
+    options.lr = lr;
+    options.weight_decay = wd;
+    for (bool decoupled : {false, true}) {
+        INFO("decoupled " << decoupled);
+        Problem problem;
+        std::vector<double> m(3, 0.0), v(3, 0.0);
+        const auto expected = reference(problem, 3, [&](std::vector<double>& p, const std::vector<double>& grad, int t) {
+            for (size_t i = 0; i < p.size(); ++i) {
+                double g = grad[i];
+                if (decoupled)
+                    p[i] *= 1 - lr * wd;
+                else
+                    g += wd * p[i];
+                m[i] = b1 * m[i] + (1 - b1) * g;
+                v[i] = b2 * v[i] + (1 - b2) * g * g;
+                p[i] -= lr / (1 - std::pow(b1, t)) * m[i] / (std::sqrt(v[i]) / std::sqrt(1 - std::pow(b2, t)) + eps);
+            }
+        });
+        std::unique_ptr<Optimizer> opt;
+        if (decoupled)
+            opt = std::make_unique<AdamW>(problem.named(), options);
+        else
+            opt = std::make_unique<Adam>(problem.named(), options);
+        for (int step = 0; step < 3; ++step) {
+            problem.backward();
+            opt->step();
+        }
+        check_close(problem.p, expected);
+    }
+}
+
+TEST_CASE("SGD with momentum follows PyTorch: the buffer starts as the first gradient", "[nn][optim]") {
+    for (bool nesterov : {false, true}) {
+        INFO("nesterov " << nesterov);
+        Problem problem;
+        SGDOptions options;
+        options.lr = 0.05;
+        options.momentum = 0.9;
+        options.weight_decay = 0.01;
+        options.nesterov = nesterov;
+        std::vector<double> buf(3, 0.0);
+        const auto expected = reference(problem, 3, [&](std::vector<double>& p, const std::vector<double>& grad, int t) {
+            for (size_t i = 0; i < p.size(); ++i) {
+                const double g = grad[i] + 0.01 * p[i];
+                buf[i] = t == 1 ? g : 0.9 * buf[i] + g;
+                p[i] -= 0.05 * (nesterov ? g + 0.9 * buf[i] : buf[i]);
+            }
+        });
+        SGD sgd(problem.named(), options);
+        for (int step = 0; step < 3; ++step) {
+            problem.backward();
+            sgd.step();
+        }
+        check_close(problem.p, expected);
+        check_close(sgd.state().at("momentum_buffer.layer.p"), buf);
+    }
+    Problem plain;
+    SGDOptions options;
+    options.lr = 0.5;
+    SGD sgd(plain.named(), options);
+    plain.backward();
+    const auto before = as_double(plain.p);
+    const auto grad = plain.grad_of(before);
+    sgd.step();
+    check_close(plain.p, {before[0] - 0.5 * grad[0], before[1] - 0.5 * grad[1], before[2] - 0.5 * grad[2]});
+    CHECK(sgd.state().empty());
+}
+
+TEST_CASE("an optimizer's saved state resumes training bit for bit", "[nn][optim]") {
+    auto run = [](bool via_saved_state) {
+        Problem problem;
+        AdamOptions options;
+        options.lr = 0.02;
+        auto adam = std::make_unique<Adam>(problem.named(), options);
+        for (int step = 0; step < 2; ++step) {
+            problem.backward();
+            adam->step();
+        }
+        if (via_saved_state) {
+            const auto saved = adam->state();
+            adam = std::make_unique<Adam>(problem.named(), options);
+            adam->load_state(saved);
+        }
+        for (int step = 0; step < 3; ++step) {
+            problem.backward();
+            adam->step();
+        }
+        return problem.p.to_vector();
+    };
+    const auto continued = run(false), resumed = run(true);
+    CHECK(continued == resumed);
+    // ... and a fresh optimizer without the state does not resume the same way.
+    Problem problem;
+    AdamOptions options;
+    options.lr = 0.02;
+    Adam first(problem.named(), options);
+    for (int step = 0; step < 2; ++step) {
+        problem.backward();
+        first.step();
+    }
+    Adam fresh(problem.named(), options);
+    for (int step = 0; step < 3; ++step) {
+        problem.backward();
+        fresh.step();
+    }
+    CHECK(problem.p.to_vector() != continued);
+}
+
+TEST_CASE("the state returned is a copy: later steps do not change it", "[nn][optim]") {
+    Problem problem;
+    Adam adam(problem.named(), AdamOptions{});
+    problem.backward();
+    adam.step();
+    const auto saved = adam.state();
+    const auto exp_avg = saved.at("exp_avg.layer.p").to_vector();
+    problem.backward();
+    adam.step();
+    CHECK(saved.at("exp_avg.layer.p").to_vector() == exp_avg);
+    CHECK(saved.at("step.layer.p").item() == 1.0f);
+}
+
+TEST_CASE("load_state reports every unknown, misshaped and incomplete entry and changes nothing",
+          "[nn][optim]") {
+    Problem problem;
+    Adam adam(problem.named(), AdamOptions{});
+    problem.backward();
+    adam.step();
+    const auto good = adam.state();
+    auto bad = good;
+    bad.erase("exp_avg_sq.layer.p");
+    bad["exp_avg.q"] = Tensor::zeros({3});  // q is [2]
+    bad["momentum_buffer.layer.p"] = Tensor::zeros({3});
+    bad["exp_avg.nope"] = Tensor::zeros({3});
+    bad["nodot"] = Tensor::zeros({1});
+    try {
+        adam.load_state(bad);
+        FAIL("no error");
+    } catch (const Error& e) {
+        const std::string message = e.what();
+        INFO(message);
+        CHECK_THAT(message, Contains("5 problems"));
+        CHECK_THAT(message, Contains("missing: exp_avg_sq.layer.p"));
+        CHECK_THAT(message, Contains("wrong shape: exp_avg.q expects [2], got [3]"));
+        CHECK_THAT(message, Contains("unexpected: momentum_buffer.layer.p"));
+        CHECK_THAT(message, Contains("unexpected: exp_avg.nope"));
+        CHECK_THAT(message, Contains("unexpected: nodot"));
+    }
+    const auto after = adam.state();
+    REQUIRE(after.size() == good.size());
+    for (const auto& [name, t] : good) CHECK(after.at(name).to_vector() == t.to_vector());
+}
+
+TEST_CASE("clip_grad_norm returns the total norm and scales only when it exceeds max_norm", "[nn][optim]") {
+    Tensor a = Tensor::zeros({2}, true), b = Tensor::zeros({1}, true), none = Tensor::zeros({3}, true);
+    a.set_grad(Tensor::from_vector({3, 0}, {2}));
+    b.set_grad(Tensor::from_vector({4}, {1}));
+    CHECK(clip_grad_norm({a, b, none}, 10.0f) == Approx(5.0f));
+    CHECK(a.grad().to_vector() == std::vector<float>{3, 0});  // below max_norm: untouched
+    CHECK(clip_grad_norm({a, b, none}, 1.0f) == Approx(5.0f));
+    const float coefficient = 1.0f / (5.0f + 1e-6f);
+    CHECK(a.grad().to_vector()[0] == Approx(3 * coefficient));
+    CHECK(b.grad().to_vector()[0] == Approx(4 * coefficient));
+    CHECK_FALSE(none.grad().defined());
+    CHECK(clip_grad_norm({a, b}, 1.0f) == Approx(1.0f).epsilon(1e-5));
+}
+
+TEST_CASE("clip_grad_norm scales each gradient once even when backward made them share storage",
+          "[nn][optim]") {
+    Tensor a = Tensor::from_vector({1, 2}, {2}, true), b = Tensor::from_vector({3, 4}, {2}, true);
+    add(a, b).backward(Tensor::from_vector({3, 4}, {2}));  // both gradients are [3, 4]
+    CHECK(clip_grad_norm({a, b}, 1.0f) == Approx(std::sqrt(50.0f)));
+    const float coefficient = 1.0f / (std::sqrt(50.0f) + 1e-6f);
+    CHECK(a.grad().to_vector()[1] == Approx(4 * coefficient));
+    CHECK(b.grad().to_vector()[1] == Approx(4 * coefficient));
+}
+
+TEST_CASE("the Noam schedule warms up linearly, peaks at warmup, then decays as 1/sqrt(step)",
+          "[nn][optim]") {
+    const NoamSchedule noam{512, 4000, 1.0};
+    // 512^-0.5 * 4000^-1.5 * step while warming up, 512^-0.5 * step^-0.5 after.
+    CHECK(noam.rate(1) == Approx(1.746928107421711e-7).epsilon(1e-12));
+    CHECK(noam.rate(2000) == Approx(2000 * 1.746928107421711e-7).epsilon(1e-12));
+    CHECK(noam.rate(4000) == Approx(6.987712429686844e-4).epsilon(1e-12));
+    CHECK(noam.rate(16000) == Approx(3.493856214843422e-4).epsilon(1e-12));
+    const NoamSchedule scaled{512, 4000, 2.0};
+    CHECK(scaled.rate(16000) == Approx(2 * 3.493856214843422e-4).epsilon(1e-12));
+    CHECK_THROWS_AS(noam.rate(0), Error);
+}
