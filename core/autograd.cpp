@@ -13,13 +13,17 @@ namespace {
 
 thread_local bool grad_mode = true;
 
-// A tensor no one else refers to can be updated in place; otherwise a new one is made, so a
-// gradient handed to two places (add's backward gives the same tensor to both inputs) is never
-// changed under one of them.
+bool exclusively_owned(const Tensor& t) {
+    return t.impl_ptr().use_count() == 1 && t.impl()->storage.use_count() == 1;
+}
+
+// Adds g into `into`. A gradient can be handed to several places (add's backward gives the same
+// tensor to both inputs; reshape's shares storage), so a shared tensor is never updated in place:
+// the sum goes into a new one instead.
 void accumulate(Tensor& into, const Tensor& g) {
     if (!into.defined()) {
         into = g;
-    } else if (into.impl_ptr().use_count() == 1 && into.impl()->storage.use_count() == 1) {
+    } else if (exclusively_owned(into)) {
         float* p = into.data();
         const float* q = g.data();
         for (int64_t i = 0, n = into.numel(); i < n; ++i) p[i] += q[i];
@@ -138,7 +142,7 @@ void Tensor::backward(const Tensor& grad_output, bool retain_graph) const {
           " for an output of shape ", shape());
     NoGradGuard no_grad;  // backward functions compute plain tensors
     if (!impl_->grad_fn) {  // a leaf: its gradient is the given one
-        accumulate(impl_->grad, grad_output.detach());
+        accumulate(impl_->grad, grad_output.clone());
         return;
     }
 
@@ -184,6 +188,9 @@ void Tensor::backward(const Tensor& grad_output, bool retain_graph) const {
                 producer.grad_outputs.resize(producer.output_shapes.size());
                 accumulate(producer.grad_outputs[static_cast<size_t>(target->output_nr)], grads[i]);
             } else {
+                // A leaf's grad() belongs to the user, who may change it in place: it must not
+                // share storage with any other tensor.
+                if (!target->grad.defined() && !exclusively_owned(grads[i])) grads[i] = grads[i].clone();
                 accumulate(target->grad, grads[i]);
             }
         }

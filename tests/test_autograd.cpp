@@ -100,3 +100,25 @@ TEST_CASE("a leaf can be told to require grad and an operation result cannot sto
     x.set_requires_grad(false);
     CHECK_FALSE((x * 2.0f).requires_grad());
 }
+
+TEST_CASE("leaf gradients never share storage with each other or with the given gradient", "[autograd]") {
+    auto a = Tensor::from_vector({1, 2}, {2}, true);
+    auto b = Tensor::from_vector({3, 4}, {2}, true);
+    add(a, b).sum().backward();
+    a.grad().data()[0] = 100;
+    CHECK(b.grad().to_vector() == std::vector<float>{1, 1});
+    auto c = Tensor::from_vector({1, 2}, {2}, true);
+    auto given = Tensor::from_vector({5, 6}, {2});
+    reshape(c, {2, 1}).backward(Tensor::from_vector({5, 6}, {2, 1}));
+    c.backward(given);
+    given.data()[0] = 0;
+    CHECK(c.grad().to_vector() == std::vector<float>{10, 12});
+}
+
+TEST_CASE("clone copies the data and passes the gradient through", "[autograd]") {
+    auto x = Tensor::from_vector({1, 2}, {2}, true);
+    auto y = x.clone();
+    CHECK(y.data() != x.data());
+    (y * 3.0f).sum().backward();
+    CHECK(x.grad().to_vector() == std::vector<float>{3, 3});
+}

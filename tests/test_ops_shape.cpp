@@ -72,3 +72,14 @@ TEST_CASE("shape operations reject arguments that do not fit", "[ops][shape][err
     CHECK_THROWS_WITH(split(x, {1, 1}, 1), Catch::Contains("split"));
     CHECK_THROWS_AS(chunk(x, 2, 1), Error);
 }
+
+TEST_CASE("empty slices and pieces are allowed and carry no data", "[ops][shape]") {
+    auto x = testing::random_tensor({2, 3}, 9);
+    auto empty = slice(x, 1, 3, 3);
+    CHECK(empty.shape() == Shape{2, 0});
+    auto parts = split(x, {0, 3}, 1);
+    CHECK(parts[0].numel() == 0);
+    CHECK(concat({parts[0], parts[1]}, 1).to_vector() == x.to_vector());
+    (concat({empty, x}, 1) * 2.0f).sum().backward();
+    CHECK(x.grad().to_vector() == std::vector<float>(6, 2.0f));
+}

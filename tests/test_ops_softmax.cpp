@@ -59,3 +59,12 @@ TEST_CASE("softmax rejects an axis out of range", "[ops][softmax][errors]") {
     CHECK_THROWS_WITH(softmax(Tensor::zeros({2, 3}), 2), Catch::Contains("softmax"));
     CHECK_THROWS_AS(log_softmax(Tensor::zeros({2, 3}), -3), Error);
 }
+
+TEST_CASE("masked scores get exactly zero weight", "[ops][softmax]") {
+    auto x = Tensor::from_vector({0.5f, -1e9f, 2.0f, -1e9f}, {4});
+    auto y = softmax(x, 0);
+    CHECK(y.data()[1] == 0.0f);
+    CHECK(y.data()[3] == 0.0f);
+    CHECK(exp(Tensor::from_vector({-200.0f, 100.0f}, {2})).to_vector()[0] == 0.0f);
+    CHECK(std::isinf(exp(Tensor::from_vector({100.0f}, {1})).item()));
+}

@@ -6,6 +6,7 @@
 #include "kernels.h"
 #include "seqgrad/core/autograd.h"
 #include "seqgrad/core/ops.h"
+#include "vector_math.h"
 
 namespace seqgrad {
 
@@ -97,7 +98,7 @@ Tensor mul(const Tensor& a, float s) {
 }
 
 Tensor exp(const Tensor& x) {
-    return unary("exp", x, [](float v) { return std::exp(v); },
+    return unary("exp", x, [](float v) { return detail::fast_exp(v); },
                  [](const Tensor& g, const Tensor&, const Tensor& y) { return mul(g, y); });
 }
 
@@ -121,14 +122,14 @@ Tensor pow(const Tensor& x, float p) {
 }
 
 Tensor tanh(const Tensor& x) {
-    return unary("tanh", x, [](float v) { return std::tanh(v); },
+    return unary("tanh", x, [](float v) { return detail::fast_tanh(v); },
                  [](const Tensor& g, const Tensor&, const Tensor& y) {
                      return zip(g, y, [](float gv, float yv) { return gv * (1 - yv * yv); });
                  });
 }
 
 Tensor sigmoid(const Tensor& x) {
-    return unary("sigmoid", x, [](float v) { return 1 / (1 + std::exp(-v)); },
+    return unary("sigmoid", x, [](float v) { return detail::fast_sigmoid(v); },
                  [](const Tensor& g, const Tensor&, const Tensor& y) {
                      return zip(g, y, [](float gv, float yv) { return gv * yv * (1 - yv); });
                  });
@@ -146,11 +147,11 @@ Tensor gelu(const Tensor& x) {
     // distribution and density.
     constexpr float inv_sqrt2 = 0.70710678118654752f;
     constexpr float inv_sqrt_2pi = 0.39894228040143268f;
-    return unary("gelu", x, [](float v) { return 0.5f * v * (1 + std::erf(v * inv_sqrt2)); },
+    return unary("gelu", x, [](float v) { return 0.5f * v * (1 + detail::fast_erf(v * inv_sqrt2)); },
                  [](const Tensor& g, const Tensor& x, const Tensor&) {
                      return zip(g, x, [](float gv, float xv) {
-                         const float cdf = 0.5f * (1 + std::erf(xv * inv_sqrt2));
-                         const float pdf = inv_sqrt_2pi * std::exp(-0.5f * xv * xv);
+                         const float cdf = 0.5f * (1 + detail::fast_erf(xv * inv_sqrt2));
+                         const float pdf = inv_sqrt_2pi * detail::fast_exp(-0.5f * xv * xv);
                          return gv * (cdf + xv * pdf);
                      });
                  });
@@ -179,6 +180,15 @@ Tensor sum_to(const Tensor& grad, const Shape& shape) {
     for (size_t i = 0; i < gs.size(); ++i)
         if (i < lead || (shape[i - lead] == 1 && gs[i] != 1)) axes.push_back(static_cast<int64_t>(i));
     return reshape(sum(grad, axes, /*keepdim=*/true), shape);
+}
+
+}  // namespace seqgrad
+
+namespace seqgrad {
+
+Tensor Tensor::clone() const {
+    return unary("clone", *this, [](float v) { return v; },
+                 [](const Tensor& g, const Tensor&, const Tensor&) { return g; });
 }
 
 }  // namespace seqgrad

@@ -8,6 +8,7 @@
 #include "kernels.h"
 #include "seqgrad/core/autograd.h"
 #include "seqgrad/core/ops.h"
+#include "vector_math.h"
 
 namespace seqgrad {
 
@@ -40,14 +41,15 @@ Tensor cross_entropy(const Tensor& logits, const IntTensor& targets, int64_t ign
         for (int64_t i = begin; i < end; ++i) {
             if (pt[i] == ignore_index) continue;
             const float* row = px + i * vocab;
-            float m = -INFINITY;
-            double total = 0, sum_x = 0;
+            float m = -INFINITY, total = 0, sum_x = 0;
+#pragma omp simd reduction(max : m)
             for (int64_t c = 0; c < vocab; ++c) m = std::max(m, row[c]);
+#pragma omp simd reduction(+ : total, sum_x)
             for (int64_t c = 0; c < vocab; ++c) {
-                total += std::exp(static_cast<double>(row[c] - m));
+                total += detail::fast_exp(row[c] - m);
                 sum_x += row[c];
             }
-            const double log_sum = m + std::log(total);
+            const double log_sum = m + std::log(static_cast<double>(total));
             plse[i] = static_cast<float>(log_sum);
             row_loss[static_cast<size_t>(i)] =
                 (1 - eps) * (log_sum - row[pt[i]]) + eps * (log_sum - sum_x / static_cast<double>(vocab));
@@ -74,7 +76,9 @@ Tensor cross_entropy(const Tensor& logits, const IntTensor& targets, int64_t ign
                     continue;
                 }
                 const float* row = px + i * v;
-                for (int64_t c = 0; c < v; ++c) drow[c] = scale * (std::exp(row[c] - plse[i]) - eps / static_cast<float>(v));
+                const float lse_i = plse[i], uniform = eps / static_cast<float>(v);
+#pragma omp simd
+                for (int64_t c = 0; c < v; ++c) drow[c] = scale * (detail::fast_exp(row[c] - lse_i) - uniform);
                 drow[pt[i]] -= scale * (1 - eps);
             }
         });

@@ -10,14 +10,9 @@
 #include "kernels.h"
 #include "seqgrad/core/autograd.h"
 #include "seqgrad/core/ops.h"
+#include "vector_math.h"
 
 namespace seqgrad {
-namespace {
-
-float sigmoid_of(float v) { return 1 / (1 + std::exp(-v)); }
-
-}  // namespace
-
 LstmState lstm_cell(const Tensor& x, const LstmState& state, const Tensor& w_ih, const Tensor& w_hh,
                     const Tensor& b_ih, const Tensor& b_hh) {
     const Tensor& h = state.h;
@@ -55,17 +50,17 @@ LstmState lstm_cell(const Tensor& x, const LstmState& state, const Tensor& w_ih,
     for (int64_t b = 0; b < batch; ++b) {
         float* row = pa + b * g4;
         for (int64_t j = 0; j < hidden; ++j) {
-            const float i = sigmoid_of(row[j]);
-            const float f = sigmoid_of(row[hidden + j]);
-            const float g = std::tanh(row[2 * hidden + j]);
-            const float o = sigmoid_of(row[3 * hidden + j]);
+            const float i = detail::fast_sigmoid(row[j]);
+            const float f = detail::fast_sigmoid(row[hidden + j]);
+            const float g = detail::fast_tanh(row[2 * hidden + j]);
+            const float o = detail::fast_sigmoid(row[3 * hidden + j]);
             row[j] = i;
             row[hidden + j] = f;
             row[2 * hidden + j] = g;
             row[3 * hidden + j] = o;
             const float cn = f * pc[b * hidden + j] + i * g;
             pcn[b * hidden + j] = cn;
-            ph[b * hidden + j] = o * std::tanh(cn);
+            ph[b * hidden + j] = o * detail::fast_tanh(cn);
         }
     }
 
@@ -86,7 +81,7 @@ LstmState lstm_cell(const Tensor& x, const LstmState& state, const Tensor& w_ih,
                     const int64_t k = b * hidden + j;
                     const float* row = pa + b * g4;
                     const float i = row[j], f = row[hidden + j], g = row[2 * hidden + j], o = row[3 * hidden + j];
-                    const float tc = std::tanh(pcn[k]);
+                    const float tc = detail::fast_tanh(pcn[k]);
                     const float dc_total = dcn[k] + dh[k] * o * (1 - tc * tc);
                     float* drow = pd + b * g4;
                     drow[j] = dc_total * g * i * (1 - i);

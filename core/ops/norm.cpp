@@ -30,15 +30,17 @@ Tensor layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, floa
                          [&](int64_t begin, int64_t end) {
         for (int64_t r = begin; r < end; ++r) {
             const float* row = px + r * d;
-            double sum = 0;
+            float sum = 0;
+#pragma omp simd reduction(+ : sum)
             for (int64_t j = 0; j < d; ++j) sum += row[j];
-            const double mu = sum / static_cast<double>(d);
-            double sq = 0;
-            for (int64_t j = 0; j < d; ++j) sq += (row[j] - mu) * (row[j] - mu);
-            const float inv = static_cast<float>(1.0 / std::sqrt(sq / static_cast<double>(d) + eps));
-            const float m = static_cast<float>(mu);
+            const float m = sum / static_cast<float>(d);
+            float sq = 0;  // the second pass over the centred values keeps the variance accurate
+#pragma omp simd reduction(+ : sq)
+            for (int64_t j = 0; j < d; ++j) sq += (row[j] - m) * (row[j] - m);
+            const float inv = 1.0f / std::sqrt(sq / static_cast<float>(d) + eps);
             pm[r] = m;
             pr[r] = inv;
+#pragma omp simd
             for (int64_t j = 0; j < d; ++j) py[r * d + j] = (row[j] - m) * inv * pg[j] + pb[j];
         }
     });
@@ -58,36 +60,43 @@ Tensor layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, floa
             for (int64_t r = begin; r < end; ++r) {
                 const float* row = px + r * d;
                 const float* grow = pgo + r * d;
-                double sum_dxhat = 0, sum_dxhat_xhat = 0;
+                const float mean_r = pm[r], rstd_r = pr[r];
+                float sum_dxhat = 0, sum_dxhat_xhat = 0;
+#pragma omp simd reduction(+ : sum_dxhat, sum_dxhat_xhat)
                 for (int64_t j = 0; j < d; ++j) {
-                    const float xhat = (row[j] - pm[r]) * pr[r];
                     const float dxhat = grow[j] * pgam[j];
                     sum_dxhat += dxhat;
-                    sum_dxhat_xhat += dxhat * xhat;
+                    sum_dxhat_xhat += dxhat * (row[j] - mean_r) * rstd_r;
                 }
-                const float mean_dxhat = static_cast<float>(sum_dxhat / static_cast<double>(d));
-                const float mean_dxhat_xhat = static_cast<float>(sum_dxhat_xhat / static_cast<double>(d));
+                const float mean_dxhat = sum_dxhat / static_cast<float>(d);
+                const float mean_dxhat_xhat = sum_dxhat_xhat / static_cast<float>(d);
+#pragma omp simd
                 for (int64_t j = 0; j < d; ++j) {
-                    const float xhat = (row[j] - pm[r]) * pr[r];
-                    pdx[r * d + j] = pr[r] * (grow[j] * pgam[j] - mean_dxhat - xhat * mean_dxhat_xhat);
+                    const float xhat = (row[j] - mean_r) * rstd_r;
+                    pdx[r * d + j] = rstd_r * (grow[j] * pgam[j] - mean_dxhat - xhat * mean_dxhat_xhat);
                 }
             }
         });
         Tensor ggamma, gbeta;
         if (gamma.requires_grad() || beta.requires_grad()) {
-            std::vector<double> acc_gamma(static_cast<size_t>(d), 0.0), acc_beta(static_cast<size_t>(d), 0.0);
-            for (int64_t r = 0; r < rows; ++r)
-                for (int64_t j = 0; j < d; ++j) {
-                    const float xhat = (px[r * d + j] - pm[r]) * pr[r];
-                    acc_gamma[static_cast<size_t>(j)] += pgo[r * d + j] * xhat;
-                    acc_beta[static_cast<size_t>(j)] += pgo[r * d + j];
+            // Column sums over the rows; each thread owns a block of columns, so the order of
+            // every sum is fixed.
+            ggamma = Tensor::zeros({d});
+            gbeta = Tensor::zeros({d});
+            float* pgg = ggamma.data();
+            float* pgb = gbeta.data();
+            detail::parallel_for(d, 64, [&](int64_t j0, int64_t j1) {
+                for (int64_t r = 0; r < rows; ++r) {
+                    const float* row = px + r * d;
+                    const float* grow = pgo + r * d;
+                    const float mean_r = pm[r], rstd_r = pr[r];
+#pragma omp simd
+                    for (int64_t j = j0; j < j1; ++j) {
+                        pgg[j] += grow[j] * (row[j] - mean_r) * rstd_r;
+                        pgb[j] += grow[j];
+                    }
                 }
-            ggamma = Tensor::empty({d});
-            gbeta = Tensor::empty({d});
-            for (int64_t j = 0; j < d; ++j) {
-                ggamma.data()[j] = static_cast<float>(acc_gamma[static_cast<size_t>(j)]);
-                gbeta.data()[j] = static_cast<float>(acc_beta[static_cast<size_t>(j)]);
-            }
+            });
         }
         return std::vector<Tensor>{x.requires_grad() ? gx : Tensor(), ggamma, gbeta};
     });

@@ -15,6 +15,7 @@ namespace {
 // the middle axis has extent `from_extent` in the source and `to_extent` in the destination.
 void copy_block(const float* from, int64_t from_extent, int64_t from_start, float* to, int64_t to_extent,
                 int64_t to_start, int64_t len, int64_t outer, int64_t inner) {
+    if (len * inner == 0) return;  // an empty piece (its data pointer may be null)
     for (int64_t o = 0; o < outer; ++o)
         std::memcpy(to + (o * to_extent + to_start) * inner, from + (o * from_extent + from_start) * inner,
                     static_cast<size_t>(len * inner) * sizeof(float));

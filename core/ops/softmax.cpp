@@ -1,10 +1,11 @@
-// softmax and log_softmax along any axis, each a single fused pass per row with the row's max
-// subtracted first, so large logits never overflow.
+// softmax and log_softmax along any axis. Each row is one fused pass: the max first (so large
+// logits never overflow), then one exp per element, summed as it is written.
 #include <cmath>
 
 #include "kernels.h"
 #include "seqgrad/core/autograd.h"
 #include "seqgrad/core/ops.h"
+#include "vector_math.h"
 
 namespace seqgrad {
 namespace {
@@ -23,21 +24,57 @@ Rows rows_of(const Tensor& x, int64_t axis, const char* op) {
     return {s.numel(0, a), s[a], s.numel(a + 1, s.size())};
 }
 
+// Calls body(x_row, y_row, ...) for every row, with rows copied to and from contiguous scratch
+// buffers when the axis is not the last one, so the row kernels below always see stride 1.
 template <typename Body>
-void for_each_row(const Rows& r, const Body& body) {
+void for_each_row(const Rows& r, const float* a, const float* b, float* out, const Body& body) {
     detail::parallel_for(r.count(), std::max<int64_t>(1, detail::kElementwiseGrain / std::max<int64_t>(r.n, 1)),
                          [&](int64_t begin, int64_t end) {
-        for (int64_t row = begin; row < end; ++row) body(r.start(row), r.inner);
+        std::vector<float> ra, rb, ro;
+        if (r.inner != 1) {
+            ra.resize(static_cast<size_t>(r.n));
+            rb.resize(static_cast<size_t>(r.n));
+            ro.resize(static_cast<size_t>(r.n));
+        }
+        for (int64_t row = begin; row < end; ++row) {
+            const int64_t at = r.start(row);
+            if (r.inner == 1) {
+                body(a + at, b ? b + at : nullptr, out + at);
+                continue;
+            }
+            for (int64_t j = 0; j < r.n; ++j) {
+                ra[static_cast<size_t>(j)] = a[at + j * r.inner];
+                if (b) rb[static_cast<size_t>(j)] = b[at + j * r.inner];
+            }
+            body(ra.data(), b ? rb.data() : nullptr, ro.data());
+            for (int64_t j = 0; j < r.n; ++j) out[at + j * r.inner] = ro[static_cast<size_t>(j)];
+        }
     });
 }
 
-// (max, log(sum(exp(x - max)))) of one row.
-std::pair<float, float> row_max_and_log_sum(const float* x, int64_t n, int64_t stride) {
+float row_max(const float* x, int64_t n) {
     float m = -INFINITY;
-    for (int64_t j = 0; j < n; ++j) m = std::max(m, x[j * stride]);
-    double total = 0;
-    for (int64_t j = 0; j < n; ++j) total += std::exp(x[j * stride] - m);
-    return {m, static_cast<float>(std::log(total))};
+#pragma omp simd reduction(max : m)
+    for (int64_t j = 0; j < n; ++j) m = std::max(m, x[j]);
+    return m;
+}
+
+// y = exp(x - m); returns sum(y).
+float exp_shifted(const float* x, float m, float* y, int64_t n) {
+    float total = 0;
+#pragma omp simd reduction(+ : total)
+    for (int64_t j = 0; j < n; ++j) {
+        y[j] = detail::fast_exp(x[j] - m);
+        total += y[j];
+    }
+    return total;
+}
+
+float dot(const float* a, const float* b, int64_t n) {
+    float total = 0;
+#pragma omp simd reduction(+ : total)
+    for (int64_t j = 0; j < n; ++j) total += a[j] * b[j];
+    return total;
 }
 
 }  // namespace
@@ -45,25 +82,20 @@ std::pair<float, float> row_max_and_log_sum(const float* x, int64_t n, int64_t s
 Tensor softmax(const Tensor& x, int64_t axis) {
     const Rows r = rows_of(x, axis, "softmax");
     Tensor out = Tensor::empty(x.shape());
-    const float* px = x.data();
-    float* py = out.data();
-    for_each_row(r, [&](int64_t at, int64_t stride) {
-        const auto [m, log_sum] = row_max_and_log_sum(px + at, r.n, stride);
-        for (int64_t j = 0; j < r.n; ++j) py[at + j * stride] = std::exp(px[at + j * stride] - m - log_sum);
+    const int64_t n = r.n;
+    for_each_row(r, x.data(), nullptr, out.data(), [n](const float* xr, const float*, float* yr) {
+        const float inv = 1.0f / exp_shifted(xr, row_max(xr, n), yr, n);
+#pragma omp simd
+        for (int64_t j = 0; j < n; ++j) yr[j] *= inv;
     });
     return record("softmax", out, {x}, [out, r](const Tensor& g) {
         // dx = y * (g - sum(g * y))
         Tensor gx = Tensor::empty(out.shape());
-        const float* py = out.data();
-        const float* pg = g.data();
-        float* pd = gx.data();
-        for_each_row(r, [&](int64_t at, int64_t stride) {
-            double dot = 0;
-            for (int64_t j = 0; j < r.n; ++j) dot += pg[at + j * stride] * py[at + j * stride];
-            for (int64_t j = 0; j < r.n; ++j) {
-                const int64_t k = at + j * stride;
-                pd[k] = py[k] * (pg[k] - static_cast<float>(dot));
-            }
+        const int64_t n = r.n;
+        for_each_row(r, out.data(), g.data(), gx.data(), [n](const float* yr, const float* gr, float* dr) {
+            const float d = dot(gr, yr, n);
+#pragma omp simd
+            for (int64_t j = 0; j < n; ++j) dr[j] = yr[j] * (gr[j] - d);
         });
         return std::vector<Tensor>{gx};
     });
@@ -72,25 +104,23 @@ Tensor softmax(const Tensor& x, int64_t axis) {
 Tensor log_softmax(const Tensor& x, int64_t axis) {
     const Rows r = rows_of(x, axis, "log_softmax");
     Tensor out = Tensor::empty(x.shape());
-    const float* px = x.data();
-    float* py = out.data();
-    for_each_row(r, [&](int64_t at, int64_t stride) {
-        const auto [m, log_sum] = row_max_and_log_sum(px + at, r.n, stride);
-        for (int64_t j = 0; j < r.n; ++j) py[at + j * stride] = px[at + j * stride] - m - log_sum;
+    const int64_t n = r.n;
+    for_each_row(r, x.data(), nullptr, out.data(), [n](const float* xr, const float*, float* yr) {
+        const float m = row_max(xr, n);
+        const float shift = m + std::log(exp_shifted(xr, m, yr, n));
+#pragma omp simd
+        for (int64_t j = 0; j < n; ++j) yr[j] = xr[j] - shift;
     });
     return record("log_softmax", out, {x}, [out, r](const Tensor& g) {
         // dx = g - softmax(x) * sum(g)
         Tensor gx = Tensor::empty(out.shape());
-        const float* py = out.data();
-        const float* pg = g.data();
-        float* pd = gx.data();
-        for_each_row(r, [&](int64_t at, int64_t stride) {
-            double total = 0;
-            for (int64_t j = 0; j < r.n; ++j) total += pg[at + j * stride];
-            for (int64_t j = 0; j < r.n; ++j) {
-                const int64_t k = at + j * stride;
-                pd[k] = pg[k] - std::exp(py[k]) * static_cast<float>(total);
-            }
+        const int64_t n = r.n;
+        for_each_row(r, out.data(), g.data(), gx.data(), [n](const float* yr, const float* gr, float* dr) {
+            float total = 0;
+#pragma omp simd reduction(+ : total)
+            for (int64_t j = 0; j < n; ++j) total += gr[j];
+#pragma omp simd
+            for (int64_t j = 0; j < n; ++j) dr[j] = gr[j] - detail::fast_exp(yr[j]) * total;
         });
         return std::vector<Tensor>{gx};
     });
