@@ -15,7 +15,10 @@ namespace seqgrad::detail {
 inline float fast_exp(float x) {
     const float input = x;
     x = x < -87.0f ? -87.0f : (x > 88.0f ? 88.0f : x);
-    const float n = __builtin_roundf(x * 1.44269504088896341f);
+    // Round to nearest by adding and removing 1.5 * 2^23 (roundf is a library call the
+    // compiler cannot vectorise).
+    constexpr float kRound = 12582912.0f;
+    const float n = (x * 1.44269504088896341f + kRound) - kRound;
     const float r = (x - n * 0.693145751953125f) - n * 1.42860682030941723212e-6f;
     float p = 1.0f / 720.0f;
     p = p * r + 1.0f / 120.0f;
