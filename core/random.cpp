@@ -51,6 +51,13 @@ float Generator::normal(float mean, float stddev) {
     return mean + stddev * static_cast<float>(r * std::cos(2.0 * std::numbers::pi * u2));
 }
 
+Generator::State Generator::state() const { return {s_[0], s_[1], s_[2], s_[3]}; }
+
+void Generator::set_state(const State& state) {
+    check(state[0] | state[1] | state[2] | state[3], "Generator::set_state", "the all-zero state is invalid");
+    for (size_t i = 0; i < 4; ++i) s_[i] = state[i];
+}
+
 uint64_t Generator::below(uint64_t n) {
     check(n > 0, "Generator::below", "n must be positive");
     // Rejection keeps the result exactly uniform.

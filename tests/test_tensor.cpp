@@ -82,3 +82,16 @@ TEST_CASE("IntTensor holds ids and slices its last axis", "[tensor]") {
     CHECK(ids.reshape({8}).shape() == Shape{8});
     CHECK_THROWS_AS(ids.slice_last(2, 5), Error);
 }
+
+TEST_CASE("a generator restored from its state continues the same stream", "[tensor]") {
+    Generator gen(5);
+    for (int i = 0; i < 10; ++i) gen.next_u64();
+    const Generator::State saved = gen.state();
+    const float a = gen.normal(0, 1);
+    const uint64_t b = gen.next_u64();
+    Generator other(99);
+    other.set_state(saved);
+    CHECK(other.normal(0, 1) == a);
+    CHECK(other.next_u64() == b);
+    CHECK_THROWS_AS(other.set_state({0, 0, 0, 0}), Error);
+}

@@ -53,12 +53,31 @@ struct ModelConfig {
     std::string to_json() const;  // the keys that concern this model, as PARITY.md names them
 };
 
-// A sequence-to-sequence model: forward(src [B, S], tgt_in [B, T]) -> logits [B, T, tgt_vocab].
+// What a model carries from one decoding step to the next for a batch of N hypotheses (the
+// encoder's output, recurrent states, cached keys and values). Beam search reorders its rows.
+class DecodingState {
+public:
+    virtual ~DecodingState() = default;
+    // Keeps row rows[i] as the new row i (rows may repeat: a beam that splits).
+    virtual void select_rows(const std::vector<int64_t>& rows) = 0;
+};
+
+// A sequence-to-sequence model: forward(src [B, S], tgt_in [B, T]) -> logits [B, T, tgt_vocab],
+// and the small interface every decoder (greedy, beam search) is written against: start a state
+// from the source batch, then step one token at a time.
 class Seq2SeqModel : public nn::Module {
 public:
     explicit Seq2SeqModel(ModelConfig config) : config_(std::move(config)) {}
     const ModelConfig& config() const { return config_; }
     virtual Tensor forward(const IntTensor& src, const IntTensor& tgt_in) = 0;
+
+    // Encodes src [N, S] and returns the state before the first target token.
+    virtual std::unique_ptr<DecodingState> start_decoding(const IntTensor& src);
+    // Feeds tokens [N] (the previous outputs, kSos first) and returns the next logits [N, V].
+    virtual Tensor decode_step(DecodingState& state, const IntTensor& tokens);
+    // The attention weights of the last step, for pictures: one [N, S] tensor per layer and head
+    // (empty if the model does not keep them).
+    virtual std::vector<Tensor> last_attention(const DecodingState& state) const;
 
 private:
     ModelConfig config_;

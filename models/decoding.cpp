@@ -1,0 +1,174 @@
+// Greedy decoding and batched beam search over any model's decoding interface.
+#include "seqgrad/models/decoding.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "seqgrad/core/autograd.h"
+#include "seqgrad/core/ops.h"
+
+namespace seqgrad::models {
+
+std::unique_ptr<DecodingState> Seq2SeqModel::start_decoding(const IntTensor&) {
+    throw Error("decoding: step-by-step decoding is not available for model \"" + config_.model + "\"");
+}
+
+Tensor Seq2SeqModel::decode_step(DecodingState&, const IntTensor&) {
+    throw Error("decoding: step-by-step decoding is not available for model \"" + config_.model + "\"");
+}
+
+std::vector<Tensor> Seq2SeqModel::last_attention(const DecodingState&) const { return {}; }
+
+float length_penalty(int64_t length, float alpha) {
+    return std::pow((5.0f + static_cast<float>(length)) / 6.0f, alpha);
+}
+
+namespace {
+
+void check_source(const IntTensor& src, const char* op) {
+    check(src.dim() == 2 && src.size(0) > 0 && src.size(1) > 0, op, "src must be a non-empty [batch, length], got ",
+          src.shape());
+}
+
+}  // namespace
+
+std::vector<Hypothesis> greedy_decode(Seq2SeqModel& model, const IntTensor& src, int64_t max_len) {
+    check_source(src, "greedy_decode");
+    check(max_len > 0, "greedy_decode", "max_len must be positive, got ", max_len);
+    NoGradGuard no_grad;
+    const int64_t batch = src.size(0);
+    auto state = model.start_decoding(src);
+    std::vector<Hypothesis> out(static_cast<size_t>(batch));
+    IntTensor tokens = IntTensor::full({batch}, kSos);
+    int64_t unfinished = batch;
+    for (int64_t t = 0; t < max_len && unfinished > 0; ++t) {
+        const Tensor log_probs = log_softmax(model.decode_step(*state, tokens), -1);  // [B, V]
+        const IntTensor best = argmax(log_probs, -1);
+        const int64_t vocab = log_probs.size(-1);
+        for (int64_t b = 0; b < batch; ++b) {
+            Hypothesis& h = out[static_cast<size_t>(b)];
+            if (h.finished) {
+                tokens.data()[b] = kEos;  // finished rows keep stepping; their output is ignored
+                continue;
+            }
+            const int64_t token = best.data()[b];
+            h.log_prob += log_probs.data()[b * vocab + token];
+            tokens.data()[b] = token;
+            if (token == kEos) {
+                h.finished = true;
+                --unfinished;
+            } else {
+                h.tokens.push_back(token);
+            }
+        }
+    }
+    for (Hypothesis& h : out) h.score = h.log_prob;
+    return out;
+}
+
+std::vector<Hypothesis> beam_search(Seq2SeqModel& model, const IntTensor& src, const DecodeOptions& options) {
+    check_source(src, "beam_search");
+    check(options.beam_size >= 1, "beam_search", "beam size must be at least 1, got ", options.beam_size);
+    check(options.max_len > 0, "beam_search", "max_len must be positive, got ", options.max_len);
+    NoGradGuard no_grad;
+    const int64_t batch = src.size(0), k = options.beam_size;
+    auto state = model.start_decoding(src);
+    {  // row b * k + j is beam j of source b
+        std::vector<int64_t> rows;
+        for (int64_t b = 0; b < batch; ++b) rows.insert(rows.end(), static_cast<size_t>(k), b);
+        state->select_rows(rows);
+    }
+    struct Beam {
+        std::vector<int64_t> tokens;
+        float log_prob = 0;
+        bool alive = false;
+    };
+    std::vector<Beam> beams(static_cast<size_t>(batch * k));
+    for (int64_t b = 0; b < batch; ++b) beams[static_cast<size_t>(b * k)].alive = true;  // one start per source
+    std::vector<std::vector<Hypothesis>> finished(static_cast<size_t>(batch));
+    std::vector<bool> done(static_cast<size_t>(batch), false);
+    IntTensor tokens = IntTensor::full({batch * k}, kSos);
+
+    for (int64_t t = 0; t < options.max_len; ++t) {
+        const Tensor log_probs = log_softmax(model.decode_step(*state, tokens), -1);  // [B*K, V]
+        const int64_t vocab = log_probs.size(-1);
+        const float* lp = log_probs.data();
+        std::vector<int64_t> parents(static_cast<size_t>(batch * k));
+        std::vector<Beam> next(static_cast<size_t>(batch * k));
+        for (int64_t b = 0; b < batch; ++b) {
+            const size_t first = static_cast<size_t>(b * k);
+            for (int64_t j = 0; j < k; ++j) parents[first + static_cast<size_t>(j)] = b * k + j;
+            if (done[static_cast<size_t>(b)]) {
+                for (int64_t j = 0; j < k; ++j) tokens.data()[b * k + j] = kEos;
+                continue;
+            }
+            // The 2k best continuations of the alive beams, best first (ties: lower beam, then
+            // lower token, as greedy's argmax). A </s> among the first k ends a hypothesis; the
+            // best k others continue. So with k = 1 this is exactly greedy decoding.
+            std::vector<std::pair<float, int64_t>> candidates;  // (log_prob, beam * vocab + token)
+            for (int64_t j = 0; j < k; ++j) {
+                const Beam& beam = beams[first + static_cast<size_t>(j)];
+                if (!beam.alive) continue;
+                for (int64_t v = 0; v < vocab; ++v)
+                    candidates.emplace_back(beam.log_prob + lp[(b * k + j) * vocab + v], j * vocab + v);
+            }
+            const size_t keep = std::min(candidates.size(), static_cast<size_t>(2 * k));
+            std::partial_sort(candidates.begin(), candidates.begin() + static_cast<std::ptrdiff_t>(keep), candidates.end(),
+                              [](const auto& x, const auto& y) { return x.first > y.first || (x.first == y.first && x.second < y.second); });
+            auto& ended = finished[static_cast<size_t>(b)];
+            int64_t filled = 0;
+            for (size_t c = 0; c < keep && filled < k; ++c) {
+                const auto [log_prob, code] = candidates[c];
+                const int64_t j = code / vocab, token = code % vocab;
+                const Beam& parent = beams[first + static_cast<size_t>(j)];
+                if (token == kEos) {
+                    if (c < static_cast<size_t>(k)) {
+                        const int64_t length = static_cast<int64_t>(parent.tokens.size()) + 1;
+                        ended.push_back({parent.tokens, log_prob,
+                                         log_prob / length_penalty(length, options.length_penalty), true});
+                    }
+                    continue;
+                }
+                Beam& child = next[first + static_cast<size_t>(filled)];
+                child.tokens = parent.tokens;
+                child.tokens.push_back(token);
+                child.log_prob = log_prob;
+                child.alive = true;
+                parents[first + static_cast<size_t>(filled)] = b * k + j;
+                tokens.data()[b * k + filled] = token;
+                ++filled;
+            }
+            for (int64_t j = filled; j < k; ++j) tokens.data()[b * k + j] = kEos;
+            if (static_cast<int64_t>(ended.size()) >= k || filled == 0) done[static_cast<size_t>(b)] = true;
+        }
+        beams = std::move(next);
+        if (std::all_of(done.begin(), done.end(), [](bool d) { return d; })) break;
+        state->select_rows(parents);
+    }
+
+    std::vector<Hypothesis> out(static_cast<size_t>(batch));
+    for (int64_t b = 0; b < batch; ++b) {
+        auto& ended = finished[static_cast<size_t>(b)];
+        if (!done[static_cast<size_t>(b)])  // max_len reached: alive beams compete unfinished
+            for (int64_t j = 0; j < k; ++j) {
+                const Beam& beam = beams[static_cast<size_t>(b * k + j)];
+                if (beam.alive)
+                    ended.push_back({beam.tokens, beam.log_prob,
+                                     beam.log_prob / length_penalty(static_cast<int64_t>(beam.tokens.size()), options.length_penalty),
+                                     false});
+            }
+        // The best score; among equal scores the one found first.
+        const auto best = std::max_element(ended.begin(), ended.end(),
+                                           [](const Hypothesis& x, const Hypothesis& y) { return x.score < y.score; });
+        if (best != ended.end()) out[static_cast<size_t>(b)] = *best;
+    }
+    return out;
+}
+
+std::vector<Hypothesis> decode(Seq2SeqModel& model, const IntTensor& src, const DecodeOptions& options) {
+    if (options.beam_size == 1) return greedy_decode(model, src, options.max_len);
+    return beam_search(model, src, options);
+}
+
+}  // namespace seqgrad::models
