@@ -6,5 +6,7 @@
 namespace seqgrad::cli {
 
 void add_demo_command(CLI::App& app);
+// Subcommands that decide the exit status themselves set `exit_status`.
+void add_check_command(CLI::App& app, int& exit_status);
 
 }  // namespace seqgrad::cli

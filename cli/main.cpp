@@ -9,7 +9,9 @@
 int main(int argc, char** argv) {
     CLI::App app{"seqgrad: reverse-mode autograd and sequence models, from scratch in C++20"};
     app.require_subcommand(1);
+    int exit_status = 0;
     seqgrad::cli::add_demo_command(app);
+    seqgrad::cli::add_check_command(app, exit_status);
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {
@@ -21,5 +23,5 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "seqgrad: unexpected error: %s\n", e.what());
         return 2;
     }
-    return 0;
+    return exit_status;
 }

@@ -1,0 +1,42 @@
+// Parity with PyTorch (PARITY.md): check_fixture loads a fixture file that PyTorch wrote, rebuilds
+// the model (or layer) from its config and weights, runs forward and backward, and compares every
+// tensor PyTorch recorded. `seqgrad check` prints what it returns.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace seqgrad::models {
+
+// An element passes when |actual - expected| <= atol + rtol * |expected| (PARITY.md's bound is
+// the loosest allowed: atol 1e-4, rtol 1e-3).
+struct Tolerance {
+    double atol = 1e-4;
+    double rtol = 1e-3;
+};
+
+struct TensorCheck {
+    std::string name;            // e.g. "expect.logits", "expect.grad.output.weight", "adam.losses"
+    double max_abs_error = 0;    // max |actual - expected|
+    double max_rel_error = 0;    // max |actual - expected| / |expected| over elements with |expected| >= atol
+    bool ok = true;
+    std::string problem;         // why it could not be compared (a missing tensor, a shape), if so
+};
+
+struct FixtureResult {
+    std::string path;
+    std::string kind;                 // the config's "model"
+    std::vector<TensorCheck> checks;
+    std::vector<std::string> notes;   // e.g. config keys that were ignored
+    bool ok() const;
+};
+
+// Checks one fixture. A file that is not a valid fixture (unreadable, corrupt, wrong names or
+// shapes, an unknown model) throws seqgrad::Error naming the file and the problem.
+//
+// Kinds: "transformer", "seq2seq", "attn_seq2seq" (PARITY.md's format; with metadata "adam" and
+// expect.losses, also N steps of Adam), and two single-layer kinds defined by
+// tests/fixtures/make_fixtures.py: "lstm" and "multi_head_attention".
+FixtureResult check_fixture(const std::string& path, const Tolerance& tolerance = {});
+
+}  // namespace seqgrad::models

@@ -1,0 +1,120 @@
+// check_fixture, the engine of `seqgrad check`: every committed PyTorch fixture passes, and a
+// fixture that disagrees with seqgrad, or is not a valid fixture, is caught.
+#include "helpers.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+
+#include "seqgrad/models/parity.h"
+
+using namespace seqgrad;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::vector<std::string> committed_fixtures() {
+    std::vector<std::string> paths;
+    for (const auto& entry : fs::directory_iterator(SEQGRAD_FIXTURES_DIR))
+        if (entry.path().extension() == ".safetensors") paths.push_back(entry.path().string());
+    std::sort(paths.begin(), paths.end());
+    return paths;
+}
+
+// A scratch copy of a fixture with one change, for the failure cases.
+std::string modified_copy(const std::string& fixture, const std::string& tag,
+                          const std::function<void(SafetensorsFile&)>& change) {
+    SafetensorsFile file = SafetensorsFile::load(std::string(SEQGRAD_FIXTURES_DIR) + "/" + fixture);
+    change(file);
+    const fs::path dir = fs::temp_directory_path() / "seqgrad_test_parity";
+    fs::create_directories(dir);
+    const std::string path = (dir / (tag + ".safetensors")).string();
+    file.save(path);
+    return path;
+}
+
+}  // namespace
+
+TEST_CASE("every committed fixture passes the parity check", "[parity]") {
+    const auto paths = committed_fixtures();
+    REQUIRE(paths.size() >= 10);
+    for (const std::string& path : paths) {
+        const models::FixtureResult result = models::check_fixture(path);
+        for (const models::TensorCheck& c : result.checks) {
+            INFO(path << ": " << c.name << " max abs " << c.max_abs_error << " max rel " << c.max_rel_error << " "
+                      << c.problem);
+            CHECK(c.ok);
+        }
+        CHECK(result.ok());
+    }
+}
+
+TEST_CASE("a fixture whose expected logits disagree fails the check", "[parity]") {
+    const std::string path = modified_copy("transformer_post_relu.safetensors", "perturbed_logits", [](SafetensorsFile& f) {
+        Tensor logits = f.tensor("expect.logits");
+        logits.data()[3] += 0.01f;
+        f.put("expect.logits", logits);
+    });
+    const models::FixtureResult result = models::check_fixture(path);
+    CHECK_FALSE(result.ok());
+    bool logits_failed = false;
+    for (const auto& c : result.checks)
+        if (c.name == "expect.logits") logits_failed = !c.ok && c.max_abs_error > 0.009;
+    CHECK(logits_failed);
+}
+
+TEST_CASE("a fixture whose gradient disagrees fails the check", "[parity]") {
+    const std::string path = modified_copy("seq2seq_init_state_1layer.safetensors", "perturbed_grad", [](SafetensorsFile& f) {
+        Tensor g = f.tensor("expect.grad.decoder.fc.weight");
+        g.data()[0] += 0.01f;
+        f.put("expect.grad.decoder.fc.weight", g);
+    });
+    CHECK_FALSE(models::check_fixture(path).ok());
+}
+
+TEST_CASE("a fixture with a misnamed parameter is an error listing the name", "[parity][errors]") {
+    const std::string path = modified_copy("attn_seq2seq_dot_1layer.safetensors", "misnamed", [](SafetensorsFile& f) {
+        SafetensorsFile renamed;
+        for (const auto& [k, v] : f.metadata()) renamed.set_metadata(k, v);
+        for (const std::string& name : f.names())
+            renamed.put(name == "encoder.fc.weight" ? "encoder.fc.weights" : name, f.entry(name));
+        f = renamed;
+    });
+    CHECK_THROWS_WITH(models::check_fixture(path),
+                      Catch::Contains("misnamed.safetensors") && Catch::Contains("encoder.fc.weight"));
+}
+
+TEST_CASE("a fixture with a bad config or batch is a clear error", "[parity][errors]") {
+    const auto unknown_model = modified_copy("transformer_post_relu.safetensors", "unknown_model", [](SafetensorsFile& f) {
+        f.set_metadata("config", R"({"model": "gru", "src_vocab": 10, "tgt_vocab": 10})");
+    });
+    CHECK_THROWS_WITH(models::check_fixture(unknown_model), Catch::Contains("unknown_model.safetensors") && Catch::Contains("gru"));
+    const auto no_config = modified_copy("transformer_post_relu.safetensors", "no_config", [](SafetensorsFile& f) {
+        SafetensorsFile bare;
+        for (const std::string& name : f.names()) bare.put(name, f.entry(name));
+        f = bare;
+    });
+    CHECK_THROWS_WITH(models::check_fixture(no_config), Catch::Contains("config"));
+    const auto bad_ids = modified_copy("transformer_post_relu.safetensors", "bad_ids", [](SafetensorsFile& f) {
+        IntTensor src = f.int_tensor("input.src");
+        src.data()[0] = 100000;
+        f.put("input.src", src);
+    });
+    CHECK_THROWS_WITH(models::check_fixture(bad_ids), Catch::Contains("bad_ids.safetensors") && Catch::Contains("100000"));
+}
+
+TEST_CASE("a missing or corrupt fixture file is an error naming the file", "[parity][errors]") {
+    CHECK_THROWS_WITH(models::check_fixture("/nonexistent/fixture.safetensors"), Catch::Contains("/nonexistent/fixture.safetensors"));
+    const fs::path dir = fs::temp_directory_path() / "seqgrad_test_parity";
+    fs::create_directories(dir);
+    const std::string truncated = (dir / "truncated.safetensors").string();
+    {
+        const std::string source = std::string(SEQGRAD_FIXTURES_DIR) + "/seq2seq_init_state_1layer.safetensors";
+        std::ifstream in(source, std::ios::binary);
+        std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+        std::ofstream out(truncated, std::ios::binary);
+        out.write(bytes.data(), static_cast<std::streamsize>(bytes.size() / 2));
+    }
+    CHECK_THROWS_WITH(models::check_fixture(truncated), Catch::Contains("truncated.safetensors"));
+}
