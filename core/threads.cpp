@@ -1,23 +1,24 @@
-// set_num_threads: one setting for OpenBLAS's pool and seqgrad's OpenMP loops.
+// set_num_threads: the size of seqgrad's thread pool. OpenBLAS always runs single-threaded inside
+// each call; seqgrad splits large products and batches of small ones across the pool itself, so
+// the two never compete for the cores.
 #include "seqgrad/core/threads.h"
 
-#include <omp.h>
-
-#include <atomic>
+#include <thread>
 
 #include "blas.h"
 #include "seqgrad/core/error.h"
+#include "thread_pool.h"
 
 namespace seqgrad {
 namespace {
 
-std::atomic<int>& thread_count() {
-    static std::atomic<int> count{[] {
-        const int cores = omp_get_num_procs();
-        openblas_set_num_threads(cores);
-        omp_set_num_threads(cores);
+int& thread_count() {
+    static int count = [] {
+        openblas_set_num_threads(1);
+        const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+        detail::ThreadPool::instance().resize(cores);
         return cores;
-    }()};
+    }();
     return count;
 }
 
@@ -26,8 +27,7 @@ std::atomic<int>& thread_count() {
 void set_num_threads(int n) {
     check(n >= 1, "set_num_threads", "the number of threads must be at least 1, got ", n);
     thread_count();  // settle the default first, so it cannot overwrite n later
-    openblas_set_num_threads(n);
-    omp_set_num_threads(n);
+    detail::ThreadPool::instance().resize(n);
     thread_count() = n;
 }
 

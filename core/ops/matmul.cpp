@@ -57,9 +57,14 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool ta, bool tb) {
     Tensor out = Tensor::empty(out_shape);
     const std::vector<int64_t> offsets_a = batch_offsets(batch_a, batch);
     const std::vector<int64_t> offsets_b = batch_offsets(batch_b, batch);
-    for (size_t i = 0; i < offsets_a.size(); ++i)
-        detail::gemm(ta, tb, m, n, k, a.data() + offsets_a[i] * m * k, b.data() + offsets_b[i] * k * n,
-             out.data() + static_cast<int64_t>(i) * m * n, false);
+    // Many small products (attention's heads): one thread per group of them, each sgemm serial.
+    const int64_t batches = static_cast<int64_t>(offsets_a.size());
+    detail::parallel_for(batches, std::max<int64_t>(1, (1 << 17) / std::max<int64_t>(m * n * k, 1)),
+                         [&](int64_t begin, int64_t end) {
+        for (int64_t i = begin; i < end; ++i)
+            detail::gemm(ta, tb, m, n, k, a.data() + offsets_a[static_cast<size_t>(i)] * m * k,
+                         b.data() + offsets_b[static_cast<size_t>(i)] * k * n, out.data() + i * m * n, false);
+    });
 
     return record("matmul", out, {a, b}, [a, b, ta, tb](const Tensor& g) {
         Tensor ga, gb;

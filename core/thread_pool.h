@@ -1,0 +1,46 @@
+// The one pool of worker threads behind all of seqgrad's parallel work (its own loops and the
+// splitting of matrix products; OpenBLAS itself runs single-threaded inside each piece). Workers
+// spin briefly for the next job, then sleep, so an idle pool costs nothing and never fights the
+// caller, OpenBLAS or other processes for the cores. Internal to core/.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace seqgrad::detail {
+
+class ThreadPool {
+public:
+    static ThreadPool& instance();
+
+    // Runs job(t) for t in [0, n): part 0 on the calling thread, the others on workers; returns
+    // when all are done. n must not exceed size(). Called from inside a job, it runs serially.
+    void run(int64_t n, const std::function<void(int64_t)>& job);
+    int size() const { return static_cast<int>(workers_.size()) + 1; }  // the caller counts
+    void resize(int threads);
+    static bool in_worker();  // true inside a job, where nested parallelism runs serially
+
+    ~ThreadPool();
+
+private:
+    ThreadPool() = default;
+    void worker_loop(int index, uint64_t seen);
+    void stop_workers();
+
+    std::vector<std::thread> workers_;
+    std::mutex mutex_;
+    std::condition_variable wake_;
+    std::condition_variable done_;
+    const std::function<void(int64_t)>* job_ = nullptr;
+    int64_t parts_ = 0;
+    std::atomic<uint64_t> generation_{0};
+    std::atomic<int64_t> pending_{0};
+    bool stopping_ = false;
+};
+
+}  // namespace seqgrad::detail
