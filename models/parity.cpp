@@ -21,7 +21,8 @@ using Json = nlohmann::json;
 
 // Compares actual with expected elementwise; a shape mismatch is a failed check, not an error.
 TensorCheck compare(const std::string& name, const Tensor& actual, const Tensor& expected, const Tolerance& tol) {
-    TensorCheck c{name};
+    TensorCheck c;
+    c.name = name;
     if (!actual.defined() || actual.shape() != expected.shape()) {
         c.ok = false;
         std::ostringstream why;
@@ -42,7 +43,8 @@ TensorCheck compare(const std::string& name, const Tensor& actual, const Tensor&
 }
 
 TensorCheck missing(const std::string& name, const std::string& problem) {
-    TensorCheck c{name};
+    TensorCheck c;
+    c.name = name;
     c.ok = false;
     c.problem = problem;
     return c;

@@ -1,1 +1,322 @@
-// placeholder: being written
+// The Transformer (seed 001 §3.4-3.5, PARITY.md): EncoderLayer, DecoderLayer, the output
+// projection and the encoder-decoder model, Post-LN or Pre-LN.
+#include "seqgrad/models/transformer.h"
+
+#include <cmath>
+
+#include "seqgrad/core/ops.h"
+#include "seqgrad/models/seq2seq.h"  // check_token_ids, select_rows (shared by the models)
+#include "seqgrad/nn/init.h"
+
+namespace seqgrad::models {
+namespace {
+
+const char* kOp = "Transformer";
+const char* kForeignState = "the decoding state was not made by a Transformer's start_decoding";
+
+nn::Activation activation_of(const ModelConfig& config) {
+    check(config.activation == "relu" || config.activation == "gelu", kOp,
+          "activation must be relu or gelu, got \"", config.activation, "\"");
+    return config.activation == "gelu" ? nn::Activation::gelu : nn::Activation::relu;
+}
+
+bool pre_norm_of(const ModelConfig& config) {
+    check(config.norm == "post" || config.norm == "pre", kOp, "norm must be post or pre, got \"", config.norm, "\"");
+    return config.norm == "pre";
+}
+
+// The sublayers every layer builds alike, from the config.
+std::shared_ptr<nn::MultiHeadAttention> make_attention(const ModelConfig& config, Generator& gen,
+                                                       const std::shared_ptr<Generator>& dropout_generator) {
+    return std::make_shared<nn::MultiHeadAttention>(config.d_model, config.n_heads, gen, config.dropout,
+                                                    dropout_generator);
+}
+
+std::shared_ptr<nn::FeedForward> make_feed_forward(const ModelConfig& config, Generator& gen,
+                                                   const std::shared_ptr<Generator>& dropout_generator) {
+    return std::make_shared<nn::FeedForward>(config.d_model, config.d_ff, gen, activation_of(config), config.dropout,
+                                             dropout_generator);
+}
+
+// ids [B, t] with the column [B, 1] appended: [B, t + 1]
+IntTensor append_column(const IntTensor& ids, const IntTensor& column) {
+    const int64_t batch = ids.size(0), len = ids.size(1);
+    IntTensor out = IntTensor::zeros({batch, len + 1});
+    for (int64_t b = 0; b < batch; ++b) {
+        for (int64_t j = 0; j < len; ++j) out.data()[b * (len + 1) + j] = ids.data()[b * len + j];
+        out.data()[b * (len + 1) + len] = column.data()[b];
+    }
+    return out;
+}
+
+// One residual sublayer around `sublayer` (a function of [B, T, d_model]):
+//   Post-LN (the paper):  norm(x + dropout(sublayer(x)))
+//   Pre-LN:               x + dropout(sublayer(norm(x)))
+// Pre-LN keeps an un-normalised path from input to output, which is why it trains deep stacks
+// without warm-up; the stack then needs a final norm (encoder_norm, decoder_norm).
+template <typename Sublayer>
+Tensor residual(const Tensor& x, const nn::LayerNorm& norm, const nn::Dropout& dropout, bool pre_norm,
+                Sublayer&& sublayer) {
+    if (pre_norm) return add(x, dropout.forward(sublayer(norm.forward(x))));
+    return norm.forward(add(x, dropout.forward(sublayer(x))));
+}
+
+}  // namespace
+
+// ---- layers ----
+
+EncoderLayer::EncoderLayer(const ModelConfig& config, Generator& gen, std::shared_ptr<Generator> dropout_generator)
+    : pre_norm(pre_norm_of(config)) {
+    attention = register_module("attention", make_attention(config, gen, dropout_generator));
+    attention_norm = register_module("attention_norm", std::make_shared<nn::LayerNorm>(config.d_model));
+    feed_forward = register_module("feed_forward", make_feed_forward(config, gen, dropout_generator));
+    ffn_norm = register_module("ffn_norm", std::make_shared<nn::LayerNorm>(config.d_model));
+    dropout = register_module("dropout", std::make_shared<nn::Dropout>(config.dropout, dropout_generator));
+}
+
+Tensor EncoderLayer::forward(const Tensor& x, const IntTensor& src_mask) const {
+    // Self-attention: every source position looks at every real source position.
+    const Tensor attended = residual(x, *attention_norm, *dropout, pre_norm, [&](const Tensor& h) {
+        return attention->forward(h, h, h, src_mask).output;
+    });
+    return residual(attended, *ffn_norm, *dropout, pre_norm,
+                    [&](const Tensor& h) { return feed_forward->forward(h); });
+}
+
+DecoderLayer::DecoderLayer(const ModelConfig& config, Generator& gen, std::shared_ptr<Generator> dropout_generator)
+    : pre_norm(pre_norm_of(config)) {
+    self_attention = register_module("self_attention", make_attention(config, gen, dropout_generator));
+    self_attn_norm = register_module("self_attn_norm", std::make_shared<nn::LayerNorm>(config.d_model));
+    cross_attention = register_module("cross_attention", make_attention(config, gen, dropout_generator));
+    cross_attn_norm = register_module("cross_attn_norm", std::make_shared<nn::LayerNorm>(config.d_model));
+    feed_forward = register_module("feed_forward", make_feed_forward(config, gen, dropout_generator));
+    ffn_norm = register_module("ffn_norm", std::make_shared<nn::LayerNorm>(config.d_model));
+    dropout = register_module("dropout", std::make_shared<nn::Dropout>(config.dropout, dropout_generator));
+}
+
+template <typename SelfAttend, typename CrossAttend>
+Tensor DecoderLayer::run(const Tensor& x, SelfAttend&& self_attend, CrossAttend&& cross_attend) const {
+    // Masked self-attention: position t sees the real target positions 0..t only.
+    const Tensor h = residual(x, *self_attn_norm, *dropout, pre_norm, self_attend);
+    // Cross-attention: queries from the decoder, keys and values from the encoder's output.
+    const Tensor c = residual(h, *cross_attn_norm, *dropout, pre_norm, cross_attend);
+    return residual(c, *ffn_norm, *dropout, pre_norm, [&](const Tensor& y) { return feed_forward->forward(y); });
+}
+
+Tensor DecoderLayer::forward(const Tensor& x, const Tensor& memory, const IntTensor& src_mask,
+                             const IntTensor& tgt_mask) const {
+    return run(
+        x, [&](const Tensor& y) { return self_attention->forward(y, y, y, tgt_mask).output; },
+        [&](const Tensor& y) { return cross_attention->forward(y, memory, memory, src_mask).output; });
+}
+
+Tensor DecoderLayer::step(const Tensor& x, DecoderLayerCache& cache, const IntTensor& src_mask,
+                          const IntTensor& self_mask) const {
+    auto self_attend = [&](const Tensor& y) {
+        const nn::KeysValues now = self_attention->project_keys_values(y, y);  // [B, H, 1, d_head]
+        nn::KeysValues& past = cache.self_attention;
+        past = !past.keys.defined()
+                   ? now
+                   : nn::KeysValues{concat({past.keys, now.keys}, 2), concat({past.values, now.values}, 2)};
+        return self_attention->attend(y, past, self_mask).output;
+    };
+    auto cross_attend = [&](const Tensor& y) {
+        const nn::AttentionOutput attended = cross_attention->attend(y, cache.cross_attention, src_mask);
+        cache.cross_attention_weights = attended.attention_weights;
+        return attended.output;
+    };
+    return run(x, self_attend, cross_attend);
+}
+
+// ---- output projection ----
+
+OutputProjection::OutputProjection(int64_t d_model, int64_t vocab, Generator& gen) {
+    // nn.Linear's default initialisation, in its order (weight, then bias).
+    const float bound = 1.0f / std::sqrt(static_cast<float>(d_model));
+    weight = register_parameter("weight", Tensor::uniform({vocab, d_model}, -bound, bound, gen));
+    bias = register_parameter("bias", Tensor::uniform({vocab}, -bound, bound, gen));
+}
+
+OutputProjection::OutputProjection(const Tensor& tied_weight, Generator& gen) : weight(tied_weight) {
+    check(tied_weight.defined() && tied_weight.dim() == 2, "OutputProjection",
+          "the tied weight must be [vocab, d_model]");
+    const float bound = 1.0f / std::sqrt(static_cast<float>(tied_weight.size(1)));
+    bias = register_parameter("bias", Tensor::uniform({tied_weight.size(0)}, -bound, bound, gen));
+}
+
+Tensor OutputProjection::forward(const Tensor& x) const { return linear(x, weight, bias); }
+
+// ---- the model ----
+
+Transformer::Transformer(const ModelConfig& config, Generator& gen) : Seq2SeqModel(config) {
+    check(config.model.empty() || config.model == "transformer", kOp, "the config is for a \"", config.model,
+          "\" model");
+    check(config.src_vocab > 0 && config.tgt_vocab > 0, kOp, "vocabulary sizes must be positive, got src_vocab ",
+          config.src_vocab, " and tgt_vocab ", config.tgt_vocab);
+    check(config.n_heads > 0 && config.d_model > 0 && config.d_model % config.n_heads == 0, kOp, "d_model ",
+          config.d_model, " is not divisible by n_heads ", config.n_heads);
+    // The sinusoidal table pairs features (sin, cos); the seed's code fails on an odd width too.
+    check(config.d_model % 2 == 0, kOp, "d_model must be even for the sinusoidal positional encoding, got ",
+          config.d_model);
+    check(config.d_ff > 0 && config.max_seq_len > 0, kOp, "d_ff and max_seq_len must be positive, got ", config.d_ff,
+          " and ", config.max_seq_len);
+    check(config.n_enc_layers >= 0 && config.n_dec_layers >= 0, kOp, "layer counts must not be negative, got ",
+          config.n_enc_layers, " and ", config.n_dec_layers);
+    check(!config.share_embeddings || config.src_vocab == config.tgt_vocab, kOp,
+          "share_embeddings needs equal vocabularies, got src_vocab ", config.src_vocab, " and tgt_vocab ",
+          config.tgt_vocab);
+    const bool pre_norm = pre_norm_of(config);
+    const int64_t d = config.d_model;
+    // Every dropout mask comes from the model's one generator (model.h's random(), which a
+    // checkpoint saves): layers with generators of their own, seeded alike, would drop alike.
+    const std::shared_ptr<Generator>& dropout_generator = random_ptr();
+
+    // Registration follows the PyTorch module's attribute order, which fixes the state_dict order.
+    src_embedding = register_module("src_embedding", std::make_shared<nn::Embedding>(config.src_vocab, d, gen));
+    tgt_embedding = config.share_embeddings
+                        ? src_embedding  // PyTorch: self.tgt_embedding = self.src_embedding
+                        : register_module("tgt_embedding", std::make_shared<nn::Embedding>(config.tgt_vocab, d, gen));
+    pos_encoder = register_module("pos_encoder", std::make_shared<nn::PositionalEncoding>(d, config.max_seq_len));
+    dropout = register_module("dropout", std::make_shared<nn::Dropout>(config.dropout, dropout_generator));
+    encoder_layers = register_module("encoder_layers", std::make_shared<nn::ModuleList<EncoderLayer>>());
+    for (int64_t i = 0; i < config.n_enc_layers; ++i)
+        encoder_layers->push_back(std::make_shared<EncoderLayer>(config, gen, dropout_generator));
+    decoder_layers = register_module("decoder_layers", std::make_shared<nn::ModuleList<DecoderLayer>>());
+    for (int64_t i = 0; i < config.n_dec_layers; ++i)
+        decoder_layers->push_back(std::make_shared<DecoderLayer>(config, gen, dropout_generator));
+    if (pre_norm) {
+        encoder_norm = register_module("encoder_norm", std::make_shared<nn::LayerNorm>(d));
+        decoder_norm = register_module("decoder_norm", std::make_shared<nn::LayerNorm>(d));
+    }
+    output = register_module("output", config.tie_output
+                                           ? std::make_shared<OutputProjection>(tgt_embedding->weight, gen)
+                                           : std::make_shared<OutputProjection>(d, config.tgt_vocab, gen));
+
+    // Seed 001's _init_parameters: Xavier-uniform on every matrix (a tied one once).
+    nn::init_xavier_uniform(*this, gen);
+}
+
+void Transformer::check_ids(const IntTensor& ids, int64_t vocab, const char* what) const {
+    check_token_ids(ids, vocab, kOp, what);
+    check(ids.size(1) <= config().max_seq_len, kOp, what, " length ", ids.size(1), " exceeds max_seq_len ",
+          config().max_seq_len);
+}
+
+Tensor Transformer::embed(const nn::Embedding& table, const IntTensor& ids, int64_t position) const {
+    // Scaling by sqrt(d_model) puts the embeddings on the scale of the positional encoding
+    // (entries in [-1, 1]) rather than of Xavier's small values; §3.4 of the paper.
+    const float scale = static_cast<float>(std::sqrt(static_cast<double>(config().d_model)));
+    const Tensor x = mul(table.forward(ids), scale);  // [B, len, d_model]
+    // pe[position, position + len) [len, d_model], broadcast over the batch. (PositionalEncoding's
+    // forward adds pe[0, len); decoding one position at a time needs the offset.)
+    const Tensor pe = slice(pos_encoder->table, 0, position, position + ids.size(1));
+    return dropout->forward(add(x, pe));
+}
+
+EncoderOutput Transformer::encode(const IntTensor& src) const {
+    check_ids(src, config().src_vocab, "src");
+    IntTensor src_mask = nn::padding_mask(src, kPad);  // [B, 1, 1, S]
+    Tensor x = embed(*src_embedding, src);            // [B, S, d_model]
+    for (const auto& layer : *encoder_layers) x = layer->forward(x, src_mask);
+    if (encoder_norm) x = encoder_norm->forward(x);
+    return {x, src_mask};
+}
+
+Tensor Transformer::decode(const IntTensor& tgt_in, const Tensor& memory, const IntTensor& src_mask) const {
+    check_ids(tgt_in, config().tgt_vocab, "tgt_in");
+    const int64_t batch = tgt_in.size(0);
+    check(memory.defined() && memory.dim() == 3 && memory.size(0) == batch && memory.size(2) == config().d_model, kOp,
+          "memory must be [", batch, ", src_len, ", config().d_model, "] for a target batch of ", batch, ", got ",
+          memory.defined() ? memory.shape() : Shape{});
+    check(src_mask.shape() == Shape{batch, 1, 1, memory.size(1)}, kOp, "src_mask must be [", batch, ", 1, 1, ",
+          memory.size(1), "], got ", src_mask.shape());
+    const IntTensor tgt_mask = nn::decoder_mask(tgt_in, kPad);  // [B, 1, T, T]
+    Tensor x = embed(*tgt_embedding, tgt_in);                   // [B, T, d_model]
+    for (const auto& layer : *decoder_layers) x = layer->forward(x, memory, src_mask, tgt_mask);
+    if (decoder_norm) x = decoder_norm->forward(x);
+    return output->forward(x);  // [B, T, tgt_vocab]
+}
+
+Tensor Transformer::forward(const IntTensor& src, const IntTensor& tgt_in) {
+    check(src.dim() == 2 && tgt_in.dim() == 2 && src.size(0) == tgt_in.size(0), kOp,
+          "source and target batches differ: src ", src.shape(), ", tgt_in ", tgt_in.shape());
+    const EncoderOutput encoded = encode(src);
+    return decode(tgt_in, encoded.memory, encoded.src_mask);
+}
+
+// ---- incremental decoding ----
+
+void TransformerDecodingState::select_rows(const std::vector<int64_t>& rows) {
+    memory = models::select_rows(memory, 0, rows);
+    src_mask = models::select_rows(src_mask, rows);
+    tokens = models::select_rows(tokens, rows);
+    for (DecoderLayerCache& layer : layers) {
+        for (nn::KeysValues* kv : {&layer.self_attention, &layer.cross_attention})
+            if (kv->keys.defined())
+                *kv = {models::select_rows(kv->keys, 0, rows), models::select_rows(kv->values, 0, rows)};
+        if (layer.cross_attention_weights.defined())
+            layer.cross_attention_weights = models::select_rows(layer.cross_attention_weights, 0, rows);
+    }
+}
+
+std::unique_ptr<DecodingState> Transformer::start_decoding(const IntTensor& src) {
+    EncoderOutput encoded = encode(src);
+    auto state = std::make_unique<TransformerDecodingState>();
+    state->tokens = IntTensor::zeros({src.size(0), 0});
+    for (const auto& layer : *decoder_layers) {
+        DecoderLayerCache cache;
+        cache.cross_attention = layer->cross_attention->project_keys_values(encoded.memory, encoded.memory);
+        state->layers.push_back(cache);
+    }
+    state->memory = std::move(encoded.memory);
+    state->src_mask = std::move(encoded.src_mask);
+    return state;
+}
+
+Tensor Transformer::decode_step(DecodingState& decoding_state, const IntTensor& tokens) {
+    auto* own = dynamic_cast<TransformerDecodingState*>(&decoding_state);
+    check(own != nullptr, kOp, kForeignState);
+    TransformerDecodingState& state = *own;
+    const int64_t batch = state.tokens.size(0), position = state.length();
+    check(tokens.dim() == 1 && tokens.size(0) == batch, kOp, "decode_step takes one token per row, [", batch,
+          "], got ", tokens.shape());
+    check(position < config().max_seq_len, kOp, "decoding position ", position, " is beyond max_seq_len ",
+          config().max_seq_len);
+    const IntTensor column = tokens.reshape({batch, 1});
+    check_token_ids(column, config().tgt_vocab, kOp, "tokens");
+    state.tokens = append_column(state.tokens, column);
+    // The keys are the tokens fed so far: no later ones exist, so causality holds by itself;
+    // padding (a finished hypothesis fed <pad>) is masked as decode() masks it.
+    const IntTensor self_mask = nn::padding_mask(state.tokens, kPad);  // [B, 1, 1, t + 1]
+    Tensor x = embed(*tgt_embedding, column, position);                // [B, 1, d_model]
+    for (size_t i = 0; i < decoder_layers->size(); ++i)
+        x = (*decoder_layers)[i]->step(x, state.layers[i], state.src_mask, self_mask);
+    if (decoder_norm) x = decoder_norm->forward(x);
+    return reshape(output->forward(x), {batch, config().tgt_vocab});
+}
+
+std::vector<Tensor> Transformer::last_attention(const DecodingState& decoding_state) const {
+    const auto* state = dynamic_cast<const TransformerDecodingState*>(&decoding_state);
+    check(state != nullptr, kOp, kForeignState);
+    std::vector<Tensor> weights;
+    for (const DecoderLayerCache& layer : state->layers) {
+        const Tensor& w = layer.cross_attention_weights;  // [B, H, 1, S]
+        if (!w.defined()) return {};                        // no step yet
+        for (int64_t head = 0; head < w.size(1); ++head)
+            weights.push_back(reshape(slice(w, 1, head, head + 1), {w.size(0), w.size(3)}));
+    }
+    return weights;
+}
+
+// ---- tying ----
+
+std::vector<std::pair<std::string, std::string>> Transformer::tied_aliases() const {
+    std::vector<std::pair<std::string, std::string>> aliases;
+    if (config().share_embeddings) aliases.emplace_back("tgt_embedding.weight", "src_embedding.weight");
+    if (config().tie_output)
+        aliases.emplace_back("output.weight",
+                             config().share_embeddings ? "src_embedding.weight" : "tgt_embedding.weight");
+    return aliases;
+}
+
+}  // namespace seqgrad::models
