@@ -11,7 +11,13 @@ int main(int argc, char** argv) {
     app.require_subcommand(1);
     int exit_status = 0;
     seqgrad::cli::add_demo_command(app);
+    seqgrad::cli::add_train_command(app, exit_status);
+    seqgrad::cli::add_eval_command(app, exit_status);
+    seqgrad::cli::add_predict_command(app, exit_status);
     seqgrad::cli::add_check_command(app, exit_status);
+    seqgrad::cli::add_summary_command(app);
+    seqgrad::cli::add_attention_command(app);
+    seqgrad::cli::add_curves_command(app);
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {

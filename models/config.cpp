@@ -128,4 +128,9 @@ Tensor sequence_loss(const Tensor& logits, const IntTensor& tgt_out, float label
     return cross_entropy(logits, tgt_out, kPad, label_smoothing);
 }
 
+void Seq2SeqModel::set_teacher_forcing_ratio(float ratio) {
+    check(ratio >= 0 && ratio <= 1, "teacher forcing", "the ratio must be in [0, 1], got ", ratio);
+    teacher_forcing_ratio_ = ratio;
+}
+
 }  // namespace seqgrad::models

@@ -36,6 +36,7 @@ void check_source(const IntTensor& src, const char* op) {
 std::vector<Hypothesis> greedy_decode(Seq2SeqModel& model, const IntTensor& src, int64_t max_len) {
     check_source(src, "greedy_decode");
     check(max_len > 0, "greedy_decode", "max_len must be positive, got ", max_len);
+    max_len = std::min(max_len, model.max_decode_length());
     NoGradGuard no_grad;
     const int64_t batch = src.size(0);
     auto state = model.start_decoding(src);
@@ -73,6 +74,7 @@ std::vector<Hypothesis> beam_search(Seq2SeqModel& model, const IntTensor& src, c
     check(options.max_len > 0, "beam_search", "max_len must be positive, got ", options.max_len);
     NoGradGuard no_grad;
     const int64_t batch = src.size(0), k = options.beam_size;
+    const int64_t max_len = std::min(options.max_len, model.max_decode_length());
     auto state = model.start_decoding(src);
     {  // row b * k + j is beam j of source b
         std::vector<int64_t> rows;
@@ -90,7 +92,7 @@ std::vector<Hypothesis> beam_search(Seq2SeqModel& model, const IntTensor& src, c
     std::vector<bool> done(static_cast<size_t>(batch), false);
     IntTensor tokens = IntTensor::full({batch * k}, kSos);
 
-    for (int64_t t = 0; t < options.max_len; ++t) {
+    for (int64_t t = 0; t < max_len; ++t) {
         const Tensor log_probs = log_softmax(model.decode_step(*state, tokens), -1);  // [B*K, V]
         const int64_t vocab = log_probs.size(-1);
         const float* lp = log_probs.data();

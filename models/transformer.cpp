@@ -2,6 +2,8 @@
 // projection and the encoder-decoder model, Post-LN or Pre-LN.
 #include "seqgrad/models/transformer.h"
 
+#include "seqgrad/nn/trace.h"
+
 #include <cmath>
 
 #include "seqgrad/core/ops.h"
@@ -144,7 +146,11 @@ OutputProjection::OutputProjection(const Tensor& tied_weight, Generator& gen) : 
     bias = register_parameter("bias", Tensor::uniform({tied_weight.size(0)}, -bound, bound, gen));
 }
 
-Tensor OutputProjection::forward(const Tensor& x) const { return linear(x, weight, bias); }
+Tensor OutputProjection::forward(const Tensor& x) const {
+    Tensor logits = linear(x, weight, bias);
+    nn::trace(*this, logits);
+    return logits;
+}
 
 // ---- the model ----
 

@@ -6,6 +6,7 @@
 
 #include "seqgrad/core/ops.h"
 #include "seqgrad/nn/positional.h"
+#include "seqgrad/nn/trace.h"
 
 namespace seqgrad::nn {
 namespace {
@@ -88,23 +89,41 @@ KeysValues MultiHeadAttention::project_keys_values(const Tensor& key, const Tens
     return {keys, split_heads(wv->forward(value))};
 }
 
-AttentionOutput MultiHeadAttention::attend(const Tensor& query, const KeysValues& kv, const IntTensor& mask,
-                                           int64_t position) const {
+Tensor MultiHeadAttention::project_queries(const Tensor& query, int64_t position) const {
     Tensor q = split_heads(wq->forward(query));  // [B, H, Tq, d_head]
+    if (rotary) q = apply_rotary(q, position);
+    return q;
+}
+
+AttentionOutput MultiHeadAttention::attend_heads(const Tensor& q, const KeysValues& kv, const IntTensor& mask) const {
     check(kv.keys.dim() == 4 && kv.keys.size(0) == q.size(0), "MultiHeadAttention", "keys ",
           kv.keys.shape(), " do not fit queries ", q.shape());
-    if (rotary) q = apply_rotary(q, position);
+    trace(*this, "q heads", q);
+    trace(*this, "k heads", kv.keys);
+    trace(*this, "v heads", kv.values);
     Tensor scores = divide_by_sqrt(matmul(q, kv.keys, false, true), d_head);  // [B, H, Tq, Tk]
     scores = mask_scores(scores, mask, "MultiHeadAttention");
+    trace(*this, "scores", scores);
     const Tensor weights = softmax(scores, -1);
+    trace(*this, "weights", weights);
     const Tensor context = matmul(dropout->forward(weights), kv.values);  // [B, H, Tq, d_head]
-    const Tensor merged = reshape(transpose(context, 1, 2), {query.size(0), query.size(1), d_model});
+    trace(*this, "context", context);
+    const Tensor merged = reshape(transpose(context, 1, 2), {q.size(0), q.size(2), d_model});
+    trace(*this, "merged", merged);
     return {wo->forward(merged), weights};
+}
+
+AttentionOutput MultiHeadAttention::attend(const Tensor& query, const KeysValues& kv, const IntTensor& mask,
+                                           int64_t position) const {
+    return attend_heads(project_queries(query, position), kv, mask);
 }
 
 AttentionOutput MultiHeadAttention::forward(const Tensor& query, const Tensor& key, const Tensor& value,
                                             const IntTensor& mask) const {
-    return attend(query, project_keys_values(key, value), mask);
+    // Queries are projected before keys and values only so that a trace lists the projections as
+    // seed 002's walk-through does (Q, K, V); no result depends on the order.
+    const Tensor q = project_queries(query, 0);
+    return attend_heads(q, project_keys_values(key, value), mask);
 }
 
 // ---- the attention Seq2Seq scorers ----
@@ -137,7 +156,9 @@ Tensor AttentionSimple::forward(const Tensor& query, const Tensor& encoder_outpu
     const Tensor q = reshape(query, {batch, 1, hidden_size});
     Tensor scores = reshape(matmul(q, encoder_outputs, false, true), {batch, src_len});  // [B, S]
     scores = divide_by_sqrt(scores, hidden_size);
-    return softmax(mask_scores(scores, src_mask, "AttentionSimple"), 1);
+    Tensor weights = softmax(mask_scores(scores, src_mask, "AttentionSimple"), 1);
+    trace(*this, weights);
+    return weights;
 }
 
 AttentionParams::AttentionParams(int64_t hidden_size, Generator& gen) {
@@ -155,8 +176,11 @@ Tensor AttentionParams::forward(const Tensor& query, const Tensor& encoder_outpu
     const Tensor w_enc = slice(attn->weight, 1, hidden, 2 * hidden);  // [h, h]
     const Tensor from_query = reshape(linear(query, w_query, attn->bias), {query.size(0), 1, hidden});
     const Tensor energy = tanh(add(from_query, linear(encoder_outputs, w_enc, Tensor())));  // [B, S, h]
+    trace(*this, "energy", energy);
     const Tensor scores = sum(mul(energy, v), {2});                                           // [B, S]
-    return softmax(mask_scores(scores, src_mask, "AttentionParams"), 1);
+    Tensor weights = softmax(mask_scores(scores, src_mask, "AttentionParams"), 1);
+    trace(*this, weights);
+    return weights;
 }
 
 }  // namespace seqgrad::nn

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "seqgrad/core/ops.h"
+#include "seqgrad/nn/trace.h"
 
 namespace seqgrad::nn {
 
@@ -16,7 +17,11 @@ Linear::Linear(int64_t in_features, int64_t out_features, Generator& gen, bool w
     if (with_bias) bias = register_parameter("bias", Tensor::uniform({out_features}, -bound, bound, gen));
 }
 
-Tensor Linear::forward(const Tensor& x) const { return linear(x, weight, bias); }
+Tensor Linear::forward(const Tensor& x) const {
+    Tensor y = linear(x, weight, bias);
+    trace(*this, y);
+    return y;
+}
 
 Embedding::Embedding(int64_t num_embeddings, int64_t dim, Generator& gen) {
     check(num_embeddings > 0 && dim > 0, "Embedding", "sizes must be positive, got ", num_embeddings, " and ",
@@ -24,7 +29,11 @@ Embedding::Embedding(int64_t num_embeddings, int64_t dim, Generator& gen) {
     weight = register_parameter("weight", Tensor::normal({num_embeddings, dim}, 0.0f, 1.0f, gen));
 }
 
-Tensor Embedding::forward(const IntTensor& ids) const { return embedding(weight, ids); }
+Tensor Embedding::forward(const IntTensor& ids) const {
+    Tensor y = embedding(weight, ids);
+    trace(*this, y);
+    return y;
+}
 
 LayerNorm::LayerNorm(int64_t dim, float eps_) : eps(eps_) {
     check(dim > 0, "LayerNorm", "dim must be positive, got ", dim);
@@ -32,13 +41,18 @@ LayerNorm::LayerNorm(int64_t dim, float eps_) : eps(eps_) {
     beta = register_parameter("beta", Tensor::zeros({dim}));
 }
 
-Tensor LayerNorm::forward(const Tensor& x) const { return layer_norm(x, gamma, beta, eps); }
+Tensor LayerNorm::forward(const Tensor& x) const {
+    Tensor y = layer_norm(x, gamma, beta, eps);
+    trace(*this, y);
+    return y;
+}
 
 Dropout::Dropout(float p, std::shared_ptr<Generator> generator)
     : p_(p), generator_(generator ? std::move(generator) : std::make_shared<Generator>(0)) {
     check(p >= 0 && p < 1, "Dropout", "probability must be in [0, 1), got ", p);
 }
 
+// Not traced: at inference it is the identity, and a summary reads better without it.
 Tensor Dropout::forward(const Tensor& x) const { return dropout(x, p_, is_training(), *generator_); }
 
 FeedForward::FeedForward(int64_t dim, int64_t hidden_dim, Generator& gen, Activation activation_,
@@ -52,6 +66,7 @@ FeedForward::FeedForward(int64_t dim, int64_t hidden_dim, Generator& gen, Activa
 Tensor FeedForward::forward(const Tensor& x) const {
     const Tensor hidden = w1->forward(x);  // [..., hidden_dim]
     const Tensor activated = activation == Activation::gelu ? gelu(hidden) : relu(hidden);
+    trace(*this, activation == Activation::gelu ? "gelu" : "relu", activated);
     return w2->forward(dropout->forward(activated));
 }
 

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "seqgrad/core/ops.h"
+#include "seqgrad/nn/trace.h"
 
 namespace seqgrad::nn {
 
@@ -126,7 +127,11 @@ LSTMOutput LSTM::forward(const Tensor& input, const std::vector<int64_t>& length
         }
         layer_input = directions == 1 ? direction_outputs[0] : concat(direction_outputs, 2);
     }
-    return {layer_input, stack(h_n, 0), stack(c_n, 0)};
+    LSTMOutput out{layer_input, stack(h_n, 0), stack(c_n, 0)};
+    trace(*this, out.output);
+    trace(*this, "h_n", out.h_n);
+    trace(*this, "c_n", out.c_n);
+    return out;
 }
 
 }  // namespace seqgrad::nn

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "seqgrad/core/ops.h"
+#include "seqgrad/nn/trace.h"
 
 namespace seqgrad::nn {
 
@@ -42,7 +43,9 @@ Tensor PositionalEncoding::forward(const Tensor& x) const {
     check(len <= table.size(0), "PositionalEncoding", "sequence length ", len, " exceeds max_len ",
           table.size(0));
     // [len, dim] broadcast over the batch; slicing the parameter keeps its gradient path.
-    return add(x, len == table.size(0) ? table : slice(table, 0, 0, len));
+    Tensor y = add(x, len == table.size(0) ? table : slice(table, 0, 0, len));
+    trace(*this, y);
+    return y;
 }
 
 Tensor apply_rotary(const Tensor& x, int64_t offset) {

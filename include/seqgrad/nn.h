@@ -1,4 +1,5 @@
-// Neural-network building blocks: Module, layers, attention, LSTM, initialisation, optimizers.
+// Neural-network building blocks: Module, layers, attention, LSTM, initialisation, optimizers,
+// tracing.
 #pragma once
 
 #include "seqgrad/nn/attention.h"
@@ -8,3 +9,4 @@
 #include "seqgrad/nn/module.h"
 #include "seqgrad/nn/optim.h"
 #include "seqgrad/nn/positional.h"
+#include "seqgrad/nn/trace.h"

@@ -2,6 +2,7 @@
 // forward interface, and the factory that builds a model from its config.
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <string>
@@ -75,12 +76,29 @@ public:
     virtual std::unique_ptr<DecodingState> start_decoding(const IntTensor& src);
     // Feeds tokens [N] (the previous outputs, kSos first) and returns the next logits [N, V].
     virtual Tensor decode_step(DecodingState& state, const IntTensor& tokens);
+    // The longest output decode_step can produce (the Transformer's positional table bounds it).
+    virtual int64_t max_decode_length() const { return INT64_MAX; }
     // The attention weights of the last step, for pictures: one [N, S] tensor per layer and head
     // (empty if the model does not keep them).
     virtual std::vector<Tensor> last_attention(const DecodingState& state) const;
 
+    // The generator behind every random choice the model makes in training (dropout masks,
+    // teacher forcing), shared by its layers; a checkpoint saves its state so that a resumed
+    // run draws the same numbers.
+    Generator& random() { return *random_; }
+    const std::shared_ptr<Generator>& random_ptr() const { return random_; }
+
+    // Seed 001's teacher forcing ratio: in training, the probability that a step of a recurrent
+    // decoder reads the true previous token rather than its own prediction (drawn once per step
+    // for the whole batch). 1 (the default) always reads the truth; the Transformer decodes all
+    // positions at once and always does.
+    void set_teacher_forcing_ratio(float ratio);
+    float teacher_forcing_ratio() const { return teacher_forcing_ratio_; }
+
 private:
     ModelConfig config_;
+    std::shared_ptr<Generator> random_ = std::make_shared<Generator>(0x5eed);
+    float teacher_forcing_ratio_ = 1.0f;
 };
 
 // Builds the model a config names, with weights initialised from `gen`.

@@ -136,6 +136,7 @@ public:
     // cross-attention weights, one [B, S] tensor per layer and head (layer-major).
     std::unique_ptr<DecodingState> start_decoding(const IntTensor& src) override;
     Tensor decode_step(DecodingState& state, const IntTensor& tokens) override;
+    int64_t max_decode_length() const override { return config().max_seq_len; }  // one position a step
     std::vector<Tensor> last_attention(const DecodingState& state) const override;
 
     // (alias, registered name) for each tied name that state_dict() leaves out, e.g.

@@ -70,6 +70,10 @@ public:
 
 private:
     Tensor split_heads(const Tensor& x) const;  // [B, T, d] -> [B, H, T, d_head]
+    // wq(query) split into heads (and rotated): [B, H, Tq, d_head]
+    Tensor project_queries(const Tensor& query, int64_t position) const;
+    // The rest of attend() once the queries are projected.
+    AttentionOutput attend_heads(const Tensor& q, const KeysValues& keys_values, const IntTensor& mask) const;
 };
 
 // ---- the attention Seq2Seq decoder's scorers (seed 001 §2.4.2) ----

@@ -1,0 +1,129 @@
+// `seqgrad attention --checkpoint DIR WORD --out F.svg`: decodes one word and draws where the
+// model looked while writing each output symbol, as an SVG heatmap per attention map (each
+// Transformer layer and head's cross-attention, or the attention seq2seq's one).
+#include <cstdio>
+
+#include "commands.h"
+#include "seqgrad/core/autograd.h"
+#include "seqgrad/core/error.h"
+#include "seqgrad/models/checkpoint.h"
+#include "seqgrad/models/decoding.h"
+#include "seqgrad/models/training.h"
+#include "svg.h"
+
+namespace seqgrad::cli {
+namespace {
+
+struct AttentionFlags {
+    std::string checkpoint;
+    std::string word;
+    std::string out;
+    int64_t beam = 1;
+    int64_t max_len = 40;
+};
+
+// One title per attention map: the Transformer's come layer by layer, each layer's heads in order
+// (Seq2SeqModel::last_attention).
+std::vector<std::string> panel_titles(const models::ModelConfig& config, size_t maps) {
+    std::vector<std::string> titles;
+    const auto heads = static_cast<size_t>(config.n_heads);
+    const bool per_head = config.model == "transformer" && heads > 0 &&
+                          maps == static_cast<size_t>(config.n_dec_layers) * heads;
+    for (size_t i = 0; i < maps; ++i) {
+        if (per_head)
+            titles.push_back("layer " + std::to_string(i / heads + 1) + " head " + std::to_string(i % heads + 1));
+        else if (maps == 1)
+            titles.push_back(config.model == "attn_seq2seq" ? config.attention + " attention" : "attention");
+        else
+            titles.push_back("map " + std::to_string(i + 1));
+    }
+    return titles;
+}
+
+void run_attention(const AttentionFlags& flags) {
+    check(flags.beam >= 1, "attention", "--beam must be at least 1, got ", flags.beam);
+    check(flags.max_len >= 1, "attention", "--max-len must be at least 1, got ", flags.max_len);
+    models::LoadedModel loaded = models::load_model(flags.checkpoint);
+    models::Seq2SeqModel& model = *loaded.model;
+    const models::ModelConfig& config = model.config();
+
+    const std::vector<std::string> source = models::source_symbols(loaded.task, flags.word);
+    check(!source.empty(), "attention", "the word is empty");
+    for (const std::string& symbol : source)
+        if (!loaded.source_vocab.contains(symbol))
+            std::fprintf(stderr, "note: \"%s\" is not in the model's alphabet (read as <unk>)\n", symbol.c_str());
+    const std::vector<int64_t> ids = loaded.source_vocab.encode(source);
+    const IntTensor src = IntTensor::from_vector(ids, {1, static_cast<int64_t>(ids.size())});
+
+    NoGradGuard no_grad;
+    models::DecodeOptions options;
+    options.beam_size = flags.beam;
+    options.max_len = flags.max_len;
+    const models::Hypothesis best = models::decode(model, src, options).front();
+
+    // Replays the chosen output one step at a time (one way for greedy and beam search alike):
+    // the weights after feeding input t are those that chose output t.
+    std::vector<int64_t> inputs{models::kSos};
+    inputs.insert(inputs.end(), best.tokens.begin(), best.tokens.end());
+    std::vector<std::string> outputs;
+    for (int64_t token : best.tokens) outputs.push_back(loaded.target_vocab.symbol(token));
+    if (best.finished) outputs.push_back("</s>");
+
+    std::vector<std::string> titles;
+    std::vector<svg::HeatmapPanel> panels;
+    std::unique_ptr<models::DecodingState> state = model.start_decoding(src);
+    for (size_t step = 0; step < outputs.size(); ++step) {
+        model.decode_step(*state, IntTensor::from_vector({inputs[step]}, {1}));
+        const std::vector<Tensor> maps = model.last_attention(*state);
+        check(!maps.empty(), "attention", "model ", config.model, " has no attention to draw",
+              config.model == "seq2seq" ? "" : " (its last_attention() returned nothing after a decoding step)");
+        if (panels.empty()) {
+            titles = panel_titles(config, maps.size());
+            for (const std::string& title : titles) panels.push_back({title, {}});
+        }
+        check(maps.size() == panels.size(), "attention", "the model gave ", maps.size(), " attention maps at step ",
+              step + 1, " and ", panels.size(), " before");
+        for (size_t k = 0; k < maps.size(); ++k) {
+            const Tensor& weights = maps[k];  // [1, S]
+            check(weights.numel() == src.size(1), "attention", "attention map ", k + 1, " is ", weights.shape(),
+                  ", expected [1, ", src.size(1), "]");
+            const std::vector<float> row = weights.to_vector();
+            panels[k].values.emplace_back(row.begin(), row.end());
+        }
+    }
+
+    std::string pronunciation;
+    for (const std::string& symbol : outputs) pronunciation += (pronunciation.empty() ? "" : " ") + symbol;
+    svg::HeatmapFigure figure;
+    figure.title = "\"" + flags.word + "\" \u2192 " + pronunciation + "  (" + config.model + ", step " +
+                   std::to_string(loaded.step) + (flags.beam > 1 ? ", beam " + std::to_string(flags.beam) : "") + ")";
+    figure.column_labels = source;
+    figure.row_labels = outputs;
+    figure.column_axis = "source symbols";
+    figure.row_axis = "output symbols";
+    figure.scale_label = "attention weight";
+    figure.panels = std::move(panels);
+    figure.panels_per_row = config.model == "transformer" ? static_cast<size_t>(config.n_heads) : 1;
+    svg::write_file(flags.out, svg::heatmap_svg(figure));
+    std::printf("%s -> %s\nwrote %s (%zu attention maps, %zu x %zu)\n", flags.word.c_str(), pronunciation.c_str(),
+                flags.out.c_str(), figure.panels.size(), outputs.size(), source.size());
+}
+
+}  // namespace
+
+void add_attention_command(CLI::App& app) {
+    auto flags = std::make_shared<AttentionFlags>();
+    CLI::App* cmd = app.add_subcommand("attention", "Draw where a model looks while it decodes a word (SVG heatmap)");
+    cmd->footer(
+        "Decodes the word (greedily, or with --beam) and draws the attention weights behind each output symbol: "
+        "source symbols along x, output symbols down y, one panel per decoder layer and head for the Transformer's "
+        "cross-attention, one panel for the attention seq2seq. The seq2seq model has no attention to draw.");
+    cmd->add_option("--checkpoint", flags->checkpoint, "A checkpoint directory or model file")->required();
+    cmd->add_option("word", flags->word, "The word to decode")->required();
+    cmd->add_option("--out", flags->out, "The SVG file to write")->required();
+    cmd->add_option("--beam", flags->beam, "Beam size (1: greedy)")->capture_default_str();
+    cmd->add_option("--max-len", flags->max_len, "Most output symbols, </s> included")->capture_default_str();
+    cmd->callback([flags] { run_attention(*flags); });
+}
+
+}  // namespace seqgrad::cli

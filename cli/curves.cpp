@@ -1,0 +1,121 @@
+// `seqgrad curves RUN_DIR... --out F.svg`: the dev WER of training runs against training time,
+// one line per run, from the history each run keeps in its training.safetensors.
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+
+#include <nlohmann/json.hpp>
+
+#include "commands.h"
+#include "seqgrad/core/error.h"
+#include "seqgrad/core/safetensors.h"
+#include "svg.h"
+
+namespace seqgrad::cli {
+namespace {
+
+namespace fs = std::filesystem;
+using Json = nlohmann::json;
+
+struct CurvesFlags {
+    std::vector<std::string> runs;
+    std::string out;
+    std::string title = "Dev WER against training time";
+};
+
+struct RunCurve {
+    std::string directory;
+    std::string model;              // "transformer", or the directory's name
+    std::vector<svg::Point> points;  // (minutes, dev WER %)
+};
+
+// The directory's own name, also for "runs/t1/".
+std::string directory_name(const std::string& directory) {
+    fs::path path = fs::path(directory).lexically_normal();
+    if (path.filename().empty()) path = path.parent_path();
+    return path.filename().string();
+}
+
+// The "model" key of the config in the run's model.safetensors, or "" if there is none to read.
+std::string model_name_of(const std::string& directory) {
+    const fs::path file = fs::path(directory) / "model.safetensors";
+    if (!fs::exists(file)) return "";
+    const SafetensorsFile model = SafetensorsFile::load(file.string());
+    if (!model.metadata().count("config")) return "";
+    const Json config = Json::parse(model.metadata("config"), nullptr, false);
+    if (config.is_discarded() || !config.is_object() || !config.contains("model") || !config.at("model").is_string())
+        return "";
+    return config.at("model").get<std::string>();
+}
+
+RunCurve read_run(const std::string& directory) {
+    check(fs::is_directory(directory), "curves", directory, " is not a directory");
+    const fs::path training = fs::path(directory) / "training.safetensors";
+    check(fs::exists(training), "curves", directory, " has no training.safetensors (is it a training run's directory?)");
+    const SafetensorsFile file = SafetensorsFile::load(training.string());
+    RunCurve run;
+    run.directory = directory;
+    run.model = model_name_of(directory);
+    if (run.model.empty()) run.model = directory_name(directory);
+
+    const Json progress = Json::parse(file.metadata("progress"), nullptr, false);
+    const std::string where = training.string() + ": metadata \"progress\"";
+    check(!progress.is_discarded() && progress.is_object(), "curves", where, " is not a JSON object");
+    check(progress.contains("history") && progress.at("history").is_array(), "curves", where, " has no \"history\" list");
+    for (const Json& entry : progress.at("history")) {
+        check(entry.is_object() && entry.contains("minutes") && entry.at("minutes").is_number() && entry.contains("dev") &&
+                  entry.at("dev").is_object(),
+              "curves", where, ": a history entry lacks \"minutes\" or \"dev\": ", entry.dump());
+        // A WER of NaN (no word evaluated) is written as null: there is no point to draw.
+        const Json& wer = entry.at("dev").contains("wer") ? entry.at("dev").at("wer") : Json();
+        if (wer.is_number()) run.points.push_back({entry.at("minutes").get<double>(), wer.get<double>()});
+    }
+    return run;
+}
+
+void run_curves(const CurvesFlags& flags) {
+    std::vector<RunCurve> runs;
+    for (const std::string& directory : flags.runs) {
+        RunCurve run = read_run(directory);
+        if (run.points.empty())
+            std::fprintf(stderr, "note: %s has no dev evaluation yet; left out\n", directory.c_str());
+        else
+            runs.push_back(std::move(run));
+    }
+    check(!runs.empty(), "curves", "no run has a dev evaluation to draw");
+
+    // Runs of the same model are told apart by their directories.
+    std::map<std::string, int> runs_of_model;
+    for (const RunCurve& run : runs) ++runs_of_model[run.model];
+    svg::LineChart chart;
+    chart.title = flags.title;
+    chart.x_label = "training time (minutes)";
+    chart.y_label = "dev WER (%)";
+    size_t points = 0;
+    for (const RunCurve& run : runs) {
+        const bool ambiguous = runs_of_model[run.model] > 1 && run.model != directory_name(run.directory);
+        chart.series.push_back({ambiguous ? run.model + " (" + directory_name(run.directory) + ")" : run.model,
+                                run.points});
+        points += run.points.size();
+    }
+    svg::write_file(flags.out, svg::line_chart_svg(chart));
+    std::printf("wrote %s (%zu runs, %zu points)\n", flags.out.c_str(), runs.size(), points);
+}
+
+}  // namespace
+
+void add_curves_command(CLI::App& app) {
+    auto flags = std::make_shared<CurvesFlags>();
+    CLI::App* cmd = app.add_subcommand("curves", "Draw training runs' dev WER against training time (SVG chart)");
+    cmd->footer(
+        "Reads the dev evaluations each run directory keeps in its training.safetensors and draws dev WER (%) "
+        "against training minutes (all sessions), one line per run, labelled by the run's model (and its "
+        "directory when two runs share a model).");
+    cmd->add_option("runs", flags->runs, "Training run directories")->required();
+    cmd->add_option("--out", flags->out, "The SVG file to write")->required();
+    cmd->add_option("--title", flags->title, "The chart's title")->capture_default_str();
+    cmd->callback([flags] { run_curves(*flags); });
+}
+
+}  // namespace seqgrad::cli

@@ -1,0 +1,27 @@
+// How the program shows a long run: a progress bar redrawn in place on a terminal, plain log
+// lines otherwise (a file, a CI log).
+#pragma once
+
+#include <chrono>
+#include <string>
+
+#include "seqgrad/models/training.h"
+
+namespace seqgrad::cli {
+
+class ProgressDisplay {
+public:
+    explicit ProgressDisplay(int64_t log_every);
+    void operator()(const models::TrainingEvent& event);
+    void finish_line();  // ends a bar in progress, before other output
+
+private:
+    bool terminal_;
+    int64_t log_every_;
+    bool bar_drawn_ = false;
+    std::chrono::steady_clock::time_point last_draw_{};
+};
+
+std::string format_duration(double seconds);  // "1:02:03" or "2:03"
+
+}  // namespace seqgrad::cli

@@ -1,0 +1,200 @@
+// `seqgrad train`: trains a model on a task (or resumes a run), with a progress bar, dev
+// evaluation, checkpoints, and Ctrl-C saving before it exits; then shows what the model learned.
+#include <nlohmann/json.hpp>
+
+#include <csignal>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "commands.h"
+#include "progress.h"
+#include "seqgrad/core/threads.h"
+#include "seqgrad/models/checkpoint.h"
+#include "seqgrad/models/training.h"
+
+namespace seqgrad::cli {
+namespace {
+
+std::atomic<bool> g_stop{false};
+
+extern "C" void on_interrupt(int) {
+    g_stop = true;
+    std::signal(SIGINT, SIG_DFL);  // a second Ctrl-C ends the program at once
+}
+
+struct TrainFlags {
+    std::string task = "g2p";
+    std::string model;
+    std::string config_file;
+    std::string out;
+    std::string resume;
+    std::string dictionary;
+    double minutes = 0;
+    int64_t epochs = 0;
+    int64_t max_steps = 0;
+    int threads = 0;
+    int64_t seed = -1;
+    int64_t batch_size = 0;
+    double lr = 0;
+    int64_t dev_limit = -1;
+    int64_t eval_every = -1;
+    int64_t show = 8;  // dev words to show at the end
+};
+
+// The recipe a model starts from before a config file or flags change it.
+models::ModelConfig default_model_config(const std::string& model) {
+    models::ModelConfig c;
+    c.model = model;
+    c.src_vocab = c.tgt_vocab = 4;  // filled in from the data
+    c.d_model = 256;
+    c.n_heads = 4;
+    c.n_layers = c.n_enc_layers = c.n_dec_layers = 3;
+    c.d_ff = 1024;
+    c.max_seq_len = 64;
+    c.norm = "pre";
+    c.dropout = 0.1f;
+    c.hidden_size = 256;
+    c.num_layers = 2;
+    c.decoder = "init_state";
+    c.attention = "dot";
+    return c;
+}
+
+std::string read_file(const std::string& path) {
+    std::ifstream in(path);
+    check(in.good(), "train", "cannot read the config file ", path);
+    std::stringstream text;
+    text << in.rdbuf();
+    return text.str();
+}
+
+// Shows some dev words with the predictions of the best weights.
+void show_examples(const std::string& dir, const models::TrainingOptions& options, int64_t count) {
+    if (count <= 0) return;
+    models::LoadedModel loaded = models::load_model(dir);
+    const models::Dataset data = models::load_dataset(options);
+    std::vector<models::Example> sample;
+    const size_t stride = std::max<size_t>(1, data.dev.size() / static_cast<size_t>(count));
+    for (size_t i = 0; i < data.dev.size() && static_cast<int64_t>(sample.size()) < count; i += stride)
+        sample.push_back(data.dev[i]);
+    std::vector<std::vector<std::string>> predictions;
+    models::DecodeOptions decode_options;
+    decode_options.max_len = options.eval_max_len;
+    models::evaluate(*loaded.model, sample, loaded.source_vocab, loaded.target_vocab, decode_options, 256, &predictions);
+    std::printf("Some dev words (prediction | reference):\n");
+    for (size_t i = 0; i < sample.size(); ++i) {
+        std::string predicted, reference;
+        for (const auto& p : predictions[i]) predicted += (predicted.empty() ? "" : " ") + p;
+        for (const auto& p : sample[i].references.front()) reference += (reference.empty() ? "" : " ") + p;
+        const bool right = std::find(sample[i].references.begin(), sample[i].references.end(), predictions[i]) !=
+                           sample[i].references.end();
+        std::printf("  %-16s %-28s | %s%s\n", sample[i].name.c_str(), predicted.c_str(), reference.c_str(),
+                    right ? "" : "   (wrong)");
+    }
+}
+
+int run_train(const TrainFlags& flags) {
+    if (flags.threads > 0) set_num_threads(flags.threads);
+    ProgressDisplay display(100);
+    g_stop = false;
+    std::signal(SIGINT, on_interrupt);
+    models::TrainingResult result;
+    std::string dir;
+    models::TrainingOptions options;
+    if (!flags.resume.empty()) {
+        check(flags.model.empty() && flags.config_file.empty(), "train",
+              "--resume continues a run with its own model and options; drop --model and --config");
+        dir = flags.resume;
+        std::fprintf(stderr, "Resuming %s\n", dir.c_str());
+        result = models::resume(dir, flags.epochs, flags.minutes, flags.max_steps, std::ref(display), &g_stop);
+        options = models::TrainingOptions::from_json(SafetensorsFile::load(dir + "/training.safetensors").metadata("training"));
+    } else {
+        check(!flags.model.empty(), "train", "--model is required (transformer, attn_seq2seq or seq2seq)");
+        models::ModelConfig config = default_model_config(flags.model);
+        if (!flags.config_file.empty()) {
+            auto json = nlohmann::json::parse(read_file(flags.config_file), nullptr, false);
+            check(!json.is_discarded() && json.is_object(), "train", flags.config_file, " is not a JSON object");
+            if (json.contains("training")) {
+                const auto training = json.at("training");
+                json.erase("training");
+                options = models::TrainingOptions::from_json(training.dump());
+            }
+            // The file's model keys over the defaults. The defaults' per-stack depths go, so
+            // that a file giving only n_layers sets both stacks.
+            auto merged = nlohmann::json::parse(config.to_json());
+            merged.erase("n_enc_layers");
+            merged.erase("n_dec_layers");
+            merged.update(json);
+            check(merged.at("model") == flags.model, "train", flags.config_file, " describes model ", merged.at("model").dump(),
+                  " but --model is ", flags.model);
+            try {
+                config = models::ModelConfig::from_json(merged.dump());
+            } catch (const Error& e) {
+                throw Error(flags.config_file + ": " + e.what());
+            }
+        } else {
+            config = models::ModelConfig::from_json(config.to_json());  // validates --model
+        }
+        options.task = flags.task;
+        if (!flags.dictionary.empty()) options.dictionary = flags.dictionary;
+        if (flags.minutes > 0) options.minutes = flags.minutes;
+        if (flags.epochs > 0) options.epochs = flags.epochs;
+        if (flags.max_steps > 0) options.max_steps = flags.max_steps;
+        if (flags.seed >= 0) options.seed = static_cast<uint64_t>(flags.seed);
+        if (flags.batch_size > 0) options.batches.max_sentences = flags.batch_size;
+        if (flags.lr > 0) options.lr = flags.lr;
+        if (flags.dev_limit >= 0) options.dev_limit = flags.dev_limit;
+        if (flags.eval_every >= 0) options.eval_every_steps = flags.eval_every;
+        if (config.model != "transformer" && options.schedule == "noam" && flags.config_file.empty()) {
+            options.schedule = "constant";  // the recurrent models' recipe: Adam at a fixed rate
+            if (flags.lr <= 0) options.lr = 1e-3;
+        }
+        dir = flags.out.empty() ? "runs/" + flags.model + "-" + flags.task : flags.out;
+        std::fprintf(stderr, "Training %s on %s into %s (%d threads)\n", flags.model.c_str(), options.task.c_str(),
+                     dir.c_str(), get_num_threads());
+        result = models::train(config, options, dir, std::ref(display), &g_stop);
+    }
+    display.finish_line();
+    std::signal(SIGINT, SIG_DFL);
+    if (result.stop_reason == "diverged") return 3;
+    std::printf("Stopped (%s) after %lld steps, %lld epochs, %s of training.\n", result.stop_reason.c_str(),
+                static_cast<long long>(result.steps), static_cast<long long>(result.epochs),
+                format_duration(60 * result.minutes).c_str());
+    if (result.best_dev.words > 0)
+        std::printf("Best dev WER %.2f%%, PER %.2f%% (%lld words); weights in %s/best.safetensors\n", result.best_dev.wer,
+                    result.best_dev.per, static_cast<long long>(result.best_dev.words), dir.c_str());
+    if (result.stop_reason == "interrupted") {
+        std::printf("Interrupted: continue with  seqgrad train --resume %s\n", dir.c_str());
+        return 130;
+    }
+    show_examples(dir, options, flags.show);
+    return 0;
+}
+
+}  // namespace
+
+void add_train_command(CLI::App& app, int& exit_status) {
+    auto flags = std::make_shared<TrainFlags>();
+    CLI::App* cmd = app.add_subcommand("train", "Train a model on a task (or resume a run), evaluating on dev as it goes");
+    cmd->add_option("--task", flags->task, "g2p (CMUdict), copy, reverse or sort")->capture_default_str();
+    cmd->add_option("--model", flags->model, "transformer, attn_seq2seq or seq2seq");
+    cmd->add_option("--config", flags->config_file,
+                    "JSON file: model keys (PARITY.md) and an optional \"training\" object of training options");
+    cmd->add_option("--out", flags->out, "Checkpoint directory (default runs/<model>-<task>)");
+    cmd->add_option("--resume", flags->resume, "Continue the run in this checkpoint directory");
+    cmd->add_option("--minutes", flags->minutes, "Budget: minutes of training in this session");
+    cmd->add_option("--epochs", flags->epochs, "Budget: epochs in all");
+    cmd->add_option("--max-steps", flags->max_steps, "Budget: optimizer steps in all");
+    cmd->add_option("--threads", flags->threads, "Threads (default: the number of cores)");
+    cmd->add_option("--seed", flags->seed, "Random seed (default 1)");
+    cmd->add_option("--batch-size", flags->batch_size, "Sentences per batch (default 256)");
+    cmd->add_option("--lr", flags->lr, "Learning rate (constant schedule) or Noam factor");
+    cmd->add_option("--dictionary", flags->dictionary, "The CMUdict file for g2p");
+    cmd->add_option("--dev-limit", flags->dev_limit, "Evaluate on the first N dev words only (0: all)");
+    cmd->add_option("--eval-every", flags->eval_every, "Evaluate every N steps (0: after each epoch)");
+    cmd->add_option("--show", flags->show, "Dev words to show at the end")->capture_default_str();
+    cmd->callback([flags, &exit_status] { exit_status = run_train(*flags); });
+}
+
+}  // namespace seqgrad::cli

@@ -1,0 +1,157 @@
+// The training loop: exact resume, interruption, divergence, checkpoints, and that each model
+// learns a task (bounded in steps, not seconds).
+#include "helpers.h"
+
+#include <atomic>
+#include <filesystem>
+
+#include "seqgrad/models/checkpoint.h"
+#include "seqgrad/models/training.h"
+
+using namespace seqgrad;
+using namespace seqgrad::models;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string fresh_dir(const std::string& name) {
+    const fs::path dir = fs::temp_directory_path() / "seqgrad_test_training" / name;
+    fs::remove_all(dir);
+    return dir.string();
+}
+
+ModelConfig tiny_transformer() {
+    ModelConfig c;
+    c.model = "transformer";
+    c.src_vocab = c.tgt_vocab = 4;
+    c.d_model = 16;
+    c.n_heads = 2;
+    c.n_layers = c.n_enc_layers = c.n_dec_layers = 1;
+    c.d_ff = 32;
+    c.max_seq_len = 32;
+    c.norm = "pre";
+    c.dropout = 0.1f;  // so that resuming must restore the dropout generator too
+    return c;
+}
+
+TrainingOptions reverse_task(int64_t train_size) {
+    TrainingOptions o;
+    o.task = "reverse";
+    o.synthetic.train_size = train_size;
+    o.synthetic.dev_size = 50;
+    o.synthetic.test_size = 50;
+    o.synthetic.vocab_size = 6;
+    o.synthetic.min_length = 2;
+    o.synthetic.max_length = 6;
+    o.batches.max_sentences = 16;
+    o.warmup_steps = 20;
+    o.eval_max_len = 12;
+    return o;
+}
+
+// Records every step's loss.
+struct LossLog {
+    std::vector<double> losses;
+    void operator()(const TrainingEvent& e) {
+        if (e.kind == TrainingEvent::Kind::step) losses.push_back(e.loss);
+    }
+};
+
+std::vector<float> weights_of(const std::string& dir) {
+    LoadedModel m = load_model(dir + "/model.safetensors");
+    std::vector<float> all;
+    for (const auto& [name, t] : m.model->state_dict())
+        for (float v : t.to_vector()) all.push_back(v);
+    return all;
+}
+
+}  // namespace
+
+TEST_CASE("an interrupted and resumed run gives the same losses and weights as an uninterrupted one", "[training]") {
+    TrainingOptions o = reverse_task(200);  // 13 batches an epoch: the break falls mid-epoch
+    o.max_steps = 30;
+    const std::string whole = fresh_dir("whole"), parts = fresh_dir("parts");
+    LossLog uninterrupted;
+    train(tiny_transformer(), o, whole, std::ref(uninterrupted));
+
+    o.max_steps = 17;
+    LossLog first, second;
+    const TrainingResult stopped = train(tiny_transformer(), o, parts, std::ref(first));
+    CHECK(stopped.steps == 17);
+    const TrainingResult resumed = resume(parts, 0, 0, 30, std::ref(second));
+    CHECK(resumed.steps == 30);
+
+    std::vector<double> joined = first.losses;
+    joined.insert(joined.end(), second.losses.begin(), second.losses.end());
+    REQUIRE(joined.size() == uninterrupted.losses.size());
+    for (size_t i = 0; i < joined.size(); ++i) {
+        INFO("step " << i + 1);
+        CHECK(joined[i] == uninterrupted.losses[i]);
+    }
+    CHECK(weights_of(parts) == weights_of(whole));
+}
+
+TEST_CASE("a stop request saves a checkpoint that resumes", "[training]") {
+    TrainingOptions o = reverse_task(200);
+    o.max_steps = 100;
+    const std::string dir = fresh_dir("interrupted");
+    std::atomic<bool> stop{false};
+    auto listener = [&](const TrainingEvent& e) {
+        if (e.kind == TrainingEvent::Kind::step && e.step == 5) stop = true;
+    };
+    const TrainingResult r = train(tiny_transformer(), o, dir, listener, &stop);
+    CHECK(r.stop_reason == "interrupted");
+    CHECK(r.steps == 5);
+    CHECK(load_model(dir + "/model.safetensors").step == 5);
+    const TrainingResult more = resume(dir, 0, 0, 8);
+    CHECK(more.steps == 8);
+    CHECK(more.stop_reason == "budget");
+}
+
+TEST_CASE("a loss that stops being finite ends the run and keeps the last good checkpoint", "[training]") {
+    TrainingOptions o = reverse_task(200);
+    o.schedule = "constant";
+    o.lr = 1e30;  // the weights blow up within a few steps
+    o.clip_norm = 0;
+    o.max_steps = 50;
+    o.eval_every_steps = 1;  // a checkpoint after every good step
+    o.dev_limit = 5;
+    const std::string dir = fresh_dir("diverged");
+    std::vector<std::string> messages;
+    auto listener = [&](const TrainingEvent& e) {
+        if (e.kind == TrainingEvent::Kind::message) messages.push_back(e.text);
+    };
+    const TrainingResult r = train(tiny_transformer(), o, dir, listener);
+    CHECK(r.stop_reason == "diverged");
+    REQUIRE(messages.size() == 1);
+    CHECK_THAT(messages[0], Catch::Contains("loss is") && Catch::Contains(dir));
+    REQUIRE(r.steps < 50);
+    // The checkpoint is the one from the last finite step, and it loads.
+    CHECK(load_model(dir + "/model.safetensors").step == r.steps);
+}
+
+TEST_CASE("training refuses to overwrite a checkpoint and checks its options", "[training][errors]") {
+    TrainingOptions o = reverse_task(100);
+    o.max_steps = 2;
+    const std::string dir = fresh_dir("existing");
+    train(tiny_transformer(), o, dir);
+    CHECK_THROWS_WITH(train(tiny_transformer(), o, dir), Catch::Contains("already holds a checkpoint"));
+    TrainingOptions no_budget = reverse_task(100);
+    CHECK_THROWS_WITH(train(tiny_transformer(), no_budget, fresh_dir("no_budget")), Catch::Contains("budget"));
+    TrainingOptions bad_task = reverse_task(100);
+    bad_task.task = "translate";
+    bad_task.max_steps = 1;
+    CHECK_THROWS_WITH(train(tiny_transformer(), bad_task, fresh_dir("bad_task")), Catch::Contains("translate"));
+    CHECK_THROWS_WITH(resume(fresh_dir("nothing_here"), 0, 0, 1), Catch::Contains("nothing_here"));
+    CHECK_THROWS_WITH(TrainingOptions::from_json(R"({"epoch": 3})"), Catch::Contains("unknown key \"epoch\""));
+}
+
+TEST_CASE("training options survive a round trip through JSON", "[training]") {
+    TrainingOptions o = reverse_task(123);
+    o.lr = 0.5;
+    o.schedule = "constant";
+    o.minutes = 2.5;
+    o.seed = 99;
+    const TrainingOptions back = TrainingOptions::from_json(o.to_json());
+    CHECK(back.to_json() == o.to_json());
+}
