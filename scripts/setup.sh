@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
 # The README's first command: installs the dependencies, builds seqgrad in Release, and runs the
-# main job.
+# main job: a Transformer trained on CMUdict grapheme-to-phoneme for a few minutes, then its dev
+# WER and PER and some words with their predicted pronunciations. runs/quickstart is its scratch
+# directory, replaced on every run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release
 cmake --build build -j"$(nproc)"
-./build/cli/seqgrad demo
+rm -rf runs/quickstart
+./build/cli/seqgrad train --task g2p --model transformer --minutes "${SEQGRAD_MINUTES:-3}" \
+  --dev-limit 1000 --out runs/quickstart

@@ -1,0 +1,135 @@
+// Decoding, written once for every model: greedy and beam search over the start/step interface.
+#include "helpers.h"
+
+#include "seqgrad/models/decoding.h"
+
+using namespace seqgrad;
+using namespace seqgrad::models;
+
+namespace {
+
+std::vector<ModelConfig> tiny_models() {
+    std::vector<ModelConfig> configs;
+    ModelConfig t;
+    t.model = "transformer";
+    t.src_vocab = 9;
+    t.tgt_vocab = 11;
+    t.d_model = 16;
+    t.n_heads = 2;
+    t.n_layers = t.n_enc_layers = t.n_dec_layers = 2;
+    t.d_ff = 32;
+    t.max_seq_len = 24;
+    t.dropout = 0;
+    for (const char* norm : {"post", "pre"}) {
+        t.norm = norm;
+        configs.push_back(t);
+    }
+    ModelConfig r;
+    r.src_vocab = 9;
+    r.tgt_vocab = 11;
+    r.hidden_size = 12;
+    r.num_layers = 2;
+    r.model = "seq2seq";
+    for (const char* decoder : {"init_state", "context_input"}) {
+        r.decoder = decoder;
+        configs.push_back(r);
+    }
+    r.model = "attn_seq2seq";
+    for (const char* attention : {"dot", "additive"}) {
+        r.attention = attention;
+        configs.push_back(r);
+    }
+    return configs;
+}
+
+// A right-padded batch of sources with ids in [4, 9).
+IntTensor sources() {
+    return IntTensor::from_vector({4, 5, 6, 7, 8, 5, 6, 0, 0, 0, 8, 0, 0, 0, 0, 7, 7, 4, 5, 0}, {4, 5});
+}
+
+std::string name_of(const ModelConfig& c) { return c.model + "/" + c.norm + "/" + c.decoder + "/" + c.attention; }
+
+}  // namespace
+
+TEST_CASE("beam search with one beam chooses exactly what greedy decoding does", "[decoding]") {
+    for (const ModelConfig& config : tiny_models()) {
+        INFO(name_of(config));
+        Generator gen(3);
+        auto model = make_model(config, gen);
+        model->eval();
+        const auto greedy = greedy_decode(*model, sources(), 12);
+        for (float alpha : {0.0f, 0.6f, 1.0f}) {
+            const auto beam = beam_search(*model, sources(), {12, 1, alpha});
+            REQUIRE(beam.size() == greedy.size());
+            for (size_t i = 0; i < greedy.size(); ++i) {
+                CHECK(beam[i].tokens == greedy[i].tokens);
+                CHECK(beam[i].log_prob == greedy[i].log_prob);
+            }
+        }
+    }
+}
+
+TEST_CASE("step-by-step decoding scores what the whole teacher-forced prefix gives", "[decoding]") {
+    // The incremental decoder (the Transformer's cached keys and values, the LSTMs' carried state)
+    // must agree with recomputing every prefix through forward().
+    for (const ModelConfig& config : tiny_models()) {
+        INFO(name_of(config));
+        Generator gen(5);
+        auto model = make_model(config, gen);
+        model->eval();
+        const IntTensor src = sources();
+        const auto hypotheses = greedy_decode(*model, src, 10);
+        for (int64_t row = 0; row < src.size(0); ++row) {
+            const Hypothesis& h = hypotheses[static_cast<size_t>(row)];
+            std::vector<int64_t> tgt_in{kSos}, tgt_out;
+            tgt_in.insert(tgt_in.end(), h.tokens.begin(), h.tokens.end());
+            tgt_out = h.tokens;
+            if (h.finished) tgt_out.push_back(kEos);
+            else tgt_in.pop_back();
+            const int64_t len = static_cast<int64_t>(tgt_out.size());
+            // This row alone, without padding.
+            int64_t src_len = 0;
+            while (src_len < src.size(1) && src.data()[row * src.size(1) + src_len] != kPad) ++src_len;
+            std::vector<int64_t> row_src(src.data() + row * src.size(1), src.data() + row * src.size(1) + src_len);
+            NoGradGuard no_grad;
+            const Tensor log_probs = log_softmax(
+                model->forward(IntTensor::from_vector(row_src, {1, src_len}), IntTensor::from_vector(tgt_in, {1, len})), -1);
+            double total = 0;
+            const int64_t vocab = log_probs.size(-1);
+            for (int64_t t = 0; t < len; ++t) {
+                const float* step = log_probs.data() + t * vocab;
+                CHECK(std::max_element(step, step + vocab) - step == tgt_out[static_cast<size_t>(t)]);  // greedy's choice
+                total += step[tgt_out[static_cast<size_t>(t)]];
+            }
+            CHECK(h.log_prob == Approx(total).margin(1e-4));
+        }
+    }
+}
+
+TEST_CASE("beam search keeps one source's hypotheses apart from another's", "[decoding]") {
+    // The same source twice in a batch gets the same answer as alone.
+    for (const ModelConfig& config : tiny_models()) {
+        INFO(name_of(config));
+        Generator gen(7);
+        auto model = make_model(config, gen);
+        model->eval();
+        const IntTensor pair = IntTensor::from_vector({4, 6, 5, 8, 0, 4, 6, 5, 8, 0, 7, 4, 0, 0, 0}, {3, 5});
+        const IntTensor alone = IntTensor::from_vector({7, 4}, {1, 2});
+        const auto batch = beam_search(*model, pair, {12, 4, 0.6f});
+        const auto single = beam_search(*model, alone, {12, 4, 0.6f});
+        CHECK(batch[0].tokens == batch[1].tokens);
+        CHECK(batch[2].tokens == single[0].tokens);
+        CHECK(batch[2].score == Approx(single[0].score).margin(1e-5));
+        for (const Hypothesis& h : batch) CHECK(static_cast<int64_t>(h.tokens.size()) <= 12);
+    }
+}
+
+TEST_CASE("decoding rejects bad arguments", "[decoding][errors]") {
+    Generator gen(1);
+    auto model = make_model(tiny_models()[0], gen);
+    CHECK_THROWS_AS(greedy_decode(*model, IntTensor::zeros({0, 3}), 5), Error);
+    CHECK_THROWS_AS(greedy_decode(*model, sources(), 0), Error);
+    CHECK_THROWS_WITH(beam_search(*model, sources(), {5, 0, 0.6f}), Catch::Contains("beam size"));
+    CHECK(length_penalty(1, 0.0f) == 1.0f);
+    CHECK(length_penalty(7, 1.0f) == Approx(2.0f));
+}

@@ -1,0 +1,386 @@
+// The attention Seq2Seq (dot and additive scorers): parity with PyTorch on every committed
+// attn_seq2seq fixture and ten Adam steps, step-by-step decoding against forward, the attention
+// weights, padding invariance, PARITY.md's parameter names, gradcheck through the whole model, and
+// clear errors for bad batches.
+#include "test_nn_helpers.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <sstream>
+
+#include "seqgrad/models/attn_seq2seq.h"
+#include "seqgrad/nn.h"
+
+using namespace seqgrad;
+using namespace seqgrad::models;
+using Catch::Matchers::Contains;
+namespace fs = std::filesystem;
+
+namespace {
+
+ModelConfig small_config(const std::string& attention, int64_t layers = 1, int64_t hidden = 5) {
+    ModelConfig c;
+    c.model = "attn_seq2seq";
+    c.src_vocab = 8;
+    c.tgt_vocab = 9;
+    c.hidden_size = hidden;
+    c.num_layers = layers;
+    c.attention = attention;
+    return c;
+}
+
+// Every attn_seq2seq_*.safetensors and adam_attn_seq2seq_*.safetensors in the fixtures folder (an
+// Adam fixture's expectations are for its initial weights), so a fixture added later is tested too.
+std::vector<std::string> attn_seq2seq_fixtures() {
+    std::vector<std::string> names;
+    for (const auto& entry : fs::directory_iterator(SEQGRAD_FIXTURES_DIR)) {
+        const std::string name = entry.path().filename().string();
+        if (entry.path().extension() != ".safetensors") continue;
+        if (name.rfind("attn_seq2seq_", 0) == 0 || name.rfind("adam_attn_seq2seq_", 0) == 0) names.push_back(name);
+    }
+    std::sort(names.begin(), names.end());
+    return names;
+}
+
+float label_smoothing_of(const SafetensorsFile& file) {
+    return nlohmann::json::parse(file.metadata("loss")).at("label_smoothing").get<float>();
+}
+
+// A fixture's model with its weights loaded, in evaluation mode.
+std::shared_ptr<AttnSeq2Seq> fixture_model(const testing::Fixture& fx) {
+    const ModelConfig config = ModelConfig::from_json(fx.file.metadata("config"), /*strict=*/false);
+    REQUIRE(config.model == "attn_seq2seq");
+    Generator gen(0);
+    auto model = std::make_shared<AttnSeq2Seq>(config, gen);
+    model->load_state_dict(fx.parameters);
+    model->eval();
+    return model;
+}
+
+// Elementwise |got - expected| <= 1e-4 + 1e-3 |expected| (PARITY.md), with the largest errors.
+// The relative error is reported where |expected| >= 1e-3 only (below, it measures float noise).
+struct Comparison {
+    std::string name;
+    double max_abs = 0, max_rel = 0;
+    double worst_ratio = 0;  // max of |got - expected| / tolerance: <= 1 passes
+    bool ok() const { return worst_ratio <= 1.0; }
+};
+
+Comparison compare(const std::string& name, const Tensor& got, const Tensor& expected) {
+    Comparison c{name};
+    if (!got.defined() || got.shape() != expected.shape()) {
+        c.worst_ratio = INFINITY;
+        return c;
+    }
+    for (int64_t i = 0; i < got.numel(); ++i) {
+        const double g = got.data()[i], e = expected.data()[i], err = std::fabs(g - e);
+        c.max_abs = std::max(c.max_abs, err);
+        if (std::fabs(e) >= 1e-3) c.max_rel = std::max(c.max_rel, err / std::fabs(e));
+        c.worst_ratio = std::max(c.worst_ratio, err / (1e-4 + 1e-3 * std::fabs(e)));
+    }
+    return c;
+}
+
+// Row b of a right-padded id batch without its padding: [1, length].
+IntTensor unpadded_row(const IntTensor& ids, int64_t b) {
+    std::vector<int64_t> row;
+    for (int64_t j = 0; j < ids.size(1); ++j)
+        if (ids.data()[b * ids.size(1) + j] != kPad) row.push_back(ids.data()[b * ids.size(1) + j]);
+    const auto len = static_cast<int64_t>(row.size());
+    return IntTensor::from_vector(std::move(row), {1, len});
+}
+
+// A ragged batch: rows of different lengths, the longest not first, a one-token source row.
+const IntTensor kSrc = IntTensor::from_vector({4, 5, 6, 0, 0,  //
+                                               6, 4, 7, 5, 5,  //
+                                               5, 0, 0, 0, 0},
+                                              {3, 5});
+const IntTensor kTgt = IntTensor::from_vector({1, 4, 6, 2, 0, 0,  //
+                                               1, 5, 2, 0, 0, 0,  //
+                                               1, 8, 6, 4, 5, 2},
+                                              {3, 6});
+const IntTensor kTgtIn = kTgt.slice_last(0, 5);
+
+Tensor parameter(const nn::Module& model, const std::string& name) {
+    for (const auto& [n, p] : model.named_parameters())
+        if (n == name) return p;
+    FAIL("no parameter " << name);
+    return Tensor();
+}
+
+}  // namespace
+
+// ---- parity with PyTorch ----
+
+TEST_CASE("AttnSeq2Seq matches PyTorch's logits, loss and every gradient on every committed fixture",
+          "[attn_seq2seq][parity]") {
+    const std::vector<std::string> files = attn_seq2seq_fixtures();
+    REQUIRE(files.size() >= 5);
+    for (const std::string& file : files) {
+        INFO(file);
+        const testing::Fixture fx = testing::load_fixture(file);
+        const auto model = fixture_model(fx);
+        const IntTensor src = fx.file.int_tensor("input.src");
+        const IntTensor tgt = fx.file.int_tensor("input.tgt");
+        const IntTensor tgt_in = tgt.slice_last(0, tgt.size(1) - 1), tgt_out = tgt.slice_last(1, tgt.size(1));
+        const Tensor logits = model->forward(src, tgt_in);
+        const Tensor loss = sequence_loss(logits, tgt_out, label_smoothing_of(fx.file));
+        loss.backward();
+
+        std::vector<Comparison> results = {compare("logits", logits, fx.file.tensor("expect.logits")),
+                                           compare("loss", loss, fx.file.tensor("expect.loss"))};
+        const nn::NamedTensors params = model->named_parameters();
+        CHECK(params.size() == fx.parameters.size());
+        for (const auto& [name, p] : params)
+            results.push_back(compare("grad." + name, p.grad(), fx.file.tensor("expect.grad." + name)));
+
+        std::ostringstream report;
+        Comparison worst_abs, worst_rel;
+        for (const Comparison& c : results) {
+            if (c.max_abs >= worst_abs.max_abs) worst_abs = c;
+            if (c.max_rel >= worst_rel.max_rel) worst_rel = c;
+            if (!c.ok()) report << "FAIL " << c.name << " abs " << c.max_abs << " rel " << c.max_rel << "\n";
+        }
+        report << "logits abs " << results[0].max_abs << ", loss abs " << results[1].max_abs << "; largest abs "
+               << worst_abs.max_abs << " (" << worst_abs.name << "), largest rel " << worst_rel.max_rel << " ("
+               << worst_rel.name << ")";
+        INFO(report.str());
+        CHECK(std::all_of(results.begin(), results.end(), [](const Comparison& c) { return c.ok(); }));
+    }
+}
+
+TEST_CASE("ten Adam steps on AttnSeq2Seq reproduce PyTorch's losses", "[attn_seq2seq][parity][adam]") {
+    for (const std::string& file : attn_seq2seq_fixtures()) {
+        if (file.rfind("adam_", 0) != 0) continue;
+        INFO(file);
+        const testing::Fixture fx = testing::load_fixture(file);
+        const auto model = fixture_model(fx);
+        const nlohmann::json adam = nlohmann::json::parse(fx.file.metadata("adam"));
+        nn::AdamOptions options;
+        options.lr = adam.at("lr").get<double>();
+        options.beta1 = adam.at("beta1").get<double>();
+        options.beta2 = adam.at("beta2").get<double>();
+        options.eps = adam.at("eps").get<double>();
+        options.weight_decay = adam.at("weight_decay").get<double>();
+        nn::Adam optimizer(model->named_parameters(), options);
+
+        const IntTensor src = fx.file.int_tensor("input.src");
+        const IntTensor tgt = fx.file.int_tensor("input.tgt");
+        const IntTensor tgt_in = tgt.slice_last(0, tgt.size(1) - 1), tgt_out = tgt.slice_last(1, tgt.size(1));
+        const float smoothing = label_smoothing_of(fx.file);
+        const Tensor expected = fx.file.tensor("expect.losses");
+        const int64_t steps = adam.at("steps").get<int64_t>();
+        REQUIRE(expected.numel() == steps);
+        std::vector<float> losses;
+        for (int64_t step = 0; step < steps; ++step) {
+            optimizer.zero_grad();
+            const Tensor loss = sequence_loss(model->forward(src, tgt_in), tgt_out, smoothing);
+            losses.push_back(loss.item());
+            loss.backward();
+            optimizer.step();
+        }
+        INFO("largest abs error " << compare("losses", Tensor::from_vector(losses, {steps}), expected).max_abs);
+        testing::require_close(Tensor::from_vector(losses, {steps}), expected, "losses");
+        CHECK(losses.back() < losses.front());  // it learns
+    }
+}
+
+// ---- decoding, attention weights and padding ----
+
+TEST_CASE("AttnSeq2Seq decoding step by step gives forward's logits and attention weights", "[attn_seq2seq]") {
+    for (const std::string attention : {"dot", "additive"}) {
+        INFO(attention);
+        Generator gen(3);
+        AttnSeq2Seq model(small_config(attention, 2), gen);
+        const AttnDecoderOutput full = model.forward_with_attention(kSrc, kTgtIn);
+        REQUIRE(full.logits.shape() == Shape{3, 5, 9});
+        REQUIRE(full.attention_weights.shape() == Shape{3, 5, 5});
+        CHECK(testing::max_abs_diff(full.logits, model.forward(kSrc, kTgtIn)) == 0.0f);
+
+        AttnSeq2SeqState state = model.encode(kSrc);
+        for (int64_t t = 0; t < kTgtIn.size(1); ++t) {
+            std::vector<int64_t> column;
+            for (int64_t b = 0; b < 3; ++b) column.push_back(kTgtIn.data()[b * kTgtIn.size(1) + t]);
+            const AttnSeq2SeqStep step = model.step(IntTensor::from_vector(column, {3}), state);
+            REQUIRE(step.logits.shape() == Shape{3, 9});
+            REQUIRE(step.attention_weights.shape() == Shape{3, 5});
+            CHECK(testing::max_abs_diff(step.logits, reshape(slice(full.logits, 1, t, t + 1), {3, 9})) <= 1e-5f);
+            CHECK(testing::max_abs_diff(step.attention_weights,
+                                        reshape(slice(full.attention_weights, 1, t, t + 1), {3, 5})) <= 1e-6f);
+            state = step.state;
+        }
+    }
+}
+
+TEST_CASE("AttnSeq2Seq attention weights sum to one over the real source tokens and are zero at <pad>",
+          "[attn_seq2seq]") {
+    for (const std::string attention : {"dot", "additive"}) {
+        INFO(attention);
+        Generator gen(6);
+        AttnSeq2Seq model(small_config(attention), gen);
+        const Tensor weights = model.forward_with_attention(kSrc, kTgtIn).attention_weights;  // [3, 5, 5]
+        for (int64_t b = 0; b < 3; ++b)
+            for (int64_t t = 0; t < 5; ++t) {
+                double total = 0;
+                for (int64_t s = 0; s < 5; ++s) {
+                    const float w = weights.data()[(b * 5 + t) * 5 + s];
+                    if (kSrc.data()[b * 5 + s] == kPad) CHECK(w == 0.0f);
+                    total += w;
+                }
+                CHECK(total == Approx(1.0).margin(1e-6));
+            }
+    }
+}
+
+TEST_CASE("AttnSeq2Seq state selection picks and repeats rows for beam search", "[attn_seq2seq]") {
+    Generator gen(4);
+    AttnSeq2Seq model(small_config("additive", 2), gen);
+    const AttnSeq2SeqState state = model.encode(kSrc);
+    const std::vector<int64_t> rows = {2, 0, 0, 1};
+    const AttnSeq2SeqState picked = state.select(rows);
+    REQUIRE(picked.encoder_outputs.shape() == Shape{4, 5, 5});
+    REQUIRE(picked.src_mask.shape() == Shape{4, 5});
+    const AttnSeq2SeqStep all = model.step(IntTensor::from_vector({kSos, kSos, kSos}, {3}), state);
+    const AttnSeq2SeqStep chosen = model.step(IntTensor::from_vector({kSos, kSos, kSos, kSos}, {4}), picked);
+    for (size_t i = 0; i < rows.size(); ++i) {
+        const auto r = static_cast<int64_t>(i);
+        for (int64_t v = 0; v < 9; ++v) CHECK(chosen.logits.data()[r * 9 + v] == all.logits.data()[rows[i] * 9 + v]);
+        for (int64_t s = 0; s < 5; ++s)
+            CHECK(chosen.attention_weights.data()[r * 5 + s] == all.attention_weights.data()[rows[i] * 5 + s]);
+    }
+}
+
+TEST_CASE("AttnSeq2Seq padding never changes a row's logits at its real positions", "[attn_seq2seq]") {
+    for (const std::string attention : {"dot", "additive"}) {
+        INFO(attention);
+        Generator gen(5);
+        AttnSeq2Seq model(small_config(attention, 2), gen);
+        const Tensor batched = model.forward(kSrc, kTgtIn);  // [3, 5, 9]
+        for (int64_t b = 0; b < 3; ++b) {
+            INFO("row " << b);
+            const IntTensor tgt_row = unpadded_row(kTgtIn, b);
+            const Tensor alone = model.forward(unpadded_row(kSrc, b), tgt_row);  // [1, len, 9]
+            const Tensor padded = slice(slice(batched, 0, b, b + 1), 1, 0, tgt_row.size(1));
+            CHECK(testing::max_abs_diff(alone, padded) <= 1e-5f);
+        }
+    }
+}
+
+// ---- names ----
+
+TEST_CASE("AttnSeq2Seq state_dict names and shapes are PARITY.md's, for 1 and 2 layers and both scorers",
+          "[attn_seq2seq]") {
+    for (const std::string attention : {"dot", "additive"}) {
+        for (int64_t layers : {1, 2}) {
+            INFO(attention << ", " << layers << " layers");
+            // h = 5, src_vocab = 8, tgt_vocab = 9
+            std::vector<std::pair<std::string, Shape>> want = {{"encoder.embedding.weight", {8, 5}}};
+            for (int64_t k = 0; k < layers; ++k)
+                for (const std::string suffix : {"", "_reverse"}) {
+                    const std::string l = std::to_string(k) + suffix;
+                    want.emplace_back("encoder.rnn.weight_ih_l" + l, Shape{20, k == 0 ? 5 : 10});
+                    want.emplace_back("encoder.rnn.weight_hh_l" + l, Shape{20, 5});
+                    want.emplace_back("encoder.rnn.bias_ih_l" + l, Shape{20});
+                    want.emplace_back("encoder.rnn.bias_hh_l" + l, Shape{20});
+                }
+            want.emplace_back("encoder.fc.weight", Shape{5, 10});
+            want.emplace_back("encoder.fc.bias", Shape{5});
+            if (attention == "additive") {
+                want.emplace_back("decoder.attention.v", Shape{5});
+                want.emplace_back("decoder.attention.attn.weight", Shape{5, 10});
+                want.emplace_back("decoder.attention.attn.bias", Shape{5});
+            }
+            want.emplace_back("decoder.embedding.weight", Shape{9, 5});
+            for (int64_t k = 0; k < layers; ++k) {
+                const std::string l = std::to_string(k);
+                want.emplace_back("decoder.rnn.weight_ih_l" + l, Shape{20, k == 0 ? 10 : 5});
+                want.emplace_back("decoder.rnn.weight_hh_l" + l, Shape{20, 5});
+                want.emplace_back("decoder.rnn.bias_ih_l" + l, Shape{20});
+                want.emplace_back("decoder.rnn.bias_hh_l" + l, Shape{20});
+            }
+            want.emplace_back("decoder.fc.weight", Shape{9, 5});
+            want.emplace_back("decoder.fc.bias", Shape{9});
+
+            Generator gen(1);
+            AttnSeq2Seq model(small_config(attention, layers), gen);
+            std::vector<std::pair<std::string, Shape>> got;
+            for (const auto& [name, t] : model.state_dict()) got.emplace_back(name, t.shape());
+            CHECK(got == want);
+        }
+    }
+}
+
+// ---- gradients ----
+
+TEST_CASE("AttnSeq2Seq gradients of the loss agree with finite differences", "[attn_seq2seq][gradcheck]") {
+    // hidden 3, vocab 6: small enough to perturb every element.
+    const IntTensor src = IntTensor::from_vector({4, 5, 0, 5, 4, 4}, {2, 3});
+    const IntTensor tgt = IntTensor::from_vector({1, 4, 2, 0, 1, 5, 4, 2}, {2, 4});
+    const IntTensor tgt_in = tgt.slice_last(0, 3), tgt_out = tgt.slice_last(1, 4);
+    for (const std::string attention : {"dot", "additive"}) {
+        INFO(attention);
+        ModelConfig config = small_config(attention, 2, 3);
+        config.src_vocab = config.tgt_vocab = 6;
+        Generator gen(7);
+        AttnSeq2Seq model(config, gen);
+        const auto loss = [&] { return sequence_loss(model.forward(src, tgt_in), tgt_out, 0.1f); };
+        std::vector<Tensor> checked = {parameter(model, "encoder.rnn.weight_hh_l0_reverse"),
+                                       parameter(model, "encoder.fc.weight"),
+                                       parameter(model, "decoder.rnn.weight_ih_l0")};
+        if (attention == "additive") {
+            checked.push_back(parameter(model, "decoder.attention.attn.weight"));
+            checked.push_back(parameter(model, "decoder.attention.v"));
+        }
+        testing::require_gradcheck_in_place(loss, checked);
+    }
+}
+
+// ---- errors ----
+
+TEST_CASE("AttnSeq2Seq refuses bad batches with a clear error", "[attn_seq2seq][errors]") {
+    Generator gen(2);
+    AttnSeq2Seq model(small_config("dot"), gen);
+    SECTION("a source id beyond the vocabulary") {
+        const IntTensor src = IntTensor::from_vector({4, 8, 0}, {1, 3});
+        CHECK_THROWS_WITH(model.forward(src, IntTensor::from_vector({1, 4}, {1, 2})),
+                          Contains("src id 8 at [0, 1]") && Contains("[0, 8)"));
+    }
+    SECTION("a target id beyond the vocabulary") {
+        const IntTensor tgt_in = IntTensor::from_vector({1, 4, 9, 1, 4, 4, 1, 5, 5}, {3, 3});
+        CHECK_THROWS_WITH(model.forward(kSrc, tgt_in), Contains("tgt_in id 9 at [0, 2]"));
+    }
+    SECTION("source and target batches of different sizes") {
+        CHECK_THROWS_WITH(model.forward(kSrc, IntTensor::from_vector({1, 4, 1, 4}, {2, 2})),
+                          Contains("different batch sizes"));
+    }
+    SECTION("a source row that is all padding") {
+        const IntTensor src = IntTensor::from_vector({4, 5, 0, 0, 0, 0}, {2, 3});
+        CHECK_THROWS_WITH(model.forward(src, IntTensor::from_vector({1, 4, 1, 4}, {2, 2})),
+                          Contains("src row 1 has no real token"));
+    }
+    SECTION("a source row with padding before a real token") {
+        const IntTensor src = IntTensor::from_vector({4, 0, 5}, {1, 3});
+        CHECK_THROWS_WITH(model.forward(src, IntTensor::from_vector({1, 4}, {1, 2})),
+                          Contains("src row 0") && Contains("right-padded"));
+    }
+    SECTION("a step whose tokens do not fit the state") {
+        const AttnSeq2SeqState state = model.encode(kSrc);
+        CHECK_THROWS_WITH(model.step(IntTensor::from_vector({1, 1}, {2}), state), Contains("prev_tokens must be [3]"));
+        CHECK_THROWS_WITH(model.step(IntTensor::from_vector({1, 1, 9}, {3}), state), Contains("prev_tokens id 9"));
+    }
+    SECTION("a config for another model") {
+        ModelConfig config = small_config("dot");
+        config.model = "seq2seq";
+        Generator g(0);
+        CHECK_THROWS_WITH(AttnSeq2Seq(config, g), Contains("config.model is \"seq2seq\""));
+    }
+    SECTION("a step from an empty state") {
+        CHECK_THROWS_WITH(model.step(IntTensor::from_vector({1}, {1}), AttnSeq2SeqState()),
+                          Contains("the state is empty"));
+    }
+    SECTION("an unknown scorer") {
+        Generator g(0);
+        CHECK_THROWS_WITH(AttnSeq2Seq(small_config("general"), g), Contains("dot or additive"));
+    }
+}

@@ -1,0 +1,305 @@
+// The LSTM Seq2Seq (both decoders): parity with PyTorch on every committed seq2seq fixture,
+// step-by-step decoding against forward, padding invariance, PARITY.md's parameter names,
+// gradcheck through the whole model, and clear errors for bad batches.
+#include "test_nn_helpers.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <sstream>
+
+#include "seqgrad/models/seq2seq.h"
+#include "seqgrad/nn.h"
+
+using namespace seqgrad;
+using namespace seqgrad::models;
+using Catch::Matchers::Contains;
+namespace fs = std::filesystem;
+
+namespace {
+
+ModelConfig small_config(const std::string& decoder, int64_t layers = 1, int64_t hidden = 5) {
+    ModelConfig c;
+    c.model = "seq2seq";
+    c.src_vocab = 8;
+    c.tgt_vocab = 9;
+    c.hidden_size = hidden;
+    c.num_layers = layers;
+    c.decoder = decoder;
+    return c;
+}
+
+// Every seq2seq_*.safetensors in the fixtures folder, so a fixture added later is tested too.
+std::vector<std::string> seq2seq_fixtures() {
+    std::vector<std::string> names;
+    for (const auto& entry : fs::directory_iterator(SEQGRAD_FIXTURES_DIR)) {
+        const std::string name = entry.path().filename().string();
+        if (entry.path().extension() == ".safetensors" && name.rfind("seq2seq_", 0) == 0) names.push_back(name);
+    }
+    std::sort(names.begin(), names.end());
+    return names;
+}
+
+// Elementwise |got - expected| <= 1e-4 + 1e-3 |expected| (PARITY.md), with the largest errors.
+// The relative error is reported where |expected| >= 1e-3 only (below, it measures float noise).
+struct Comparison {
+    std::string name;
+    double max_abs = 0, max_rel = 0;
+    double worst_ratio = 0;  // max of |got - expected| / tolerance: <= 1 passes
+    bool ok() const { return worst_ratio <= 1.0; }
+};
+
+Comparison compare(const std::string& name, const Tensor& got, const Tensor& expected) {
+    Comparison c{name};
+    if (!got.defined() || got.shape() != expected.shape()) {
+        c.worst_ratio = INFINITY;
+        return c;
+    }
+    for (int64_t i = 0; i < got.numel(); ++i) {
+        const double g = got.data()[i], e = expected.data()[i], err = std::fabs(g - e);
+        c.max_abs = std::max(c.max_abs, err);
+        if (std::fabs(e) >= 1e-3) c.max_rel = std::max(c.max_rel, err / std::fabs(e));
+        c.worst_ratio = std::max(c.worst_ratio, err / (1e-4 + 1e-3 * std::fabs(e)));
+    }
+    return c;
+}
+
+// Row b of a right-padded id batch without its padding: [1, length].
+IntTensor unpadded_row(const IntTensor& ids, int64_t b) {
+    std::vector<int64_t> row;
+    for (int64_t j = 0; j < ids.size(1); ++j)
+        if (ids.data()[b * ids.size(1) + j] != kPad) row.push_back(ids.data()[b * ids.size(1) + j]);
+    const auto len = static_cast<int64_t>(row.size());
+    return IntTensor::from_vector(std::move(row), {1, len});
+}
+
+// A ragged batch: rows of different lengths, the longest not first, a one-token source row.
+const IntTensor kSrc = IntTensor::from_vector({4, 5, 6, 0, 0,  //
+                                               6, 4, 7, 5, 5,  //
+                                               5, 0, 0, 0, 0},
+                                              {3, 5});
+const IntTensor kTgt = IntTensor::from_vector({1, 4, 6, 2, 0, 0,  //
+                                               1, 5, 2, 0, 0, 0,  //
+                                               1, 8, 6, 4, 5, 2},
+                                              {3, 6});
+const IntTensor kTgtIn = kTgt.slice_last(0, 5);
+const IntTensor kTgtOut = kTgt.slice_last(1, 6);
+
+Tensor parameter(const nn::Module& model, const std::string& name) {
+    for (const auto& [n, p] : model.named_parameters())
+        if (n == name) return p;
+    FAIL("no parameter " << name);
+    return Tensor();
+}
+
+}  // namespace
+
+// ---- parity with PyTorch ----
+
+TEST_CASE("Seq2Seq matches PyTorch's logits, loss and every gradient on every committed seq2seq fixture",
+          "[seq2seq][parity]") {
+    const std::vector<std::string> files = seq2seq_fixtures();
+    REQUIRE(files.size() >= 4);
+    for (const std::string& file : files) {
+        INFO(file);
+        const testing::Fixture fx = testing::load_fixture(file);
+        const ModelConfig config = ModelConfig::from_json(fx.file.metadata("config"), /*strict=*/false);
+        REQUIRE(config.model == "seq2seq");
+        Generator gen(0);
+        Seq2Seq model(config, gen);
+        model.load_state_dict(fx.parameters);
+        model.eval();
+
+        const IntTensor src = fx.file.int_tensor("input.src");
+        const IntTensor tgt = fx.file.int_tensor("input.tgt");
+        const IntTensor tgt_in = tgt.slice_last(0, tgt.size(1) - 1), tgt_out = tgt.slice_last(1, tgt.size(1));
+        const float smoothing =
+            nlohmann::json::parse(fx.file.metadata("loss")).at("label_smoothing").get<float>();
+        const Tensor logits = model.forward(src, tgt_in);
+        const Tensor loss = sequence_loss(logits, tgt_out, smoothing);
+        loss.backward();
+
+        std::vector<Comparison> results = {compare("logits", logits, fx.file.tensor("expect.logits")),
+                                           compare("loss", loss, fx.file.tensor("expect.loss"))};
+        const nn::NamedTensors params = model.named_parameters();
+        CHECK(params.size() == fx.parameters.size());
+        for (const auto& [name, p] : params)
+            results.push_back(compare("grad." + name, p.grad(), fx.file.tensor("expect.grad." + name)));
+
+        std::ostringstream report;
+        Comparison worst_abs, worst_rel;
+        for (const Comparison& c : results) {
+            if (c.max_abs >= worst_abs.max_abs) worst_abs = c;
+            if (c.max_rel >= worst_rel.max_rel) worst_rel = c;
+            if (!c.ok()) report << "FAIL " << c.name << " abs " << c.max_abs << " rel " << c.max_rel << "\n";
+        }
+        report << "logits abs " << results[0].max_abs << ", loss abs " << results[1].max_abs << "; largest abs "
+               << worst_abs.max_abs << " (" << worst_abs.name << "), largest rel " << worst_rel.max_rel << " ("
+               << worst_rel.name << ")";
+        INFO(report.str());
+        CHECK(std::all_of(results.begin(), results.end(), [](const Comparison& c) { return c.ok(); }));
+    }
+}
+
+// ---- decoding and padding ----
+
+TEST_CASE("Seq2Seq decoding step by step gives forward's teacher-forced logits", "[seq2seq]") {
+    for (const std::string decoder : {"init_state", "context_input"}) {
+        INFO(decoder);
+        Generator gen(3);
+        Seq2Seq model(small_config(decoder, 2), gen);
+        const Tensor logits = model.forward(kSrc, kTgtIn);  // [3, 5, 9]
+        REQUIRE(logits.shape() == Shape{3, 5, 9});
+
+        Seq2SeqState state = model.encode(kSrc);
+        for (int64_t t = 0; t < kTgtIn.size(1); ++t) {
+            std::vector<int64_t> column;
+            for (int64_t b = 0; b < 3; ++b) column.push_back(kTgtIn.data()[b * kTgtIn.size(1) + t]);
+            const Seq2SeqStep step = model.step(IntTensor::from_vector(column, {3}), state);
+            REQUIRE(step.logits.shape() == Shape{3, 9});
+            const Tensor expected = reshape(slice(logits, 1, t, t + 1), {3, 9});
+            CHECK(testing::max_abs_diff(step.logits, expected) <= 1e-5f);
+            state = step.state;
+        }
+    }
+}
+
+TEST_CASE("Seq2Seq state selection picks and repeats rows for beam search", "[seq2seq]") {
+    Generator gen(4);
+    Seq2Seq model(small_config("context_input", 2), gen);
+    const Seq2SeqState state = model.encode(kSrc);
+    const std::vector<int64_t> rows = {2, 0, 0};
+    const Seq2SeqState picked = state.select(rows);
+    REQUIRE(picked.hidden.shape() == Shape{2, 3, 5});
+    const IntTensor prev = IntTensor::from_vector({kSos, kSos, kSos}, {3});
+    const Tensor all = model.step(prev, state).logits;
+    const Tensor chosen = model.step(prev, picked).logits;
+    for (size_t i = 0; i < rows.size(); ++i)
+        for (int64_t v = 0; v < 9; ++v)
+            CHECK(chosen.data()[static_cast<int64_t>(i) * 9 + v] == all.data()[rows[i] * 9 + v]);
+}
+
+TEST_CASE("Seq2Seq padding never changes a row's logits at its real positions", "[seq2seq]") {
+    for (const std::string decoder : {"init_state", "context_input"}) {
+        INFO(decoder);
+        Generator gen(5);
+        Seq2Seq model(small_config(decoder, 2), gen);
+        const Tensor batched = model.forward(kSrc, kTgtIn);  // [3, 5, 9]
+        for (int64_t b = 0; b < 3; ++b) {
+            INFO("row " << b);
+            const IntTensor tgt_row = unpadded_row(kTgtIn, b);
+            const Tensor alone = model.forward(unpadded_row(kSrc, b), tgt_row);  // [1, len, 9]
+            const int64_t len = tgt_row.size(1);
+            const Tensor padded = slice(slice(batched, 0, b, b + 1), 1, 0, len);
+            CHECK(testing::max_abs_diff(alone, padded) <= 1e-5f);
+        }
+    }
+}
+
+// ---- names ----
+
+TEST_CASE("Seq2Seq state_dict names and shapes are PARITY.md's, for 1 and 2 layers and both decoders",
+          "[seq2seq]") {
+    for (const std::string decoder : {"init_state", "context_input"}) {
+        for (int64_t layers : {1, 2}) {
+            INFO(decoder << ", " << layers << " layers");
+            // h = 5, src_vocab = 8, tgt_vocab = 9
+            std::vector<std::pair<std::string, Shape>> want = {{"encoder.embedding.weight", {8, 5}}};
+            auto lstm = [&](const std::string& prefix, int64_t first_input) {
+                for (int64_t k = 0; k < layers; ++k) {
+                    const std::string l = std::to_string(k);
+                    want.emplace_back(prefix + ".weight_ih_l" + l, Shape{20, k == 0 ? first_input : 5});
+                    want.emplace_back(prefix + ".weight_hh_l" + l, Shape{20, 5});
+                    want.emplace_back(prefix + ".bias_ih_l" + l, Shape{20});
+                    want.emplace_back(prefix + ".bias_hh_l" + l, Shape{20});
+                }
+            };
+            lstm("encoder.rnn", 5);
+            want.emplace_back("decoder.embedding.weight", Shape{9, 5});
+            lstm("decoder.rnn", decoder == "context_input" ? 10 : 5);
+            want.emplace_back("decoder.fc.weight", Shape{9, 5});
+            want.emplace_back("decoder.fc.bias", Shape{9});
+
+            Generator gen(1);
+            Seq2Seq model(small_config(decoder, layers), gen);
+            std::vector<std::pair<std::string, Shape>> got;
+            for (const auto& [name, t] : model.state_dict()) got.emplace_back(name, t.shape());
+            CHECK(got == want);
+        }
+    }
+}
+
+// ---- gradients ----
+
+TEST_CASE("Seq2Seq gradients of the loss agree with finite differences", "[seq2seq][gradcheck]") {
+    // hidden 3, vocab 6: small enough to perturb every element.
+    const IntTensor src = IntTensor::from_vector({4, 5, 0, 5, 4, 4}, {2, 3});
+    const IntTensor tgt = IntTensor::from_vector({1, 4, 2, 0, 1, 5, 4, 2}, {2, 4});
+    const IntTensor tgt_in = tgt.slice_last(0, 3), tgt_out = tgt.slice_last(1, 4);
+    for (const std::string decoder : {"init_state", "context_input"}) {
+        INFO(decoder);
+        ModelConfig config = small_config(decoder, 2, 3);
+        config.src_vocab = config.tgt_vocab = 6;
+        Generator gen(7);
+        Seq2Seq model(config, gen);
+        const auto loss = [&] { return sequence_loss(model.forward(src, tgt_in), tgt_out, 0.1f); };
+        testing::require_gradcheck_in_place(
+            loss, {parameter(model, "encoder.rnn.weight_hh_l0"), parameter(model, "encoder.embedding.weight"),
+                   parameter(model, "decoder.rnn.weight_ih_l0"), parameter(model, "decoder.fc.bias")});
+    }
+}
+
+// ---- errors ----
+
+TEST_CASE("Seq2Seq refuses bad batches with a clear error", "[seq2seq][errors]") {
+    Generator gen(2);
+    Seq2Seq model(small_config("init_state"), gen);
+    SECTION("a source id beyond the vocabulary") {
+        const IntTensor src = IntTensor::from_vector({4, 8, 0}, {1, 3});
+        CHECK_THROWS_WITH(model.forward(src, IntTensor::from_vector({1, 4}, {1, 2})),
+                          Contains("src id 8 at [0, 1]") && Contains("[0, 8)"));
+    }
+    SECTION("a target id beyond the vocabulary") {
+        const IntTensor tgt_in = IntTensor::from_vector({1, 4, 9, 1, 4, 4, 1, 5, 5}, {3, 3});
+        CHECK_THROWS_WITH(model.forward(kSrc, tgt_in), Contains("tgt_in id 9 at [0, 2]"));
+    }
+    SECTION("a negative id") {
+        const IntTensor tgt_in = IntTensor::from_vector({1, -1, 1, 4, 1, 5}, {3, 2});
+        CHECK_THROWS_WITH(model.forward(kSrc, tgt_in), Contains("tgt_in id -1"));
+    }
+    SECTION("source and target batches of different sizes") {
+        CHECK_THROWS_WITH(model.forward(kSrc, IntTensor::from_vector({1, 4, 1, 4}, {2, 2})),
+                          Contains("different batch sizes"));
+    }
+    SECTION("a source row that is all padding") {
+        const IntTensor src = IntTensor::from_vector({4, 5, 0, 0, 0, 0}, {2, 3});
+        CHECK_THROWS_WITH(model.forward(src, IntTensor::from_vector({1, 4, 1, 4}, {2, 2})),
+                          Contains("src row 1 has no real token"));
+    }
+    SECTION("a source row with padding before a real token") {
+        const IntTensor src = IntTensor::from_vector({4, 0, 5}, {1, 3});
+        CHECK_THROWS_WITH(model.forward(src, IntTensor::from_vector({1, 4}, {1, 2})),
+                          Contains("src row 0") && Contains("right-padded"));
+    }
+    SECTION("an empty target") {
+        CHECK_THROWS_WITH(model.forward(kSrc, IntTensor::zeros({3, 0})), Contains("tgt_in must be"));
+    }
+    SECTION("a step whose tokens do not fit the state") {
+        const Seq2SeqState state = model.encode(kSrc);
+        CHECK_THROWS_WITH(model.step(IntTensor::from_vector({1, 1}, {2}), state), Contains("prev_tokens must be [3]"));
+        CHECK_THROWS_WITH(model.step(IntTensor::from_vector({1, 1, 9}, {3}), state), Contains("prev_tokens id 9"));
+    }
+    SECTION("a config for another model") {
+        ModelConfig config = small_config("init_state");
+        config.model = "attn_seq2seq";
+        Generator g(0);
+        CHECK_THROWS_WITH(Seq2Seq(config, g), Contains("config.model is \"attn_seq2seq\""));
+    }
+    SECTION("a step from an empty state") {
+        CHECK_THROWS_WITH(model.step(IntTensor::from_vector({1}, {1}), Seq2SeqState()), Contains("the state is empty"));
+    }
+    SECTION("an unknown decoder") {
+        Generator g(0);
+        CHECK_THROWS_WITH(Seq2Seq(small_config("attention"), g), Contains("init_state or context_input"));
+    }
+}
