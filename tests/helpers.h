@@ -33,4 +33,14 @@ inline void require_gradcheck(const GradcheckFn& f, const std::vector<Tensor>& i
     REQUIRE(result.ok);
 }
 
+// Row b of a right-padded id batch without its padding: [1, length]. With it, a padded batch's
+// answers can be compared with each row's answers alone (padding must never change an answer).
+inline IntTensor unpadded_row(const IntTensor& ids, int64_t b) {
+    std::vector<int64_t> row;
+    for (int64_t j = 0; j < ids.size(1); ++j)
+        if (ids.data()[b * ids.size(1) + j] != 0) row.push_back(ids.data()[b * ids.size(1) + j]);
+    const auto len = static_cast<int64_t>(row.size());
+    return IntTensor::from_vector(std::move(row), {1, len});
+}
+
 }  // namespace seqgrad::testing

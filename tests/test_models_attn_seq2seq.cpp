@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <filesystem>
 #include <sstream>
 
 #include "seqgrad/models/attn_seq2seq.h"
@@ -15,7 +14,6 @@
 using namespace seqgrad;
 using namespace seqgrad::models;
 using Catch::Matchers::Contains;
-namespace fs = std::filesystem;
 
 namespace {
 
@@ -28,67 +26,6 @@ ModelConfig small_config(const std::string& attention, int64_t layers = 1, int64
     c.num_layers = layers;
     c.attention = attention;
     return c;
-}
-
-// Every attn_seq2seq_*.safetensors and adam_attn_seq2seq_*.safetensors in the fixtures folder (an
-// Adam fixture's expectations are for its initial weights), so a fixture added later is tested too.
-std::vector<std::string> attn_seq2seq_fixtures() {
-    std::vector<std::string> names;
-    for (const auto& entry : fs::directory_iterator(SEQGRAD_FIXTURES_DIR)) {
-        const std::string name = entry.path().filename().string();
-        if (entry.path().extension() != ".safetensors") continue;
-        if (name.rfind("attn_seq2seq_", 0) == 0 || name.rfind("adam_attn_seq2seq_", 0) == 0) names.push_back(name);
-    }
-    std::sort(names.begin(), names.end());
-    return names;
-}
-
-float label_smoothing_of(const SafetensorsFile& file) {
-    return nlohmann::json::parse(file.metadata("loss")).at("label_smoothing").get<float>();
-}
-
-// A fixture's model with its weights loaded, in evaluation mode.
-std::shared_ptr<AttnSeq2Seq> fixture_model(const testing::Fixture& fx) {
-    const ModelConfig config = ModelConfig::from_json(fx.file.metadata("config"), /*strict=*/false);
-    REQUIRE(config.model == "attn_seq2seq");
-    Generator gen(0);
-    auto model = std::make_shared<AttnSeq2Seq>(config, gen);
-    model->load_state_dict(fx.parameters);
-    model->eval();
-    return model;
-}
-
-// Elementwise |got - expected| <= 1e-4 + 1e-3 |expected| (PARITY.md), with the largest errors.
-// The relative error is reported where |expected| >= 1e-3 only (below, it measures float noise).
-struct Comparison {
-    std::string name;
-    double max_abs = 0, max_rel = 0;
-    double worst_ratio = 0;  // max of |got - expected| / tolerance: <= 1 passes
-    bool ok() const { return worst_ratio <= 1.0; }
-};
-
-Comparison compare(const std::string& name, const Tensor& got, const Tensor& expected) {
-    Comparison c{name};
-    if (!got.defined() || got.shape() != expected.shape()) {
-        c.worst_ratio = INFINITY;
-        return c;
-    }
-    for (int64_t i = 0; i < got.numel(); ++i) {
-        const double g = got.data()[i], e = expected.data()[i], err = std::fabs(g - e);
-        c.max_abs = std::max(c.max_abs, err);
-        if (std::fabs(e) >= 1e-3) c.max_rel = std::max(c.max_rel, err / std::fabs(e));
-        c.worst_ratio = std::max(c.worst_ratio, err / (1e-4 + 1e-3 * std::fabs(e)));
-    }
-    return c;
-}
-
-// Row b of a right-padded id batch without its padding: [1, length].
-IntTensor unpadded_row(const IntTensor& ids, int64_t b) {
-    std::vector<int64_t> row;
-    for (int64_t j = 0; j < ids.size(1); ++j)
-        if (ids.data()[b * ids.size(1) + j] != kPad) row.push_back(ids.data()[b * ids.size(1) + j]);
-    const auto len = static_cast<int64_t>(row.size());
-    return IntTensor::from_vector(std::move(row), {1, len});
 }
 
 // A ragged batch: rows of different lengths, the longest not first, a one-token source row.
@@ -110,81 +47,6 @@ Tensor parameter(const nn::Module& model, const std::string& name) {
 }
 
 }  // namespace
-
-// ---- parity with PyTorch ----
-
-TEST_CASE("AttnSeq2Seq matches PyTorch's logits, loss and every gradient on every committed fixture",
-          "[attn_seq2seq][parity]") {
-    const std::vector<std::string> files = attn_seq2seq_fixtures();
-    REQUIRE(files.size() >= 5);
-    for (const std::string& file : files) {
-        INFO(file);
-        const testing::Fixture fx = testing::load_fixture(file);
-        const auto model = fixture_model(fx);
-        const IntTensor src = fx.file.int_tensor("input.src");
-        const IntTensor tgt = fx.file.int_tensor("input.tgt");
-        const IntTensor tgt_in = tgt.slice_last(0, tgt.size(1) - 1), tgt_out = tgt.slice_last(1, tgt.size(1));
-        const Tensor logits = model->forward(src, tgt_in);
-        const Tensor loss = sequence_loss(logits, tgt_out, label_smoothing_of(fx.file));
-        loss.backward();
-
-        std::vector<Comparison> results = {compare("logits", logits, fx.file.tensor("expect.logits")),
-                                           compare("loss", loss, fx.file.tensor("expect.loss"))};
-        const nn::NamedTensors params = model->named_parameters();
-        CHECK(params.size() == fx.parameters.size());
-        for (const auto& [name, p] : params)
-            results.push_back(compare("grad." + name, p.grad(), fx.file.tensor("expect.grad." + name)));
-
-        std::ostringstream report;
-        Comparison worst_abs, worst_rel;
-        for (const Comparison& c : results) {
-            if (c.max_abs >= worst_abs.max_abs) worst_abs = c;
-            if (c.max_rel >= worst_rel.max_rel) worst_rel = c;
-            if (!c.ok()) report << "FAIL " << c.name << " abs " << c.max_abs << " rel " << c.max_rel << "\n";
-        }
-        report << "logits abs " << results[0].max_abs << ", loss abs " << results[1].max_abs << "; largest abs "
-               << worst_abs.max_abs << " (" << worst_abs.name << "), largest rel " << worst_rel.max_rel << " ("
-               << worst_rel.name << ")";
-        INFO(report.str());
-        CHECK(std::all_of(results.begin(), results.end(), [](const Comparison& c) { return c.ok(); }));
-    }
-}
-
-TEST_CASE("ten Adam steps on AttnSeq2Seq reproduce PyTorch's losses", "[attn_seq2seq][parity][adam]") {
-    for (const std::string& file : attn_seq2seq_fixtures()) {
-        if (file.rfind("adam_", 0) != 0) continue;
-        INFO(file);
-        const testing::Fixture fx = testing::load_fixture(file);
-        const auto model = fixture_model(fx);
-        const nlohmann::json adam = nlohmann::json::parse(fx.file.metadata("adam"));
-        nn::AdamOptions options;
-        options.lr = adam.at("lr").get<double>();
-        options.beta1 = adam.at("beta1").get<double>();
-        options.beta2 = adam.at("beta2").get<double>();
-        options.eps = adam.at("eps").get<double>();
-        options.weight_decay = adam.at("weight_decay").get<double>();
-        nn::Adam optimizer(model->named_parameters(), options);
-
-        const IntTensor src = fx.file.int_tensor("input.src");
-        const IntTensor tgt = fx.file.int_tensor("input.tgt");
-        const IntTensor tgt_in = tgt.slice_last(0, tgt.size(1) - 1), tgt_out = tgt.slice_last(1, tgt.size(1));
-        const float smoothing = label_smoothing_of(fx.file);
-        const Tensor expected = fx.file.tensor("expect.losses");
-        const int64_t steps = adam.at("steps").get<int64_t>();
-        REQUIRE(expected.numel() == steps);
-        std::vector<float> losses;
-        for (int64_t step = 0; step < steps; ++step) {
-            optimizer.zero_grad();
-            const Tensor loss = sequence_loss(model->forward(src, tgt_in), tgt_out, smoothing);
-            losses.push_back(loss.item());
-            loss.backward();
-            optimizer.step();
-        }
-        INFO("largest abs error " << compare("losses", Tensor::from_vector(losses, {steps}), expected).max_abs);
-        testing::require_close(Tensor::from_vector(losses, {steps}), expected, "losses");
-        CHECK(losses.back() < losses.front());  // it learns
-    }
-}
 
 // ---- decoding, attention weights and padding ----
 
@@ -259,8 +121,8 @@ TEST_CASE("AttnSeq2Seq padding never changes a row's logits at its real position
         const Tensor batched = model.forward(kSrc, kTgtIn);  // [3, 5, 9]
         for (int64_t b = 0; b < 3; ++b) {
             INFO("row " << b);
-            const IntTensor tgt_row = unpadded_row(kTgtIn, b);
-            const Tensor alone = model.forward(unpadded_row(kSrc, b), tgt_row);  // [1, len, 9]
+            const IntTensor tgt_row = testing::unpadded_row(kTgtIn, b);
+            const Tensor alone = model.forward(testing::unpadded_row(kSrc, b), tgt_row);  // [1, len, 9]
             const Tensor padded = slice(slice(batched, 0, b, b + 1), 1, 0, tgt_row.size(1));
             CHECK(testing::max_abs_diff(alone, padded) <= 1e-5f);
         }

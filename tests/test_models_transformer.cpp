@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <filesystem>
 #include <set>
 #include <sstream>
 
@@ -16,7 +15,6 @@
 using namespace seqgrad;
 using namespace seqgrad::models;
 using Catch::Matchers::Contains;
-namespace fs = std::filesystem;
 
 namespace {
 
@@ -45,76 +43,11 @@ std::vector<std::string> names_of(const nn::NamedTensors& tensors) {
     return names;
 }
 
-// The transformer fixtures in the folder: every transformer_*.safetensors and adam_transformer_*
-// file, so a fixture added later is tested without touching this file.
-std::vector<std::string> transformer_fixtures() {
-    std::vector<std::string> names;
-    for (const auto& entry : fs::directory_iterator(SEQGRAD_FIXTURES_DIR)) {
-        const std::string name = entry.path().filename().string();
-        if (entry.path().extension() != ".safetensors") continue;
-        if (name.rfind("transformer_", 0) == 0 || name.rfind("adam_transformer_", 0) == 0) names.push_back(name);
-    }
-    std::sort(names.begin(), names.end());
-    return names;
-}
-
-float label_smoothing_of(const SafetensorsFile& file) {
-    return nlohmann::json::parse(file.metadata("loss")).at("label_smoothing").get<float>();
-}
-
-// A fixture's model with its weights loaded, in evaluation mode (dropout off).
-std::shared_ptr<Transformer> fixture_model(const testing::Fixture& fx) {
-    const ModelConfig config = ModelConfig::from_json(fx.file.metadata("config"), /*strict=*/false);
-    REQUIRE(config.model == "transformer");
-    Generator gen(0);
-    auto model = std::make_shared<Transformer>(config, gen);
-    model->load_state_dict(fx.parameters);
-    model->eval();
-    return model;
-}
-
-// Elementwise |got - expected| <= 1e-4 + 1e-3 |expected| (PARITY.md), with the largest errors.
-// The relative error is taken where |expected| >= 1e-3 only: below that it measures float noise
-// (the wk.bias gradients, zero in exact arithmetic, are around 1e-9).
-struct Comparison {
-    std::string name;
-    double max_abs = 0, max_rel = 0;
-    double worst_ratio = 0;  // max of |got - expected| / tolerance: <= 1 passes
-    bool ok() const { return worst_ratio <= 1.0; }
-};
-
-Comparison compare(const std::string& name, const Tensor& got, const Tensor& expected) {
-    Comparison c{name};
-    // No gradient reached a parameter the loss does not depend on (e.g. the encoder of a model
-    // without decoder layers): PyTorch's None, stored as zeros.
-    const bool zero = !got.defined();
-    if (!zero && got.shape() != expected.shape()) {
-        c.worst_ratio = INFINITY;
-        return c;
-    }
-    for (int64_t i = 0; i < expected.numel(); ++i) {
-        const double g = zero ? 0.0 : got.data()[i], e = expected.data()[i], err = std::fabs(g - e);
-        c.max_abs = std::max(c.max_abs, err);
-        if (std::fabs(e) >= 1e-3) c.max_rel = std::max(c.max_rel, err / std::fabs(e));
-        c.worst_ratio = std::max(c.worst_ratio, err / (1e-4 + 1e-3 * std::fabs(e)));
-    }
-    return c;
-}
-
 // logits [B, T, V] at row b, positions [0, len) -> [len, V]
 std::vector<float> row_logits(const Tensor& logits, int64_t b, int64_t len) {
     const int64_t t = logits.size(1), v = logits.size(2);
     const float* p = logits.data() + b * t * v;
     return {p, p + len * v};
-}
-
-// Row b of a right-padded id batch, without its padding: [1, length].
-IntTensor unpadded_row(const IntTensor& ids, int64_t b) {
-    std::vector<int64_t> row;
-    for (int64_t j = 0; j < ids.size(1); ++j)
-        if (ids.data()[b * ids.size(1) + j] != kPad) row.push_back(ids.data()[b * ids.size(1) + j]);
-    const auto len = static_cast<int64_t>(row.size());
-    return IntTensor::from_vector(std::move(row), {1, len});
 }
 
 // The gradients of the label-smoothed loss on one batch, by parameter name.
@@ -137,82 +70,6 @@ const IntTensor kTgt = IntTensor::from_vector({1, 4, 6, 2, 0, 0,  //
                                               {3, 6});
 
 }  // namespace
-
-// ---- parity with PyTorch ----
-
-TEST_CASE("the Transformer matches PyTorch's logits, loss and every gradient on every committed fixture",
-          "[transformer][parity]") {
-    const std::vector<std::string> files = transformer_fixtures();
-    REQUIRE(files.size() >= 7);
-    for (const std::string& file : files) {
-        INFO(file);
-        const testing::Fixture fx = testing::load_fixture(file);
-        const auto model = fixture_model(fx);
-        const IntTensor src = fx.file.int_tensor("input.src");
-        const IntTensor tgt = fx.file.int_tensor("input.tgt");
-        const IntTensor tgt_in = tgt.slice_last(0, tgt.size(1) - 1), tgt_out = tgt.slice_last(1, tgt.size(1));
-
-        const Tensor logits = model->forward(src, tgt_in);
-        const Tensor loss = sequence_loss(logits, tgt_out, label_smoothing_of(fx.file));
-        loss.backward();
-
-        std::vector<Comparison> results = {compare("logits", logits, fx.file.tensor("expect.logits")),
-                                           compare("loss", loss, fx.file.tensor("expect.loss"))};
-        const nn::NamedTensors params = model->named_parameters();
-        CHECK(params.size() == fx.parameters.size());
-        for (const auto& [name, p] : params)
-            results.push_back(compare("grad." + name, p.grad(), fx.file.tensor("expect.grad." + name)));
-
-        // The largest errors over all tensors, and every failing tensor.
-        std::ostringstream report;
-        Comparison worst_abs, worst_rel, worst_ratio;
-        for (const Comparison& c : results) {
-            if (c.max_abs >= worst_abs.max_abs) worst_abs = c;
-            if (c.max_rel >= worst_rel.max_rel) worst_rel = c;
-            if (c.worst_ratio >= worst_ratio.worst_ratio) worst_ratio = c;
-            if (!c.ok()) report << "FAIL " << c.name << " abs " << c.max_abs << " rel " << c.max_rel << "\n";
-        }
-        report << "logits abs " << results[0].max_abs << ", loss abs " << results[1].max_abs << "; largest abs "
-               << worst_abs.max_abs << " (" << worst_abs.name << "), rel " << worst_rel.max_rel << " ("
-               << worst_rel.name << "); at most " << worst_ratio.worst_ratio << " of the tolerance ("
-               << worst_ratio.name << ")";
-        INFO(report.str());
-        CHECK(std::all_of(results.begin(), results.end(), [](const Comparison& c) { return c.ok(); }));
-    }
-}
-
-TEST_CASE("ten Adam steps on the Transformer reproduce PyTorch's losses", "[transformer][parity][adam]") {
-    const testing::Fixture fx = testing::load_fixture("adam_transformer_10steps.safetensors");
-    const auto model = fixture_model(fx);
-    const nlohmann::json adam = nlohmann::json::parse(fx.file.metadata("adam"));
-    nn::AdamOptions options;
-    options.lr = adam.at("lr").get<double>();
-    options.beta1 = adam.at("beta1").get<double>();
-    options.beta2 = adam.at("beta2").get<double>();
-    options.eps = adam.at("eps").get<double>();
-    options.weight_decay = adam.at("weight_decay").get<double>();
-    nn::Adam optimizer(model->named_parameters(), options);
-
-    const IntTensor src = fx.file.int_tensor("input.src");
-    const IntTensor tgt = fx.file.int_tensor("input.tgt");
-    const IntTensor tgt_in = tgt.slice_last(0, tgt.size(1) - 1), tgt_out = tgt.slice_last(1, tgt.size(1));
-    const float eps = label_smoothing_of(fx.file);
-    const Tensor expected = fx.file.tensor("expect.losses");
-    const int64_t steps = adam.at("steps").get<int64_t>();
-    REQUIRE(expected.numel() == steps);
-    std::vector<float> losses;
-    for (int64_t step = 0; step < steps; ++step) {
-        optimizer.zero_grad();
-        const Tensor loss = sequence_loss(model->forward(src, tgt_in), tgt_out, eps);
-        losses.push_back(loss.item());
-        loss.backward();
-        optimizer.step();
-    }
-    const Tensor got = Tensor::from_vector(losses, {steps});
-    INFO("largest loss error " << testing::max_abs_diff(got, expected));
-    testing::require_close(got, expected, "losses");
-    CHECK(losses.back() < losses.front());  // it learns
-}
 
 // ---- names ----
 
@@ -323,8 +180,8 @@ TEST_CASE("padding never changes an answer: each padded row gives the logits of 
         const Tensor logits = model.forward(kSrc, tgt_in);                // [3, 5, 9]
         for (int64_t b = 0; b < kSrc.size(0); ++b) {
             INFO("row " << b);
-            const IntTensor src_alone = unpadded_row(kSrc, b);
-            const IntTensor tgt_alone = unpadded_row(tgt_in, b);
+            const IntTensor src_alone = testing::unpadded_row(kSrc, b);
+            const IntTensor tgt_alone = testing::unpadded_row(tgt_in, b);
             const Tensor alone = model.forward(src_alone, tgt_alone);  // [1, len, 9]
             const std::vector<float> padded = row_logits(logits, b, tgt_alone.size(1));
             const std::vector<float> single = row_logits(alone, 0, tgt_alone.size(1));
