@@ -196,9 +196,9 @@ TEST_CASE("summary of a small Transformer: every step of a layer, in order, and 
     CHECK(has_line(text, "encoder_layers.1 1 x EncoderLayer as encoder_layers.0 " + commas(encoder_layer_parameters)));
     CHECK(text.find("encoder_layers.1.attention") == std::string::npos);
     CHECK(has_line(text, "encoder_layers 2 x EncoderLayer " + commas(2 * encoder_layer_parameters)));
-    // The output projection calls linear() itself, so it is listed as holding parameters unseen.
-    CHECK(text.find("Not traced (they hold parameters but reported no output): output (OutputProjection, 117)") !=
-          std::string::npos);
+    // The output projection reports its logits, so no module holding parameters goes unseen.
+    CHECK(has_line(text, "output OutputProjection [3, 5, 13] 117"));
+    CHECK(text.find("Not traced") == std::string::npos);
 
     const std::string every_layer = format_summary(summary, true);
     CHECK(has_line(every_layer, "encoder_layers.1.attention.wq Linear [3, 4, 8] 72"));
