@@ -46,13 +46,12 @@ int run_check(const CheckOptions& options) {
 
 void add_check_command(CLI::App& app, int& exit_status) {
     auto options = std::make_shared<CheckOptions>();
-    CLI::App* cmd = app.add_subcommand(
-        "check",
-        "Compare seqgrad with PyTorch on fixture files (PARITY.md): build the model from each file's config and "
-        "weights, run forward and backward, and compare the logits, the loss and every parameter's gradient. "
-        "An element passes when |seqgrad - pytorch| <= atol + rtol * |pytorch|. Prints one line per tensor "
-        "(name, max abs error, max relative error over elements with |pytorch| >= atol, ok|FAIL), one per file, "
-        "and 'N passed, M failed'. Exits 0 only when every file passes.");
+    CLI::App* cmd = app.add_subcommand("check", "Compare seqgrad with PyTorch on fixture files (PARITY.md)");
+    cmd->footer(
+        "Builds the model from each file's config and weights, runs forward and backward, and compares the "
+        "logits, the loss and every parameter's gradient. An element passes when |seqgrad - pytorch| <= atol + "
+        "rtol * |pytorch|. Prints one line per tensor (name, max abs error, max relative error over elements with "
+        "|pytorch| >= atol, ok|FAIL), one per file, and 'N passed, M failed'. Exits 0 only when every file passes.");
     cmd->add_option("fixtures", options->files, "Fixture files (.safetensors)")->required();
     cmd->add_option("--atol", options->tolerance.atol, "Absolute tolerance")->capture_default_str();
     cmd->add_option("--rtol", options->tolerance.rtol, "Relative tolerance")->capture_default_str();
