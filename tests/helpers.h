@@ -43,4 +43,23 @@ inline IntTensor unpadded_row(const IntTensor& ids, int64_t b) {
     return IntTensor::from_vector(std::move(row), {1, len});
 }
 
+// A ragged, right-padded batch for the sequence models' tests (real ids 4..8): rows of different
+// lengths, the longest not first, a one-token source row. tgt is <s> y1 .. yn </s> then <pad>.
+inline const IntTensor kRaggedSrc = IntTensor::from_vector({4, 5, 6, 0, 0,  //
+                                                            6, 4, 7, 5, 5,  //
+                                                            5, 0, 0, 0, 0},
+                                                           {3, 5});
+inline const IntTensor kRaggedTgt = IntTensor::from_vector({1, 4, 6, 2, 0, 0,  //
+                                                            1, 5, 2, 0, 0, 0,  //
+                                                            1, 8, 6, 4, 5, 2},
+                                                           {3, 6});
+
+// A module's parameter by its dotted name; fails the test if there is none.
+inline Tensor parameter(const nn::Module& module, const std::string& name) {
+    for (const auto& [n, p] : module.named_parameters())
+        if (n == name) return p;
+    FAIL("no parameter " << name);
+    return Tensor();
+}
+
 }  // namespace seqgrad::testing

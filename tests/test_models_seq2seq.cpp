@@ -27,23 +27,11 @@ ModelConfig small_config(const std::string& decoder, int64_t layers = 1, int64_t
     return c;
 }
 
-// A ragged batch: rows of different lengths, the longest not first, a one-token source row.
-const IntTensor kSrc = IntTensor::from_vector({4, 5, 6, 0, 0,  //
-                                               6, 4, 7, 5, 5,  //
-                                               5, 0, 0, 0, 0},
-                                              {3, 5});
-const IntTensor kTgt = IntTensor::from_vector({1, 4, 6, 2, 0, 0,  //
-                                               1, 5, 2, 0, 0, 0,  //
-                                               1, 8, 6, 4, 5, 2},
-                                              {3, 6});
+const IntTensor& kSrc = testing::kRaggedSrc;
+const IntTensor& kTgt = testing::kRaggedTgt;
 const IntTensor kTgtIn = kTgt.slice_last(0, 5);
 
-Tensor parameter(const nn::Module& model, const std::string& name) {
-    for (const auto& [n, p] : model.named_parameters())
-        if (n == name) return p;
-    FAIL("no parameter " << name);
-    return Tensor();
-}
+using testing::parameter;
 
 }  // namespace
 
