@@ -1,7 +1,8 @@
-// seqgrad_bench: Google Benchmark measurements of seqgrad's hot operations on this machine.
+// seqgrad_bench: Google Benchmark measurements of seqgrad's hot operations on this machine
+// (this file), and of whole training steps and decoding of the three models (model_bench.cpp).
 //
-// What each benchmark measures (all timed in wall-clock time, since OpenBLAS and seqgrad's
-// OpenMP loops work on several threads):
+// What each benchmark measures (all timed in wall-clock time, since seqgrad's thread pool
+// works on several threads):
 //   matmul/sgemm/N                    raw cblas_sgemm, C = A B, N x N x N, preallocated buffers.
 //   matmul/seqgrad_forward/N          seqgrad::matmul(a, b), inputs not requiring grad: sgemm plus
 //                                     seqgrad's per-call cost (checks, output allocation, handles).
@@ -35,6 +36,8 @@
 #include <benchmark/benchmark.h>
 #include <cblas.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -48,13 +51,16 @@
 #include "seqgrad/core/random.h"
 #include "seqgrad/core/tensor.h"
 #include "seqgrad/core/threads.h"
+#include "bench_common.h"
 
 extern "C" {
 // OpenBLAS's own controls (also in its cblas.h; declared here so any CBLAS header will do).
 char* openblas_get_corename(void);
 int openblas_get_num_threads(void);
+void openblas_set_num_threads(int num_threads);
 }
 
+namespace seqgrad_bench {
 namespace {
 
 using seqgrad::Generator;
@@ -83,13 +89,6 @@ void fill_uniform(float* p, int64_t n, Generator& gen) {
 
 Tensor random_tensor(const Shape& shape, Generator& gen, bool requires_grad = false) {
     return Tensor::uniform(shape, -1.0f, 1.0f, gen, requires_grad);
-}
-
-// Reports `per_iteration` units per iteration as a rate in billions per second (the console
-// shows the value followed by "/s", e.g. GFLOP/s=150.2/s).
-void set_rate_counter(benchmark::State& state, const char* name, double per_iteration) {
-    state.counters[name] = benchmark::Counter(per_iteration * 1e-9, benchmark::Counter::kIsIterationInvariantRate,
-                                              benchmark::Counter::OneK::kIs1000);
 }
 
 // C[m, n] = op(A) op(B), row-major, as seqgrad's gemm calls it.
@@ -320,7 +319,9 @@ void register_rows(const char* name, BenchmarkFn fn, const std::vector<std::vect
     b->UseRealTime()->Unit(benchmark::kMicrosecond);
 }
 
-void register_all() {
+}  // namespace
+
+void register_op_benchmarks() {
     register_matmul("matmul/sgemm", matmul_sgemm);
     register_matmul("matmul/seqgrad_forward", matmul_seqgrad_forward);
     register_matmul("matmul/sgemm_forward_backward", matmul_sgemm_forward_backward);
@@ -332,6 +333,33 @@ void register_all() {
     register_rows("cross_entropy/forward", cross_entropy_forward, kRowShapes);
     register_rows("cross_entropy/forward_backward", cross_entropy_forward_backward, kRowShapes);
 }
+
+double sgemm_peak_flops() {
+    static const double peak = [] {
+        constexpr int n = 2048;
+        Generator gen(5);
+        AlignedFloats a(int64_t{n} * n), b(int64_t{n} * n), c(int64_t{n} * n);
+        fill_uniform(a.data, a.size, gen);
+        fill_uniform(b.data, b.size, gen);
+        // seqgrad keeps OpenBLAS at one thread and splits products itself; here OpenBLAS gets
+        // all of seqgrad's threads for its own best.
+        const int blas_threads = openblas_get_num_threads();
+        openblas_set_num_threads(seqgrad::get_num_threads());
+        sgemm(false, false, n, a.data, b.data, c.data);  // warm up
+        double best = 0;
+        for (int run = 0; run < 3; ++run) {
+            const auto t0 = std::chrono::steady_clock::now();
+            sgemm(false, false, n, a.data, b.data, c.data);
+            const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+            best = std::max(best, product_flops(n) / seconds);
+        }
+        openblas_set_num_threads(blas_threads);
+        return best;
+    }();
+    return peak;
+}
+
+namespace {
 
 // Parses a positive thread count; exits with a message on anything else.
 int parse_threads(const char* text, const char* source) {
@@ -386,9 +414,13 @@ void configure_and_describe(int requested_threads) {
     benchmark::AddCustomContext("OPENBLAS_CORETYPE", coretype_text);
     benchmark::AddCustomContext("seqgrad_threads", std::to_string(threads));
     benchmark::AddCustomContext("openblas_threads", std::to_string(openblas_get_num_threads()));
+    const double peak_gflops = sgemm_peak_flops() * 1e-9;
+    benchmark::AddCustomContext("sgemm_peak_gflops", std::to_string(peak_gflops));
 
-    std::fprintf(stderr, "seqgrad_bench: OpenBLAS core %s, %d thread(s), OPENBLAS_CORETYPE %s\n", core.c_str(),
-                 threads, coretype_text.c_str());
+    std::fprintf(stderr,
+                 "seqgrad_bench: OpenBLAS core %s, %d thread(s), OPENBLAS_CORETYPE %s, sgemm peak %.0f GFLOP/s "
+                 "(2048^3)\n",
+                 core.c_str(), threads, coretype_text.c_str(), peak_gflops);
     if (coretype)
         std::fprintf(stderr,
                      "seqgrad_bench: warning: OPENBLAS_CORETYPE=%s overrides OpenBLAS's own choice of kernels "
@@ -397,11 +429,14 @@ void configure_and_describe(int requested_threads) {
 }
 
 }  // namespace
+}  // namespace seqgrad_bench
 
 int main(int argc, char** argv) {
+    using namespace seqgrad_bench;
     const int requested_threads = take_threads_flag(argc, argv);
     configure_and_describe(requested_threads);
-    register_all();
+    register_op_benchmarks();
+    register_model_benchmarks();
     benchmark::Initialize(&argc, argv);
     if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
     benchmark::RunSpecifiedBenchmarks();

@@ -1,12 +1,16 @@
 // The caching allocator: free lists keyed by a rounded block size. Sizes are rounded up to a
 // quarter of their power of two (at most 25% waste), so the many slightly different sizes of a
-// model's activations share a handful of lists.
+// model's activations share a handful of lists. A request whose own list is empty takes the
+// smallest free block of at most twice its size before asking the system: when batch shapes vary
+// from step to step, the blocks of a large batch serve the next smaller one, and the cache grows
+// to the largest step's needs rather than to the sum of every shape's.
 #include "seqgrad/core/allocator.h"
 
+#include <algorithm>
 #include <cstdlib>
+#include <map>
 #include <mutex>
 #include <new>
-#include <unordered_map>
 #include <vector>
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -33,7 +37,7 @@ size_t block_size(size_t bytes) {
 
 struct Cache {
     std::mutex mutex;
-    std::unordered_map<size_t, std::vector<void*>> free_lists;
+    std::map<size_t, std::vector<void*>> free_lists;  // by block size, ascending
     AllocatorStats stats;
 };
 
@@ -47,38 +51,39 @@ Cache& cache() {
 
 namespace detail {
 
-float* allocate_floats(int64_t numel) {
-    if (numel <= 0) return nullptr;
+Block allocate_floats(int64_t numel) {
+    if (numel <= 0) return {};
     const size_t size = block_size(static_cast<size_t>(numel) * sizeof(float));
     Cache& c = cache();
     std::lock_guard<std::mutex> lock(c.mutex);
-    void* block = nullptr;
-    auto it = c.free_lists.find(size);
-    if (it != c.free_lists.end() && !it->second.empty()) {
-        block = it->second.back();
+    // The smallest nonempty list of blocks in [size, 2 size]; the exact size comes first.
+    for (auto it = c.free_lists.lower_bound(size); it != c.free_lists.end() && it->first <= 2 * size; ++it) {
+        if (it->second.empty()) continue;
+        void* block = it->second.back();
         it->second.pop_back();
         c.stats.cache_hits++;
-        c.stats.bytes_cached -= static_cast<int64_t>(size);
-        SEQGRAD_UNPOISON(block, size);
-    } else {
-        block = std::aligned_alloc(kAlignment, size);
-        if (!block) throw std::bad_alloc();
-        c.stats.system_allocations++;
+        c.stats.bytes_cached -= static_cast<int64_t>(it->first);
+        c.stats.bytes_in_use += static_cast<int64_t>(it->first);
+        c.stats.peak_bytes_in_use = std::max(c.stats.peak_bytes_in_use, c.stats.bytes_in_use);
+        SEQGRAD_UNPOISON(block, it->first);
+        return {static_cast<float*>(block), it->first};
     }
+    void* block = std::aligned_alloc(kAlignment, size);
+    if (!block) throw std::bad_alloc();
+    c.stats.system_allocations++;
     c.stats.bytes_in_use += static_cast<int64_t>(size);
     c.stats.peak_bytes_in_use = std::max(c.stats.peak_bytes_in_use, c.stats.bytes_in_use);
-    return static_cast<float*>(block);
+    return {static_cast<float*>(block), size};
 }
 
-void free_floats(float* block, int64_t numel) {
-    if (!block) return;
-    const size_t size = block_size(static_cast<size_t>(numel) * sizeof(float));
+void free_floats(const Block& block) {
+    if (!block.data) return;
     Cache& c = cache();
     std::lock_guard<std::mutex> lock(c.mutex);
-    SEQGRAD_POISON(block, size);
-    c.free_lists[size].push_back(block);
-    c.stats.bytes_in_use -= static_cast<int64_t>(size);
-    c.stats.bytes_cached += static_cast<int64_t>(size);
+    SEQGRAD_POISON(block.data, block.bytes);
+    c.free_lists[block.bytes].push_back(block.data);
+    c.stats.bytes_in_use -= static_cast<int64_t>(block.bytes);
+    c.stats.bytes_cached += static_cast<int64_t>(block.bytes);
 }
 
 }  // namespace detail

@@ -11,9 +11,13 @@
 
 namespace seqgrad {
 
-Storage::Storage(int64_t n) : data(detail::allocate_floats(n)), numel(n) {}
+Storage::Storage(int64_t n) : numel(n) {
+    const detail::Block block = detail::allocate_floats(n);
+    data = block.data;
+    block_bytes = block.bytes;
+}
 
-Storage::~Storage() { detail::free_floats(data, numel); }
+Storage::~Storage() { detail::free_floats({data, block_bytes}); }
 
 int64_t normalize_axis(int64_t axis, int64_t rank, const char* op) {
     check(axis >= -rank && axis < rank, op, "axis ", axis, " is out of range for a tensor of rank ",

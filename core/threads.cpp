@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "blas.h"
+#include "parallel.h"
 #include "seqgrad/core/error.h"
 #include "thread_pool.h"
 
@@ -32,5 +33,9 @@ void set_num_threads(int n) {
 }
 
 int get_num_threads() { return thread_count(); }
+
+void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t begin, int64_t end)>& body) {
+    detail::parallel_for(n, grain, body);
+}
 
 }  // namespace seqgrad

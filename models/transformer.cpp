@@ -115,11 +115,11 @@ Tensor DecoderLayer::forward(const Tensor& x, const Tensor& memory, const IntTen
 Tensor DecoderLayer::step(const Tensor& x, DecoderLayerCache& cache, const IntTensor& src_mask,
                           const IntTensor& self_mask) const {
     auto self_attend = [&](const Tensor& y) {
-        const nn::KeysValues now = self_attention->project_keys_values(y, y);  // [B, H, 1, d_head]
+        const nn::KeysValues now = self_attention->project_keys_values(y, y);  // [B, 1, d_model]
         nn::KeysValues& past = cache.self_attention;
         past = !past.keys.defined()
                    ? now
-                   : nn::KeysValues{concat({past.keys, now.keys}, 2), concat({past.values, now.values}, 2)};
+                   : nn::KeysValues{concat({past.keys, now.keys}, 1), concat({past.values, now.values}, 1)};
         return self_attention->attend(y, past, self_mask).output;
     };
     auto cross_attend = [&](const Tensor& y) {
@@ -182,6 +182,16 @@ Transformer::Transformer(const ModelConfig& config, Generator& gen) : Seq2SeqMod
     tgt_embedding = config.share_embeddings
                         ? src_embedding  // PyTorch: self.tgt_embedding = self.src_embedding
                         : register_module("tgt_embedding", std::make_shared<nn::Embedding>(config.tgt_vocab, d, gen));
+    if (config.embedding_init == "scaled") {  // the N(0, 1) draws scaled to N(0, 1/d); a shared table once
+        const float std = 1.0f / std::sqrt(static_cast<float>(d));
+        std::vector<nn::Embedding*> tables{src_embedding.get()};
+        if (tgt_embedding != src_embedding) tables.push_back(tgt_embedding.get());
+        for (nn::Embedding* table : tables) {
+            float* w = table->weight.data();
+            const int64_t n = table->weight.numel();
+            for (int64_t i = 0; i < n; ++i) w[i] *= std;
+        }
+    }
     pos_encoder = register_module("pos_encoder", std::make_shared<nn::PositionalEncoding>(d, config.max_seq_len));
     dropout = register_module("dropout", std::make_shared<nn::Dropout>(config.dropout, dropout_generator));
     encoder_layers = register_module("encoder_layers", std::make_shared<nn::ModuleList<EncoderLayer>>());

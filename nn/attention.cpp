@@ -80,35 +80,54 @@ Tensor MultiHeadAttention::split_heads(const Tensor& x) const {
     return transpose(reshape(x, {x.size(0), x.size(1), n_heads, d_head}), 1, 2);
 }
 
+Tensor MultiHeadAttention::merge_heads(const Tensor& x) const {
+    return reshape(transpose(x, 1, 2), {x.size(0), x.size(2), d_model});
+}
+
+Tensor MultiHeadAttention::rotate(const Tensor& x, int64_t position) const {
+    return rotary ? merge_heads(apply_rotary(split_heads(x), position)) : x;
+}
+
 KeysValues MultiHeadAttention::project_keys_values(const Tensor& key, const Tensor& value,
                                                    int64_t position) const {
     check(key.dim() == 3 && value.dim() == 3 && key.size(0) == value.size(0) && key.size(1) == value.size(1),
           "MultiHeadAttention", "key ", key.shape(), " and value ", value.shape(), " do not fit");
-    Tensor keys = split_heads(wk->forward(key));  // [B, H, Tk, d_head]
-    if (rotary) keys = apply_rotary(keys, position);
-    return {keys, split_heads(wv->forward(value))};
+    return {rotate(wk->forward(key), position), wv->forward(value)};  // [B, Tk, d] each
 }
 
 Tensor MultiHeadAttention::project_queries(const Tensor& query, int64_t position) const {
-    Tensor q = split_heads(wq->forward(query));  // [B, H, Tq, d_head]
-    if (rotary) q = apply_rotary(q, position);
-    return q;
+    return rotate(wq->forward(query), position);  // [B, Tq, d]
 }
 
 AttentionOutput MultiHeadAttention::attend_heads(const Tensor& q, const KeysValues& kv, const IntTensor& mask) const {
-    check(kv.keys.dim() == 4 && kv.keys.size(0) == q.size(0), "MultiHeadAttention", "keys ",
-          kv.keys.shape(), " do not fit queries ", q.shape());
+    check(kv.keys.dim() == 3 && kv.keys.size(0) == q.size(0) && kv.keys.size(2) == d_model, "MultiHeadAttention",
+          "keys ", kv.keys.shape(), " do not fit queries ", q.shape());
+    if (tracing()) return attend_heads_traced(q, kv, mask);
+    if (has_mask(mask)) {
+        const Shape scores{q.size(0), n_heads, q.size(1), kv.keys.size(1)};
+        check(mask.dim() <= 4 && broadcast_shapes(scores, mask.shape(), "MultiHeadAttention") == scores,
+              "MultiHeadAttention", "mask ", mask.shape(), " does not broadcast to the scores ", scores);
+    }
+    Tensor weights;
+    const Tensor context = seqgrad::attention(q, kv.keys, kv.values, n_heads, mask, dropout->p(), dropout->is_training(),
+                                     &dropout->generator(), &weights);
+    return {wo->forward(context), weights};
+}
+
+AttentionOutput MultiHeadAttention::attend_heads_traced(const Tensor& q_merged, const KeysValues& kv,
+                                                        const IntTensor& mask) const {
+    const Tensor q = split_heads(q_merged), keys = split_heads(kv.keys), values = split_heads(kv.values);
     trace(*this, "q heads", q);
-    trace(*this, "k heads", kv.keys);
-    trace(*this, "v heads", kv.values);
-    Tensor scores = divide_by_sqrt(matmul(q, kv.keys, false, true), d_head);  // [B, H, Tq, Tk]
+    trace(*this, "k heads", keys);
+    trace(*this, "v heads", values);
+    Tensor scores = divide_by_sqrt(matmul(q, keys, false, true), d_head);  // [B, H, Tq, Tk]
     scores = mask_scores(scores, mask, "MultiHeadAttention");
     trace(*this, "scores", scores);
     const Tensor weights = softmax(scores, -1);
     trace(*this, "weights", weights);
-    const Tensor context = matmul(dropout->forward(weights), kv.values);  // [B, H, Tq, d_head]
+    const Tensor context = matmul(dropout->forward(weights), values);  // [B, H, Tq, d_head]
     trace(*this, "context", context);
-    const Tensor merged = reshape(transpose(context, 1, 2), {q.size(0), q.size(2), d_model});
+    const Tensor merged = merge_heads(context);
     trace(*this, "merged", merged);
     return {wo->forward(merged), weights};
 }

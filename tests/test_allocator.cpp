@@ -1,5 +1,5 @@
 // The caching allocator: a repeated forward/backward loop reaches a steady state in which no
-// step asks the system for memory.
+// step asks the system for memory, and requests reuse free blocks of up to twice their size.
 #include "helpers.h"
 
 using namespace seqgrad;
@@ -40,6 +40,25 @@ TEST_CASE("freed blocks are cached, counted and returned by empty_cache", "[allo
     CHECK(allocator_stats().system_allocations == freed.system_allocations);
     empty_cache();
     CHECK(allocator_stats().bytes_cached == 0);
+}
+
+TEST_CASE("a request takes a free block up to twice its size before asking the system", "[allocator]") {
+    empty_cache();
+    { auto big = Tensor::zeros({100000}); }  // a 400,000-byte request: a 458,752-byte block
+    const AllocatorStats cached = allocator_stats();
+    {
+        auto smaller = Tensor::zeros({60000});  // 240,000 bytes: a 262,144-byte list, empty
+        CHECK(allocator_stats().system_allocations == cached.system_allocations);
+        CHECK(allocator_stats().bytes_cached == cached.bytes_cached - 458752);
+        auto much_smaller = Tensor::zeros({10000});  // 40,000 bytes: the big block is in use anyway
+        CHECK(allocator_stats().system_allocations == cached.system_allocations + 1);
+    }
+    // Both blocks are back, each under its own size; a request more than twice smaller than the
+    // big block does not take it.
+    CHECK(allocator_stats().bytes_cached == cached.bytes_cached + 40960);
+    { auto tiny = Tensor::zeros({10}); }
+    CHECK(allocator_stats().system_allocations == cached.system_allocations + 2);
+    empty_cache();
 }
 
 TEST_CASE("storage is 64-byte aligned", "[allocator]") {

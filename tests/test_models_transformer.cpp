@@ -270,7 +270,7 @@ TEST_CASE("decoding step by step with cached keys and values gives decode()'s lo
             INFO("step " << t);
             const Tensor logits = generic.decode_step(*state, column(tgt_in, t));
             CHECK(own.length() == t + 1);
-            CHECK(own.layers[1].self_attention.keys.shape() == Shape{3, 2, t + 1, 4});
+            CHECK(own.layers[1].self_attention.keys.shape() == Shape{3, t + 1, 8});
             CHECK(testing::max_abs_diff(logits, at_position(full, t)) < 1e-5f);
 
             // Cross-attention weights: 2 layers x 2 heads, [3, 5] each, rows summing to one,

@@ -140,7 +140,7 @@ TEST_CASE("attending in two halves with a growing key cache equals attending all
         for (int64_t t = 0; t < 4; ++t) {
             const Tensor xt = slice(x, 1, t, t + 1);
             const KeysValues step = mha.project_keys_values(xt, xt, t);
-            cache = t == 0 ? step : KeysValues{concat({cache.keys, step.keys}, 2), concat({cache.values, step.values}, 2)};
+            cache = t == 0 ? step : KeysValues{concat({cache.keys, step.keys}, 1), concat({cache.values, step.values}, 1)};
             const AttentionOutput out = mha.attend(xt, cache, IntTensor(), t);
             INFO("rotary " << rotary << " step " << t);
             CHECK(testing::max_abs_diff(out.output, slice(full.output, 1, t, t + 1)) < 1e-5f);

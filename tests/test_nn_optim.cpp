@@ -86,6 +86,28 @@ TEST_CASE("Adam follows PyTorch's update for three steps and skips parameters wi
     check_close(state.at("exp_avg_sq.layer.p"), v);
 }
 
+TEST_CASE("Adam's update of a large parameter is the same on one thread and on two", "[nn][optim][threads]") {
+    // Large enough for the update to be split across the pool.
+    const int before = get_num_threads();
+    auto run = [](int threads) {
+        set_num_threads(threads);
+        Tensor w = testing::random_tensor({300, 700}, 21);
+        AdamOptions options;
+        options.weight_decay = 0.01;
+        AdamW adam({{"w", w}}, options);
+        for (int step = 0; step < 3; ++step) {
+            adam.zero_grad();
+            (w * w * 0.5f).sum().backward();
+            adam.step();
+        }
+        return w.to_vector();
+    };
+    const auto one = run(1);
+    const auto two = run(2);
+    set_num_threads(before);
+    CHECK(one == two);
+}
+
 TEST_CASE("Adam's weight decay is L2 on the gradient; AdamW's is decoupled", "[nn][optim]") {
     const double lr = 0.05, wd = 0.2, b1 = 0.9, b2 = 0.999, eps = 1e-8;
     AdamOptions options;

@@ -22,6 +22,47 @@ TEST_CASE("dropout zeroes about p of the elements and scales the rest", "[ops][d
     CHECK(static_cast<double>(zeros) / 100000 == Approx(0.3).margin(0.01));
 }
 
+TEST_CASE("dropout's decisions are independent between neighbours and between calls", "[ops][dropout]") {
+    // The mask is counter-based (element i of a call decides from the call's key and i), so check
+    // that neighbouring elements and successive calls do not repeat each other: with p = 0.5,
+    // each of the four (kept, kept') combinations should come up about a quarter of the time.
+    Generator gen(8);
+    const int64_t n = 200000;
+    const auto first = dropout(Tensor::ones({n}), 0.5f, true, gen).to_vector();
+    const auto second = dropout(Tensor::ones({n}), 0.5f, true, gen).to_vector();
+    int64_t neighbours[2][2] = {}, calls[2][2] = {};
+    for (int64_t i = 0; i + 1 < n; ++i) neighbours[first[i] != 0][first[i + 1] != 0]++;
+    for (int64_t i = 0; i < n; ++i) calls[first[i] != 0][second[i] != 0]++;
+    for (int a = 0; a < 2; ++a) {
+        for (int b = 0; b < 2; ++b) {
+            CHECK(static_cast<double>(neighbours[a][b]) / (n - 1) == Approx(0.25).margin(0.006));
+            CHECK(static_cast<double>(calls[a][b]) / n == Approx(0.25).margin(0.006));
+        }
+    }
+}
+
+TEST_CASE("dropout's mask does not depend on the number of threads", "[ops][dropout][threads]") {
+    const int before = get_num_threads();
+    auto x = testing::random_tensor({300000}, 9);
+    set_num_threads(1);
+    Generator one(10);
+    const auto serial = dropout(x, 0.25f, true, one).to_vector();
+    set_num_threads(2);
+    Generator two(10);
+    const auto parallel = dropout(x, 0.25f, true, two).to_vector();
+    set_num_threads(before);
+    CHECK(serial == parallel);
+}
+
+TEST_CASE("dropout with p = 1 drops everything, gradient included", "[ops][dropout]") {
+    Generator gen(11);
+    auto x = testing::random_tensor({3, 5}, 12);
+    auto y = dropout(x, 1.0f, true, gen);
+    for (float v : y.to_vector()) CHECK(v == 0.0f);
+    y.sum().backward();
+    for (float g : x.grad().to_vector()) CHECK(g == 0.0f);
+}
+
 TEST_CASE("dropout is reproducible from the generator's seed", "[ops][dropout]") {
     Generator a(3), b(3);
     auto x = Tensor::ones({64});

@@ -3,10 +3,14 @@
 #pragma once
 
 #include <algorithm>
+#include <cmath>
+#include <cstdint>
 #include <vector>
 
 #include "../parallel.h"
+#include "seqgrad/core/random.h"
 #include "seqgrad/core/tensor.h"
+#include "vector_math.h"
 
 namespace seqgrad::detail {
 
@@ -104,5 +108,63 @@ Tensor broadcast_zip(const Tensor& a, const Tensor& b, const Shape& out_shape, F
     });
     return out;
 }
+
+// ---- rows (softmax, attention) ----
+
+inline float row_max(const float* x, int64_t n) {
+    float m = -INFINITY;
+#pragma omp simd reduction(max : m)
+    for (int64_t j = 0; j < n; ++j) m = std::max(m, x[j]);
+    return m;
+}
+
+// y = exp(x - m); returns sum(y). y may be x.
+inline float exp_shifted(const float* x, float m, float* y, int64_t n) {
+    float total = 0;
+#pragma omp simd reduction(+ : total)
+    for (int64_t j = 0; j < n; ++j) {
+        y[j] = fast_exp(x[j] - m);
+        total += y[j];
+    }
+    return total;
+}
+
+inline float dot(const float* a, const float* b, int64_t n) {
+    float total = 0;
+#pragma omp simd reduction(+ : total)
+    for (int64_t j = 0; j < n; ++j) total += a[j] * b[j];
+    return total;
+}
+
+// ---- dropout masks (dropout, attention) ----
+
+// A counter-based dropout mask: one draw from the Generator gives a call its key, and element i
+// is kept when the i-th output of SplitMix64 started at that key is at least p * 2^64. Element
+// i's decision depends only on (key, i): loops vectorise, split across threads without changing
+// the result, and a backward pass recomputes the mask instead of storing it.
+struct DropoutMask {
+    uint64_t key = 0;
+    uint64_t threshold = 0;  // p * 2^64
+    float scale = 1;         // 1 / (1 - p), or 0 when p = 1 (nothing is kept)
+
+    DropoutMask() = default;
+    // For 0 < p <= 1.
+    DropoutMask(float p, Generator& gen)
+        : key(gen.next_u64()),
+          threshold(p < 1 ? static_cast<uint64_t>(std::ldexp(static_cast<long double>(p), 64)) : UINT64_MAX),
+          scale(p < 1 ? 1.0f / (1.0f - p) : 0.0f) {}
+
+    // SplitMix64's output for state key + (i + 1) * gamma: the i-th number of its stream.
+    static uint64_t splitmix64_at(uint64_t key, uint64_t i) {
+        uint64_t z = key + (i + 1) * 0x9E3779B97F4A7C15ull;
+        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+        return z ^ (z >> 31);
+    }
+    // x scaled by 1 / (1 - p) if element i is kept, else 0.
+    float apply(float x, int64_t i) const {
+        return splitmix64_at(key, static_cast<uint64_t>(i)) >= threshold ? x * scale : 0.0f;
+    }
+};
 
 }  // namespace seqgrad::detail

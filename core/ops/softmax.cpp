@@ -5,10 +5,13 @@
 #include "kernels.h"
 #include "seqgrad/core/autograd.h"
 #include "seqgrad/core/ops.h"
-#include "vector_math.h"
 
 namespace seqgrad {
 namespace {
+
+using detail::dot;
+using detail::exp_shifted;
+using detail::row_max;
 
 // The input seen as [outer, n, inner] around the axis; a row is n elements `inner` apart.
 struct Rows {
@@ -50,31 +53,6 @@ void for_each_row(const Rows& r, const float* a, const float* b, float* out, con
             for (int64_t j = 0; j < r.n; ++j) out[at + j * r.inner] = ro[static_cast<size_t>(j)];
         }
     });
-}
-
-float row_max(const float* x, int64_t n) {
-    float m = -INFINITY;
-#pragma omp simd reduction(max : m)
-    for (int64_t j = 0; j < n; ++j) m = std::max(m, x[j]);
-    return m;
-}
-
-// y = exp(x - m); returns sum(y).
-float exp_shifted(const float* x, float m, float* y, int64_t n) {
-    float total = 0;
-#pragma omp simd reduction(+ : total)
-    for (int64_t j = 0; j < n; ++j) {
-        y[j] = detail::fast_exp(x[j] - m);
-        total += y[j];
-    }
-    return total;
-}
-
-float dot(const float* a, const float* b, int64_t n) {
-    float total = 0;
-#pragma omp simd reduction(+ : total)
-    for (int64_t j = 0; j < n; ++j) total += a[j] * b[j];
-    return total;
 }
 
 }  // namespace

@@ -1,6 +1,9 @@
 // The caching allocator behind every tensor's storage. Freed blocks go to a per-size free list
 // and are handed out again, so a training loop reaches a steady state in which a step asks the
-// system for no memory at all. Blocks are 64-byte aligned (AVX-512 loads).
+// system for no memory at all. A request that finds no free block of its own size takes a free
+// block up to twice as large before asking the system, so batches of varying shapes (bucketed
+// by length) reuse each other's memory instead of each keeping their own. Blocks are 64-byte
+// aligned (AVX-512 loads).
 #pragma once
 
 #include <cstddef>
@@ -22,8 +25,13 @@ void reset_peak_bytes_in_use();
 void empty_cache();
 
 namespace detail {
-float* allocate_floats(int64_t numel);
-void free_floats(float* block, int64_t numel);
+// A block of at least numel floats; `bytes` is its real size, to give back to free_floats.
+struct Block {
+    float* data = nullptr;
+    size_t bytes = 0;
+};
+Block allocate_floats(int64_t numel);
+void free_floats(const Block& block);
 }  // namespace detail
 
 }  // namespace seqgrad

@@ -107,4 +107,21 @@ struct LstmState {
 LstmState lstm_cell(const Tensor& x, const LstmState& state, const Tensor& w_ih, const Tensor& w_hh,
                     const Tensor& b_ih, const Tensor& b_hh);
 
+// ---- attention (core/ops/attention.cpp) ----
+// Masked attention scores become this before the softmax (the seeds' choice), so a row whose keys
+// are all masked gets uniform weights, never NaN.
+inline constexpr float kAttentionMaskFill = -1e9f;
+// Multi-head scaled dot-product attention, fused, on the [batch, length, heads * head_size]
+// layout that projections produce (no split into heads before, no merge after). Per head h:
+//   weights_h = softmax(masked_fill(q_h k_h^T / sqrt(head_size), mask == 0, -1e9))
+//   context_h = dropout(weights_h) v_h
+// q [B, Tq, D], k and v [B, Tk, D] with D = heads * head_size; mask (nonzero = attend)
+// broadcastable to [B, heads, Tq, Tk], or an empty IntTensor for none. Returns the context
+// [B, Tq, D]; `weights`, if given, receives the weights [B, heads, Tq, Tk] (after the softmax,
+// before dropout), a second differentiable output. Dropout (training with p > 0) takes one draw from `gen`
+// and masks exactly as dropout() would mask the weights tensor, so the result equals the
+// composition of the primitive operations.
+Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t heads, const IntTensor& mask,
+                 float dropout_p = 0.0f, bool training = false, Generator* gen = nullptr, Tensor* weights = nullptr);
+
 }  // namespace seqgrad

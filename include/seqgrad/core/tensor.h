@@ -25,6 +25,7 @@ struct Storage {
 
     float* data = nullptr;
     int64_t numel = 0;
+    size_t block_bytes = 0;  // the allocator's block, which may be larger than numel floats
 };
 
 class Tensor {

@@ -3,10 +3,17 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 
 namespace seqgrad {
 
 void set_num_threads(int n);  // n >= 1; the default is the number of cores
 int get_num_threads();
+
+// Calls body(begin, end) on disjoint ranges covering [0, n), one static chunk per thread of
+// seqgrad's pool (serially when n is below `grain` items per thread, or when called from inside
+// the pool). For loops whose items are independent, such as an optimizer's update of each
+// element: a result that depends only on its own item is the same for any thread count.
+void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t begin, int64_t end)>& body);
 
 }  // namespace seqgrad

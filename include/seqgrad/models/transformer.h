@@ -36,8 +36,8 @@ public:
 
 // One decoder layer's part of the incremental decoding state.
 struct DecoderLayerCache {
-    nn::KeysValues self_attention;   // [B, H, t, d_head] each: one more position per step
-    nn::KeysValues cross_attention;  // [B, H, S, d_head] each: projected from the memory once
+    nn::KeysValues self_attention;   // [B, t, d_model] each: one more position per step
+    nn::KeysValues cross_attention;  // [B, S, d_model] each: projected from the memory once
     Tensor cross_attention_weights;  // [B, H, 1, S]: the last step's, for last_attention()
 };
 

@@ -10,12 +10,13 @@
 #include <cstdint>
 #include <memory>
 
+#include "seqgrad/core/ops.h"
 #include "seqgrad/nn/layers.h"
 #include "seqgrad/nn/module.h"
 
 namespace seqgrad::nn {
 
-inline constexpr float kMaskFill = -1e9f;
+inline constexpr float kMaskFill = kAttentionMaskFill;  // -1e9 (core/ops.h)
 
 // ---- masks ----
 
@@ -34,9 +35,9 @@ struct AttentionOutput {
     Tensor attention_weights;  // [B, heads, Tq, Tk], after the softmax (before dropout)
 };
 
-// Keys and values projected and split into heads, [B, heads, Tk, d_head] each. A decoder can
-// compute them once (the encoder's output for cross-attention) or grow them step by step
-// (self-attention's cache, concatenating along axis 2).
+// Keys and values projected (and, with rotary embedding, rotated), [B, Tk, d_model] each, heads
+// side by side. A decoder can compute them once (the encoder's output for cross-attention) or
+// grow them step by step (self-attention's cache, concatenating along axis 1).
 struct KeysValues {
     Tensor keys;
     Tensor values;
@@ -46,7 +47,10 @@ struct KeysValues {
 //   q, k, v = wq(query), wk(key), wv(value), split into heads [B, H, T, d/H]
 //   weights = softmax(masked_fill(q k^T / sqrt(d/H), mask == 0, -1e9))
 //   output  = wo(merge_heads(dropout(weights) v))
-// With `rotary`, queries and keys are rotated by their positions (apply_rotary) after the split.
+// The middle two lines run as core's fused attention() on the unsplit projections; while a trace
+// is recorded (seqgrad summary) they run as the composition above, so that every intermediate
+// result can be reported. With `rotary`, queries and keys are rotated by their positions
+// (apply_rotary) per head.
 class MultiHeadAttention : public Module {
 public:
     MultiHeadAttention(int64_t d_model, int64_t n_heads, Generator& gen, float dropout = 0.0f,
@@ -69,11 +73,15 @@ public:
     bool rotary;
 
 private:
-    Tensor split_heads(const Tensor& x) const;  // [B, T, d] -> [B, H, T, d_head]
-    // wq(query) split into heads (and rotated): [B, H, Tq, d_head]
+    Tensor split_heads(const Tensor& x) const;   // [B, T, d] -> [B, H, T, d_head]
+    Tensor merge_heads(const Tensor& x) const;   // [B, H, T, d_head] -> [B, T, d]
+    Tensor rotate(const Tensor& x, int64_t position) const;  // apply_rotary per head, [B, T, d]
+    // wq(query) (rotated): [B, Tq, d]
     Tensor project_queries(const Tensor& query, int64_t position) const;
     // The rest of attend() once the queries are projected.
     AttentionOutput attend_heads(const Tensor& q, const KeysValues& keys_values, const IntTensor& mask) const;
+    // The same, as the composition of primitive operations, tracing each intermediate result.
+    AttentionOutput attend_heads_traced(const Tensor& q, const KeysValues& keys_values, const IntTensor& mask) const;
 };
 
 // ---- the attention Seq2Seq decoder's scorers (seed 001 §2.4.2) ----

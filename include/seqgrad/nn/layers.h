@@ -53,6 +53,7 @@ public:
     explicit Dropout(float p, std::shared_ptr<Generator> generator = nullptr);
     Tensor forward(const Tensor& x) const;
     float p() const { return p_; }
+    Generator& generator() const { return *generator_; }  // where its masks come from
 
 private:
     float p_;

@@ -39,6 +39,10 @@ private:
     TraceRecorder* previous_;
 };
 
+// Whether a recorder is installed on this thread (a layer may then take a slower path that
+// reports its intermediate results).
+inline bool tracing() { return detail::active_trace_recorder != nullptr; }
+
 // What layers call from their forward().
 inline void trace(const Module& module, std::string_view step, const Tensor& value) {
     if (detail::active_trace_recorder != nullptr) [[unlikely]]

@@ -1,0 +1,113 @@
+#!/usr/bin/python3
+"""seqgrad against PyTorch: whole training steps, side by side on this machine.
+
+For each model and shape, runs seqgrad_bench's train_step/<model>/<shape> and
+bench/torch_bench.py's version of the same step, one process each, alternating which goes
+first from round to round, and prints the best of each side with the ratio seqgrad/PyTorch.
+
+    cmake --build build --target seqgrad_bench
+    /usr/bin/python3 bench/compare.py [--bench build/bench/seqgrad_bench] [--threads 2]
+                                      [--rounds 2] [--min-time 3] [--models ...] [--shapes ...]
+
+Columns: target tokens per second of each side and their ratio; seqgrad's model FLOP rate and
+its fraction of the sgemm peak (MFU, see bench/model_bench.cpp); seqgrad's peak tensor memory;
+and each process's peak resident memory (max RSS), the one memory figure both sides share.
+PyTorch comes from Debian's python3-torch; without it the script says so and stops.
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+MODELS = ("transformer", "attn_seq2seq", "seq2seq")
+SHAPES = ("seed", "small", "g2p")
+
+
+def run_seqgrad(bench, model, shape, threads, min_time):
+    name = f"train_step/{model}/{shape}"
+    out = subprocess.run([bench, f"--threads={threads}", f"--benchmark_filter=^{name}(/real_time)?$",
+                          f"--benchmark_min_time={min_time}", "--benchmark_format=json"],
+                         check=True, capture_output=True, text=True)
+    report = json.loads(out.stdout)
+    if not report["benchmarks"]:
+        sys.exit(f"compare.py: {bench} has no benchmark {name}")
+    b = report["benchmarks"][0]
+    return report["context"], {
+        "tokens_per_second": b["tokens_per_second"],
+        "gflops": b["gflops"],
+        "mfu": b["mfu"],
+        "peak_mib": b["peak_mib"],
+        "system_allocs_per_step": b["system_allocs_per_step"],
+        "max_rss_mib": b["max_rss_mib"],
+    }
+
+
+def run_torch(model, shape, threads, min_time):
+    out = subprocess.run([sys.executable, os.path.join(HERE, "torch_bench.py"), "--model", model, "--shape", shape,
+                          "--threads", str(threads), "--min-time", str(min_time)],
+                         check=True, capture_output=True, text=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--bench", default=os.path.join(ROOT, "build", "bench", "seqgrad_bench"),
+                        help="the seqgrad_bench program (default: build/bench/seqgrad_bench)")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=2, help="runs of each side, alternating; the best counts")
+    parser.add_argument("--min-time", type=float, default=3.0, help="seconds of timed steps per run")
+    parser.add_argument("--models", nargs="+", choices=MODELS, default=list(MODELS))
+    parser.add_argument("--shapes", nargs="+", choices=SHAPES, default=list(SHAPES))
+    args = parser.parse_args()
+
+    try:
+        import torch
+    except ImportError:
+        sys.exit(f"compare.py: PyTorch is not available to {sys.executable}, so there is nothing to compare "
+                 "with. On Debian: apt install python3-torch, then run this script with /usr/bin/python3.")
+    if not os.access(args.bench, os.X_OK):
+        sys.exit(f"compare.py: no seqgrad_bench at {args.bench}; build it with "
+                 "`cmake --build build --target seqgrad_bench` or pass --bench")
+    if os.environ.get("OPENBLAS_CORETYPE"):
+        print(f"warning: OPENBLAS_CORETYPE={os.environ['OPENBLAS_CORETYPE']} is set and overrides OpenBLAS's "
+              "choice of kernels for both sides; unset it to measure what users get", file=sys.stderr)
+
+    best = {}
+    context = {}
+    for r in range(args.rounds):
+        for model in args.models:
+            for shape in args.shapes:
+                sides = ("seqgrad", "torch") if r % 2 == 0 else ("torch", "seqgrad")
+                for side in sides:
+                    print(f"round {r + 1}/{args.rounds}: {side} train_step/{model}/{shape}", file=sys.stderr, flush=True)
+                    if side == "seqgrad":
+                        context, result = run_seqgrad(args.bench, model, shape, args.threads, args.min_time)
+                    else:
+                        result = run_torch(model, shape, args.threads, args.min_time)
+                    key = (model, shape, side)
+                    if key not in best or result["tokens_per_second"] > best[key]["tokens_per_second"]:
+                        best[key] = result
+
+    print(f"seqgrad vs PyTorch {torch.__version__}, one training step (forward, loss, backward, Adam), "
+          f"{args.threads} threads, best of {args.rounds} alternating runs")
+    print(f"OpenBLAS core {context.get('openblas_core', '?')}, OPENBLAS_CORETYPE "
+          f"{context.get('OPENBLAS_CORETYPE', '?')}, sgemm peak {float(context.get('sgemm_peak_gflops', 0)):.0f} GFLOP/s "
+          f"(2048^3, {args.threads} threads)")
+    print()
+    print("| step | seqgrad tok/s | PyTorch tok/s | ratio | seqgrad GFLOP/s | MFU | seqgrad tensors MiB "
+          "| max RSS MiB seqgrad / PyTorch | allocs/step |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for model in args.models:
+        for shape in args.shapes:
+            s, t = best[(model, shape, "seqgrad")], best[(model, shape, "torch")]
+            print(f"| {model}/{shape} | {s['tokens_per_second']:,.0f} | {t['tokens_per_second']:,.0f} | "
+                  f"{s['tokens_per_second'] / t['tokens_per_second']:.2f}x | {s['gflops']:.0f} | {100 * s['mfu']:.0f}% | "
+                  f"{s['peak_mib']:.0f} | {s['max_rss_mib']:.0f} / {t['max_rss_mib']:.0f} | "
+                  f"{s['system_allocs_per_step']:g} |")
+
+
+if __name__ == "__main__":
+    main()

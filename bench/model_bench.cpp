@@ -1,0 +1,260 @@
+// Whole training steps and greedy decoding of the three models, at three shapes.
+//
+//   train_step/<model>/<shape>   one training step: zero_grad, forward, the loss (cross-entropy
+//                                with label smoothing 0.1, ignoring padding), backward, Adam
+//                                (lr 1e-4). model: transformer, attn_seq2seq, seq2seq.
+//   decode/transformer/<shape>/cached      greedy decoding of the batch's sources for tgt_len
+//   decode/transformer/<shape>/recompute   steps: with the incremental decoder (cached keys and
+//                                          values), or by running the whole prefix through
+//                                          forward() at every step, as a decoder without a cache
+//                                          does. Both always take exactly tgt_len steps.
+//
+// Shapes (batch, source length, target length, width, heads, d_ff, layers, vocabularies):
+//   seed    32, 10, 12, 512, 8, 2048, 6, 10000 / 12000   (seed 002's walk-through)
+//   small   64, 32, 32, 256, 4, 1024, 3,  1000 /  1000
+//   g2p    256, 12, 12, 256, 4, 1024, 3,    40 /    44
+// The Transformer is Post-LN with dropout 0.1 and ReLU; the LSTM models have hidden size =
+// width and 2 layers, the `init_state` decoder (seq2seq) and `dot` attention (attn_seq2seq).
+// Batches are random ids, every sequence full length (no padding). bench/torch_bench.py builds
+// the same models and batches in PyTorch.
+//
+// Counters of train_step:
+//   tokens_per_second       target tokens (batch x tgt_len) per second
+//   gflops                  model FLOPs per second, in billions: 3x the forward pass's matrix
+//                           products (backward costs two products per forward one), counted
+//                           from the shapes by forward_flops() below; elementwise work, the
+//                           softmaxes and Adam are not counted
+//   mfu                     gflops over the sgemm peak measured at start-up (bench_common.h)
+//   peak_mib                the most tensor memory in use during the timed steps (parameters,
+//                           gradients, Adam's state and activations), from seqgrad's allocator
+//   system_allocs_per_step  blocks the allocator took from the system per timed step (0 in a
+//                           steady state)
+//   max_rss_mib             the process's peak resident memory so far; it covers everything run
+//                           before it, so read it from a process that runs one benchmark
+//                           (bench/compare.py does)
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "bench_common.h"
+#include "seqgrad/core/allocator.h"
+#include "seqgrad/core/autograd.h"
+#include "seqgrad/core/ops.h"
+#include "seqgrad/core/random.h"
+#include "seqgrad/core/tensor.h"
+#include "seqgrad/models/model.h"
+#include "seqgrad/nn/optim.h"
+
+namespace seqgrad_bench {
+namespace {
+
+using seqgrad::Generator;
+using seqgrad::IntTensor;
+using seqgrad::Tensor;
+using seqgrad::models::ModelConfig;
+
+struct BenchShape {
+    const char* name;
+    int64_t batch, src_len, tgt_len;
+    int64_t width, heads, d_ff, layers;
+    int64_t src_vocab, tgt_vocab;
+};
+
+constexpr BenchShape kShapes[] = {
+    {"seed", 32, 10, 12, 512, 8, 2048, 6, 10000, 12000},
+    {"small", 64, 32, 32, 256, 4, 1024, 3, 1000, 1000},
+    {"g2p", 256, 12, 12, 256, 4, 1024, 3, 40, 44},
+};
+constexpr int64_t kLstmLayers = 2;
+constexpr float kLabelSmoothing = 0.1f;
+constexpr int64_t kFirstRealToken = 4;  // after <pad>, <s>, </s>, <unk>
+
+ModelConfig bench_config(const std::string& model, const BenchShape& s) {
+    ModelConfig c;
+    c.model = model;
+    c.src_vocab = s.src_vocab;
+    c.tgt_vocab = s.tgt_vocab;
+    c.d_model = s.width;
+    c.n_heads = s.heads;
+    c.n_layers = c.n_enc_layers = c.n_dec_layers = s.layers;
+    c.d_ff = s.d_ff;
+    c.max_seq_len = 64;
+    c.norm = "post";
+    c.activation = "relu";
+    c.dropout = 0.1f;
+    c.hidden_size = s.width;
+    c.num_layers = kLstmLayers;
+    c.decoder = "init_state";
+    c.attention = "dot";
+    return c;
+}
+
+// The multiply-adds of the forward pass's matrix products, times 2. Causal self-attention is
+// counted in full (both engines compute the masked half too).
+double forward_flops(const ModelConfig& c, const BenchShape& s) {
+    const double b = static_cast<double>(s.batch), src = static_cast<double>(s.src_len),
+                 tgt = static_cast<double>(s.tgt_len), vocab = static_cast<double>(s.tgt_vocab);
+    const double ns = b * src, nt = b * tgt;  // source and target tokens
+    if (c.model == "transformer") {
+        const double d = static_cast<double>(c.d_model), f = static_cast<double>(c.d_ff);
+        // Encoder layer: Q, K, V, O projections; scores and weighted values; the two FFN products.
+        const double encoder = 8 * ns * d * d + 4 * b * src * src * d + 4 * ns * d * f;
+        // Decoder layer: self-attention as above over the target; cross-attention's Q and O on
+        // the target and K and V on the source; its scores and values; the FFN.
+        const double decoder = 8 * nt * d * d + 4 * b * tgt * tgt * d + 4 * nt * d * d + 4 * ns * d * d +
+                               4 * b * tgt * src * d + 4 * nt * d * f;
+        return static_cast<double>(c.n_enc_layers) * encoder + static_cast<double>(c.n_dec_layers) * decoder +
+               2 * nt * d * vocab;
+    }
+    // An LSTM layer does 8 h (in + h) FLOPs per token and direction (the four gates' input and
+    // recurrent products).
+    const double h = static_cast<double>(c.hidden_size);
+    const double layers = static_cast<double>(c.num_layers);
+    const auto lstm = [h](double in) { return 8 * h * (in + h); };
+    const double output = 2 * nt * h * vocab;
+    if (c.model == "seq2seq") return ns * layers * lstm(h) + nt * layers * lstm(h) + output;
+    // attn_seq2seq: a bidirectional encoder (layers above the first read 2h), fc from 2h to h,
+    // a decoder whose first layer reads [embedding; context] (2h), and dot attention (scores
+    // and context, 2 S h each per target token).
+    const double encoder = 2 * ns * (lstm(h) + (layers - 1) * lstm(2 * h)) + 2 * ns * 2 * h * h;
+    const double decoder = nt * (lstm(2 * h) + (layers - 1) * lstm(h)) + 4 * nt * src * h;
+    return encoder + decoder + output;
+}
+
+struct Batch {
+    IntTensor src, tgt_in, tgt_out;
+};
+
+Batch random_batch(const BenchShape& s, Generator& gen) {
+    std::vector<int64_t> src(static_cast<size_t>(s.batch * s.src_len));
+    for (auto& id : src) id = kFirstRealToken + static_cast<int64_t>(gen.below(static_cast<uint64_t>(s.src_vocab - kFirstRealToken)));
+    const int64_t t = s.tgt_len + 1;
+    std::vector<int64_t> tgt(static_cast<size_t>(s.batch * t));
+    for (int64_t i = 0; i < s.batch * t; ++i)
+        tgt[static_cast<size_t>(i)] = i % t == 0 ? seqgrad::models::kSos
+                                                 : kFirstRealToken + static_cast<int64_t>(gen.below(
+                                                                         static_cast<uint64_t>(s.tgt_vocab - kFirstRealToken)));
+    const IntTensor full = IntTensor::from_vector(std::move(tgt), {s.batch, t});
+    return {IntTensor::from_vector(std::move(src), {s.batch, s.src_len}), full.slice_last(0, t - 1),
+            full.slice_last(1, t)};
+}
+
+double max_rss_mib() {
+    rusage usage{};
+    getrusage(RUSAGE_SELF, &usage);
+    return static_cast<double>(usage.ru_maxrss) / 1024.0;  // Linux reports KiB
+}
+
+void train_step(benchmark::State& state, const std::string& model_name, const BenchShape& shape) {
+    Generator gen(7);
+    const ModelConfig config = bench_config(model_name, shape);
+    auto model = seqgrad::models::make_model(config, gen);
+    model->train();
+    seqgrad::nn::AdamOptions adam;
+    adam.lr = 1e-4;
+    seqgrad::nn::Adam optimizer(model->named_parameters(), adam);
+    const Batch batch = random_batch(shape, gen);
+    const auto step = [&] {
+        optimizer.zero_grad();
+        Tensor loss = seqgrad::models::sequence_loss(model->forward(batch.src, batch.tgt_in), batch.tgt_out,
+                                                     kLabelSmoothing);
+        loss.backward();
+        optimizer.step();
+        return loss.item();
+    };
+    for (int i = 0; i < 2; ++i) step();  // Adam's state exists and the allocator's cache is warm
+
+    const seqgrad::AllocatorStats before = seqgrad::allocator_stats();
+    seqgrad::reset_peak_bytes_in_use();
+    for (auto _ : state) {
+        float loss = step();
+        benchmark::DoNotOptimize(loss);
+    }
+    const seqgrad::AllocatorStats after = seqgrad::allocator_stats();
+
+    const double flops = 3 * forward_flops(config, shape);
+    set_plain_rate_counter(state, "tokens_per_second", static_cast<double>(shape.batch * shape.tgt_len));
+    set_rate_counter(state, "gflops", flops);
+    state.counters["mfu"] = benchmark::Counter(flops / sgemm_peak_flops(), benchmark::Counter::kIsIterationInvariantRate);
+    state.counters["peak_mib"] = static_cast<double>(after.peak_bytes_in_use) / (1024.0 * 1024.0);
+    state.counters["system_allocs_per_step"] =
+        static_cast<double>(after.system_allocations - before.system_allocations) /
+        static_cast<double>(std::max<benchmark::IterationCount>(1, state.iterations()));
+    state.counters["max_rss_mib"] = max_rss_mib();
+}
+
+// Greedy decoding for `steps` steps (never stopping early), the incremental way.
+std::vector<int64_t> decode_cached(seqgrad::models::Seq2SeqModel& model, const IntTensor& src, int64_t steps) {
+    const int64_t batch = src.size(0);
+    auto decoding = model.start_decoding(src);
+    IntTensor tokens = IntTensor::full({batch}, seqgrad::models::kSos);
+    std::vector<int64_t> out;
+    out.reserve(static_cast<size_t>(batch * steps));
+    for (int64_t t = 0; t < steps; ++t) {
+        tokens = seqgrad::argmax(model.decode_step(*decoding, tokens), -1);
+        out.insert(out.end(), tokens.data(), tokens.data() + batch);
+    }
+    return out;
+}
+
+// The same, running forward() over the whole prefix at every step and reading its last position.
+std::vector<int64_t> decode_recompute(seqgrad::models::Seq2SeqModel& model, const IntTensor& src, int64_t steps) {
+    const int64_t batch = src.size(0);
+    std::vector<std::vector<int64_t>> prefixes(static_cast<size_t>(batch), {seqgrad::models::kSos});
+    for (int64_t t = 0; t < steps; ++t) {
+        std::vector<int64_t> flat;
+        flat.reserve(static_cast<size_t>(batch * (t + 1)));
+        for (const auto& p : prefixes) flat.insert(flat.end(), p.begin(), p.end());
+        const Tensor logits = model.forward(src, IntTensor::from_vector(std::move(flat), {batch, t + 1}));
+        const int64_t vocab = logits.size(-1);
+        for (int64_t b = 0; b < batch; ++b) {
+            const float* row = logits.data() + (b * (t + 1) + t) * vocab;
+            prefixes[static_cast<size_t>(b)].push_back(std::max_element(row, row + vocab) - row);
+        }
+    }
+    std::vector<int64_t> out;
+    for (const auto& p : prefixes) out.insert(out.end(), p.begin() + 1, p.end());
+    return out;
+}
+
+void decode(benchmark::State& state, const BenchShape& shape, bool cached) {
+    Generator gen(11);
+    auto model = seqgrad::models::make_model(bench_config("transformer", shape), gen);
+    model->eval();
+    const Batch batch = random_batch(shape, gen);
+    seqgrad::NoGradGuard no_grad;
+    for (auto _ : state) {
+        std::vector<int64_t> out = cached ? decode_cached(*model, batch.src, shape.tgt_len)
+                                          : decode_recompute(*model, batch.src, shape.tgt_len);
+        benchmark::DoNotOptimize(out.data());
+    }
+    set_plain_rate_counter(state, "words_per_second", static_cast<double>(shape.batch));
+    set_plain_rate_counter(state, "tokens_per_second", static_cast<double>(shape.batch * shape.tgt_len));
+}
+
+}  // namespace
+
+void register_model_benchmarks() {
+    for (const BenchShape& shape : kShapes) {
+        for (const char* model : {"transformer", "attn_seq2seq", "seq2seq"}) {
+            const std::string name = std::string("train_step/") + model + "/" + shape.name;
+            benchmark::RegisterBenchmark(name.c_str(), [model, &shape](benchmark::State& state) {
+                train_step(state, model, shape);
+            })->UseRealTime()->Unit(benchmark::kMillisecond)->MinTime(1.0);
+        }
+    }
+    for (const BenchShape& shape : kShapes) {
+        for (const bool cached : {true, false}) {
+            const std::string name = std::string("decode/transformer/") + shape.name + (cached ? "/cached" : "/recompute");
+            benchmark::RegisterBenchmark(name.c_str(), [cached, &shape](benchmark::State& state) {
+                decode(state, shape, cached);
+            })->UseRealTime()->Unit(benchmark::kMillisecond);
+        }
+    }
+}
+
+}  // namespace seqgrad_bench

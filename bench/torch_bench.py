@@ -1,0 +1,103 @@
+#!/usr/bin/python3
+"""The PyTorch side of seqgrad_bench's train_step benchmarks.
+
+One training step of the same model, at the same shape, with the same batch recipe as
+bench/model_bench.cpp: zero_grad, forward, cross-entropy with label smoothing 0.1 ignoring
+padding, backward, Adam (lr 1e-4). The models are the PyTorch versions that make the parity
+fixtures (tests/fixtures/make_fixtures.py), so both sides run exactly the same computation.
+
+    /usr/bin/python3 bench/torch_bench.py --model transformer --shape g2p [--threads 2]
+
+prints one JSON object: seconds per step (the mean over the timed steps, as Google Benchmark
+reports), tokens_per_second, and
+the process's peak resident memory (max_rss_mib). Needs python3-torch (Debian's build).
+"""
+import argparse
+import json
+import os
+import resource
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+# The shapes of model_bench.cpp: batch, source length, target length, width, heads, d_ff,
+# layers, source and target vocabularies.
+SHAPES = {
+    "seed": dict(batch=32, src_len=10, tgt_len=12, width=512, heads=8, d_ff=2048, layers=6,
+                 src_vocab=10000, tgt_vocab=12000),
+    "small": dict(batch=64, src_len=32, tgt_len=32, width=256, heads=4, d_ff=1024, layers=3,
+                  src_vocab=1000, tgt_vocab=1000),
+    "g2p": dict(batch=256, src_len=12, tgt_len=12, width=256, heads=4, d_ff=1024, layers=3,
+                src_vocab=40, tgt_vocab=44),
+}
+MODELS = ("transformer", "attn_seq2seq", "seq2seq")
+LSTM_LAYERS = 2
+LABEL_SMOOTHING = 0.1
+FIRST_REAL_TOKEN = 4
+SOS = 1
+
+
+def model_config(model, s):
+    if model == "transformer":
+        return dict(model=model, src_vocab=s["src_vocab"], tgt_vocab=s["tgt_vocab"], d_model=s["width"],
+                    n_heads=s["heads"], n_layers=s["layers"], d_ff=s["d_ff"], max_seq_len=64, norm="post",
+                    activation="relu", dropout=0.1)
+    return dict(model=model, src_vocab=s["src_vocab"], tgt_vocab=s["tgt_vocab"], hidden_size=s["width"],
+                num_layers=LSTM_LAYERS, decoder="init_state", attention="dot")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", choices=MODELS, required=True)
+    parser.add_argument("--shape", choices=sorted(SHAPES), required=True)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--min-time", type=float, default=3.0, help="seconds of timed steps (at least 3 steps)")
+    args = parser.parse_args()
+
+    try:
+        import torch
+    except ImportError:
+        sys.exit("torch_bench.py: PyTorch is not installed for this interpreter (Debian: apt install python3-torch)")
+    sys.path.insert(0, os.path.join(HERE, "..", "tests", "fixtures"))
+    from make_fixtures import build_model, loss_fn
+
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(7)
+    s = SHAPES[args.shape]
+    model = build_model(model_config(args.model, s))
+    model.train()
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-4)
+    src = torch.randint(FIRST_REAL_TOKEN, s["src_vocab"], (s["batch"], s["src_len"]))
+    tgt = torch.randint(FIRST_REAL_TOKEN, s["tgt_vocab"], (s["batch"], s["tgt_len"] + 1))
+    tgt[:, 0] = SOS
+    tgt_in, tgt_out = tgt[:, :-1], tgt[:, 1:]
+
+    def step():
+        optimizer.zero_grad()
+        loss = loss_fn(model(src, tgt_in), tgt_out, LABEL_SMOOTHING)
+        loss.backward()
+        optimizer.step()
+        return loss.item()
+
+    for _ in range(2):  # Adam's state exists, the allocator is warm
+        step()
+    steps = 0
+    start = time.perf_counter()
+    while steps < 3 or time.perf_counter() - start < args.min_time:
+        step()
+        steps += 1
+    seconds = (time.perf_counter() - start) / steps
+    print(json.dumps({
+        "name": f"train_step/{args.model}/{args.shape}",
+        "torch_version": torch.__version__,
+        "threads": torch.get_num_threads(),
+        "steps": steps,
+        "seconds_per_step": seconds,
+        "tokens_per_second": s["batch"] * s["tgt_len"] / seconds,
+        "max_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,
+    }))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,211 @@
+// Multi-head scaled dot-product attention as one operation, on the [batch, length, heads *
+// head_size] layout the projections produce. Each (batch row, head) pair is an independent
+// problem whose matrices are strided views of q, k and v (leading dimension heads * head_size),
+// so heads are never split out or merged back by copies; its scores stay in one small buffer
+// that the scaling, the mask, the softmax and dropout pass over once. Pairs run in parallel,
+// each with serial sgemm calls.
+//
+// The composition it replaces, per head h (seed 001's MultiHeadAttention):
+//   weights_h = softmax(masked_fill(q_h k_h^T / sqrt(head_size), mask == 0, -1e9))
+//   context_h = dropout(weights_h) v_h
+// test_ops_attention.cpp checks the two against each other, forward and backward.
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <span>
+
+#include "../blas.h"
+#include "kernels.h"
+#include "seqgrad/core/autograd.h"
+#include "seqgrad/core/ops.h"
+
+namespace seqgrad {
+namespace {
+
+// Everything about one call that the forward and backward loops share.
+struct Problem {
+    int64_t batch, heads, tq, tk, width, head_size;
+    float sqrt_head_size;
+    // The mask's strides over [batch, heads, tq, tk] (0 on broadcast axes); no mask if empty.
+    const int64_t* mask = nullptr;
+    int64_t mask_strides[4] = {0, 0, 0, 0};
+    bool dropout = false;
+    detail::DropoutMask dropout_mask{};
+
+    int64_t pairs() const { return batch * heads; }
+    // Offset of pair p's first row in q (or the context), and in k and v.
+    int64_t query_offset(int64_t p) const { return (p / heads) * tq * width + (p % heads) * head_size; }
+    int64_t key_offset(int64_t p) const { return (p / heads) * tk * width + (p % heads) * head_size; }
+    // Whether score (i, j) of pair p is masked out.
+    bool masked(int64_t p, int64_t i, int64_t j) const {
+        return mask && mask[(p / heads) * mask_strides[0] + (p % heads) * mask_strides[1] + i * mask_strides[2] +
+                            j * mask_strides[3]] == 0;
+    }
+    // Pair p's weights after dropout, into out [tq, tk].
+    void drop(const float* weights, int64_t p, float* out) const {
+        const int64_t base = p * tq * tk;
+        for (int64_t e = 0; e < tq * tk; ++e) out[e] = dropout_mask.apply(weights[e], base + e);
+    }
+    // Pairs per chunk of work for parallel_for.
+    int64_t grain() const { return std::max<int64_t>(1, (1 << 17) / std::max<int64_t>(1, tq * tk * head_size)); }
+};
+
+// C [m, n] (row stride ldc) = op(A) op(B), one thread, row-major.
+void small_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
+                int64_t ldb, float* c, int64_t ldc) {
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, static_cast<int>(m),
+                static_cast<int>(n), static_cast<int>(k), 1.0f, a, static_cast<int>(lda), b, static_cast<int>(ldb), 0.0f,
+                c, static_cast<int>(ldc));
+}
+
+Problem describe(const Tensor& q, const Tensor& k, const Tensor& v, int64_t heads, const IntTensor& mask) {
+    check(q.defined() && k.defined() && v.defined(), "attention", "an operand is undefined");
+    check(q.dim() == 3 && k.dim() == 3 && v.dim() == 3, "attention", "expects q [B, Tq, D], k and v [B, Tk, D], got ",
+          q.shape(), ", ", k.shape(), ", ", v.shape());
+    check(k.shape() == v.shape() && k.size(0) == q.size(0) && k.size(2) == q.size(2), "attention", "q ", q.shape(),
+          ", k ", k.shape(), " and v ", v.shape(), " do not fit");
+    check(heads > 0 && q.size(2) > 0 && q.size(2) % heads == 0, "attention", "width ", q.size(2),
+          " is not a positive multiple of ", heads, " heads");
+    Problem pr{};
+    pr.batch = q.size(0);
+    pr.heads = heads;
+    pr.tq = q.size(1);
+    pr.tk = k.size(1);
+    pr.width = q.size(2);
+    pr.head_size = pr.width / heads;
+    pr.sqrt_head_size = std::sqrt(static_cast<float>(pr.head_size));
+    for (int64_t n : {pr.tq, pr.tk, pr.width}) detail::check_blas_size(n, "attention");
+    if (mask.numel() > 0) {
+        const Shape scores{pr.batch, heads, pr.tq, pr.tk};
+        check(mask.dim() <= 4 && broadcast_shapes(scores, mask.shape(), "attention") == scores, "attention", "mask ",
+              mask.shape(), " does not broadcast to the scores ", scores);
+        const std::vector<int64_t> strides = detail::broadcast_strides(mask.shape(), 4);
+        std::copy(strides.begin(), strides.end(), pr.mask_strides);
+        pr.mask = mask.data();
+    }
+    return pr;
+}
+
+}  // namespace
+
+Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t heads, const IntTensor& mask,
+                 float dropout_p, bool training, Generator* gen, Tensor* weights_out) {
+    Problem pr = describe(q, k, v, heads, mask);
+    check(dropout_p >= 0 && dropout_p <= 1, "attention", "dropout probability must be in [0, 1], got ", dropout_p);
+    check(!(training && dropout_p > 0) || gen != nullptr, "attention", "dropout needs a generator");
+    if (training && dropout_p > 0) {
+        pr.dropout = true;
+        pr.dropout_mask = detail::DropoutMask(dropout_p, *gen);  // p = 1 keeps nothing
+    }
+    Tensor weights = Tensor::empty({pr.batch, heads, pr.tq, pr.tk});
+    const bool empty = pr.tq == 0 || pr.tk == 0;
+    // Every pair writes its whole block of the context, so only an empty problem needs zeros.
+    Tensor context = empty ? Tensor::zeros({pr.batch, pr.tq, pr.width}) : Tensor::empty({pr.batch, pr.tq, pr.width});
+    if (!empty) {
+        Tensor dropped = pr.dropout ? Tensor::empty(weights.shape()) : Tensor();
+        const float* pq = q.data();
+        const float* pk = k.data();
+        const float* pv = v.data();
+        float* pw = weights.data();
+        float* pc = context.data();
+        float* pd = pr.dropout ? dropped.data() : nullptr;
+        detail::parallel_for(pr.pairs(), pr.grain(), [&](int64_t begin, int64_t end) {
+            for (int64_t p = begin; p < end; ++p) {
+                float* w = pw + p * pr.tq * pr.tk;
+                small_gemm(false, true, pr.tq, pr.tk, pr.head_size, pq + pr.query_offset(p), pr.width,
+                           pk + pr.key_offset(p), pr.width, w, pr.tk);
+                for (int64_t i = 0; i < pr.tq; ++i) {
+                    float* row = w + i * pr.tk;
+                    for (int64_t j = 0; j < pr.tk; ++j)
+                        row[j] = pr.masked(p, i, j) ? kAttentionMaskFill : row[j] / pr.sqrt_head_size;
+                    const float inv = 1.0f / detail::exp_shifted(row, detail::row_max(row, pr.tk), row, pr.tk);
+                    for (int64_t j = 0; j < pr.tk; ++j) row[j] *= inv;
+                }
+                const float* used = w;
+                if (pr.dropout) {
+                    pr.drop(w, p, pd + p * pr.tq * pr.tk);
+                    used = pd + p * pr.tq * pr.tk;
+                }
+                small_gemm(false, false, pr.tq, pr.head_size, pr.tk, used, pr.tk, pv + pr.key_offset(p), pr.width,
+                           pc + pr.query_offset(p), pr.width);
+            }
+        });
+    }
+    if (!needs_grad({q, k, v})) {
+        if (weights_out) *weights_out = weights;
+        return context;
+    }
+    // The weights are an output too, so a loss may use them; when none does, the engine hands
+    // backward zeros for their gradient.
+    if (empty) {
+        auto outputs = record("attention", {context, weights}, {q, k, v}, [q, k, v](std::span<const Tensor>) {
+            return std::vector<Tensor>{Tensor::zeros(q.shape()), Tensor::zeros(k.shape()), Tensor::zeros(v.shape())};
+        });
+        if (weights_out) *weights_out = outputs[1];
+        return outputs[0];
+    }
+    // The caller's mask may not outlive this call: backward keeps its own copy.
+    auto mask_copy = std::make_shared<const IntTensor>(pr.mask ? mask : IntTensor());
+    auto outputs = record("attention", {context, weights}, {q, k, v},
+                          [q, k, v, weights, pr, mask_copy](std::span<const Tensor> grads) {
+        const Tensor& g = grads[0];
+        const float* pgw = grads[1].data();  // the weights' own gradient
+        Problem b = pr;
+        b.mask = b.mask ? mask_copy->data() : nullptr;
+        Tensor gq = Tensor::empty(q.shape()), gk = Tensor::empty(k.shape()), gv = Tensor::empty(v.shape());
+        Tensor scratch = Tensor::empty(weights.shape());  // per pair: dropped weights, then score gradients
+        const float* pq = q.data();
+        const float* pk = k.data();
+        const float* pv = v.data();
+        const float* pw = weights.data();
+        const float* pg = g.data();
+        float* gq_data = gq.data();
+        float* gk_data = gk.data();
+        float* gv_data = gv.data();
+        float* ps = scratch.data();
+        detail::parallel_for(b.pairs(), b.grain(), [&](int64_t begin, int64_t end) {
+            for (int64_t p = begin; p < end; ++p) {
+                const float* w = pw + p * b.tq * b.tk;
+                float* s = ps + p * b.tq * b.tk;
+                const float* dropped = w;
+                if (b.dropout) {
+                    b.drop(w, p, s);
+                    dropped = s;
+                }
+                const float* g_context = pg + b.query_offset(p);
+                // d v = dropout(weights)^T d context
+                small_gemm(true, false, b.tk, b.head_size, b.tq, dropped, b.tk, g_context, b.width,
+                           gv_data + b.key_offset(p), b.width);
+                // d dropout(weights) = d context v^T, then back through dropout
+                small_gemm(false, true, b.tq, b.tk, b.head_size, g_context, b.width, pv + b.key_offset(p), b.width,
+                           s, b.tk);
+                if (b.dropout) {
+                    const int64_t base = p * b.tq * b.tk;
+                    for (int64_t e = 0; e < b.tq * b.tk; ++e) s[e] = b.dropout_mask.apply(s[e], base + e);
+                }
+                // d weights gains the weights' own gradient; then d scores = weights * (d weights -
+                // sum(d weights * weights)), 0 where masked (the fill replaced those scores), and
+                // / sqrt(head_size)
+                const float* gw = pgw + p * b.tq * b.tk;
+                for (int64_t e = 0; e < b.tq * b.tk; ++e) s[e] += gw[e];
+                for (int64_t i = 0; i < b.tq; ++i) {
+                    const float* wr = w + i * b.tk;
+                    float* sr = s + i * b.tk;
+                    const float d = detail::dot(sr, wr, b.tk);
+                    for (int64_t j = 0; j < b.tk; ++j)
+                        sr[j] = b.masked(p, i, j) ? 0.0f : wr[j] * (sr[j] - d) / b.sqrt_head_size;
+                }
+                // d q = d scores k;  d k = d scores^T q
+                small_gemm(false, false, b.tq, b.head_size, b.tk, s, b.tk, pk + b.key_offset(p), b.width,
+                           gq_data + b.query_offset(p), b.width);
+                small_gemm(true, false, b.tk, b.head_size, b.tq, s, b.tk, pq + b.query_offset(p), b.width,
+                           gk_data + b.key_offset(p), b.width);
+            }
+        });
+        return std::vector<Tensor>{gq, gk, gv};
+    });
+    if (weights_out) *weights_out = outputs[1];
+    return outputs[0];
+}
+
+}  // namespace seqgrad

@@ -1,0 +1,182 @@
+// The fused multi-head attention operation: gradcheck, agreement with the composition of
+// primitives it replaces (forward, weights and every gradient, dropout included), masks,
+// thread-count independence and errors.
+#include "helpers.h"
+
+using namespace seqgrad;
+using testing::max_abs_diff;
+using testing::random_tensor;
+using testing::require_gradcheck;
+
+namespace {
+
+// The composition of primitives, as seed 001's MultiHeadAttention writes it on split heads.
+struct Composed {
+    Tensor context, weights;
+};
+
+Composed composed_attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t heads, const IntTensor& mask,
+                            float p, bool training, Generator* gen) {
+    const int64_t b = q.size(0), tq = q.size(1), tk = k.size(1), d = q.size(2), dh = d / heads;
+    auto split = [&](const Tensor& x, int64_t t) { return transpose(reshape(x, {b, t, heads, dh}), 1, 2); };
+    Tensor scores = div(matmul(split(q, tq), split(k, tk), false, true), Tensor::scalar(std::sqrt(float(dh))));
+    if (mask.numel() > 0) {
+        IntTensor masked_out = IntTensor::zeros(mask.shape());
+        for (int64_t i = 0; i < mask.numel(); ++i) masked_out.data()[i] = mask.data()[i] == 0 ? 1 : 0;
+        scores = masked_fill(scores, masked_out, kAttentionMaskFill);
+    }
+    const Tensor weights = softmax(scores, -1);
+    const Tensor dropped = p > 0 && training ? dropout(weights, p, training, *gen) : weights;
+    const Tensor context = reshape(transpose(matmul(dropped, split(v, tk)), 1, 2), {b, tq, d});
+    return {context, weights};
+}
+
+// A mask [B, 1, Tq, Tk] that hides the last keys of row 1 and, for row 0, the keys after each
+// query (causal); every query keeps at least one key.
+IntTensor mixed_mask(int64_t b, int64_t tq, int64_t tk) {
+    IntTensor mask = IntTensor::zeros({b, 1, tq, tk});
+    for (int64_t r = 0; r < b; ++r)
+        for (int64_t i = 0; i < tq; ++i)
+            for (int64_t j = 0; j < tk; ++j)
+                mask.data()[(r * tq + i) * tk + j] = r % 2 == 0 ? (j <= i ? 1 : 0) : (j < tk - 1 ? 1 : 0);
+    return mask;
+}
+
+}  // namespace
+
+TEST_CASE("attention's weights pass gradcheck as an output of their own", "[ops][attention][gradcheck]") {
+    auto q = random_tensor({2, 3, 4}, 6, -1, 1);
+    auto k = random_tensor({2, 5, 4}, 7, -1, 1);
+    auto v = random_tensor({2, 5, 4}, 8, -1, 1);
+    const IntTensor mask = IntTensor::from_vector({1, 1, 1, 0, 1, 1, 0, 1, 1, 1}, {2, 1, 1, 5});
+    require_gradcheck(
+        [&](const std::vector<Tensor>& in) {
+            Tensor weights;
+            attention(in[0], in[1], in[2], 2, mask, 0.0f, false, nullptr, &weights);
+            return weights;
+        },
+        {q, k, v});
+}
+
+TEST_CASE("attention passes gradcheck with and without masks and dropout", "[ops][attention][gradcheck]") {
+    const int64_t b = 2, tq = 3, tk = 4, d = 6;
+    auto q = random_tensor({b, tq, d}, 1, -1, 1);
+    auto k = random_tensor({b, tk, d}, 2, -1, 1);
+    auto v = random_tensor({b, tk, d}, 3, -1, 1);
+    const std::vector<IntTensor> masks = {IntTensor(), mixed_mask(b, tq, tk),
+                                          IntTensor::from_vector({1, 1, 0, 1, 1, 1, 1, 0}, {b, 1, 1, tk})};
+    for (int64_t heads : {1, 2, 3}) {
+        for (size_t m = 0; m < masks.size(); ++m) {
+            for (float p : {0.0f, 0.3f}) {
+                INFO("heads " << heads << " mask " << m << " dropout " << p);
+                const IntTensor mask = masks[m];
+                require_gradcheck(
+                    [&](const std::vector<Tensor>& in) {
+                        Generator gen(9);  // the same dropout mask at every evaluation
+                        return attention(in[0], in[1], in[2], heads, mask, p, true, &gen);
+                    },
+                    {q, k, v});
+            }
+        }
+    }
+}
+
+TEST_CASE("attention equals its composition from primitives, gradients and dropout included", "[ops][attention]") {
+    const int64_t b = 3, tq = 5, tk = 7, d = 8;
+    for (int64_t heads : {1, 2, 4}) {
+        for (float p : {0.0f, 0.25f}) {
+            for (bool with_mask : {false, true}) {
+                INFO("heads " << heads << " dropout " << p << " mask " << with_mask);
+                const IntTensor mask = with_mask ? mixed_mask(b, tq, tk) : IntTensor();
+                auto q1 = random_tensor({b, tq, d}, 11), k1 = random_tensor({b, tk, d}, 12),
+                     v1 = random_tensor({b, tk, d}, 13);
+                auto q2 = random_tensor({b, tq, d}, 11), k2 = random_tensor({b, tk, d}, 12),
+                     v2 = random_tensor({b, tk, d}, 13);
+                const auto r = random_tensor({b, tq, d}, 14, -1, 1, false);
+                const auto rw = random_tensor({b, heads, tq, tk}, 15, -1, 1, false);
+                Generator gen1(5), gen2(5);
+                Tensor weights;
+                const Tensor fused = attention(q1, k1, v1, heads, mask, p, true, &gen1, &weights);
+                const Composed reference = composed_attention(q2, k2, v2, heads, mask, p, true, &gen2);
+                CHECK(max_abs_diff(fused, reference.context) < 1e-6f);
+                CHECK(max_abs_diff(weights, reference.weights) < 1e-6f);
+                CHECK(gen1.next_u64() == gen2.next_u64());  // both drew the same number of times
+                // A loss on the context and on the weights, which are differentiable too.
+                ((fused * r).sum() + (weights * rw).sum()).backward();
+                ((reference.context * r).sum() + (reference.weights * rw).sum()).backward();
+                CHECK(max_abs_diff(q1.grad(), q2.grad()) < 1e-5f);
+                CHECK(max_abs_diff(k1.grad(), k2.grad()) < 1e-5f);
+                CHECK(max_abs_diff(v1.grad(), v2.grad()) < 1e-5f);
+            }
+        }
+    }
+}
+
+TEST_CASE("attention broadcasts per-head and per-query masks", "[ops][attention]") {
+    const int64_t b = 2, tq = 3, tk = 4, d = 4, heads = 2;
+    auto q = random_tensor({b, tq, d}, 21), k = random_tensor({b, tk, d}, 22), v = random_tensor({b, tk, d}, 23);
+    IntTensor per_head = IntTensor::full({b, heads, tq, tk}, 1);
+    for (int64_t i = 0; i < per_head.numel(); i += 3) per_head.data()[i] = 0;
+    for (const IntTensor& mask : {per_head, IntTensor::from_vector({1, 0, 1, 1}, {tk}), mixed_mask(1, tq, tk)}) {
+        INFO("mask " << mask.shape());
+        Tensor weights;
+        const Tensor fused = attention(q, k, v, heads, mask, 0.0f, false, nullptr, &weights);
+        const Composed reference = composed_attention(q, k, v, heads, mask, 0.0f, false, nullptr);
+        CHECK(max_abs_diff(fused, reference.context) < 1e-6f);
+        CHECK(max_abs_diff(weights, reference.weights) < 1e-6f);
+    }
+}
+
+TEST_CASE("attention gives a query whose keys are all masked uniform weights", "[ops][attention]") {
+    auto q = random_tensor({1, 2, 4}, 31), k = random_tensor({1, 3, 4}, 32), v = random_tensor({1, 3, 4}, 33);
+    const IntTensor mask = IntTensor::from_vector({0, 0, 0, 1, 1, 0}, {1, 1, 2, 3});
+    Tensor weights;
+    attention(q, k, v, 2, mask, 0.0f, false, nullptr, &weights);
+    for (int64_t h = 0; h < 2; ++h)
+        for (int64_t j = 0; j < 3; ++j) CHECK(weights.data()[h * 6 + j] == Approx(1.0f / 3));
+}
+
+TEST_CASE("attention's dropout at p = 1 zeroes the context but not the weights", "[ops][attention]") {
+    auto q = random_tensor({2, 3, 4}, 41), k = random_tensor({2, 3, 4}, 42), v = random_tensor({2, 3, 4}, 43);
+    Generator gen(1);
+    Tensor weights;
+    const Tensor context = attention(q, k, v, 2, IntTensor(), 1.0f, true, &gen, &weights);
+    for (float c : context.to_vector()) CHECK(c == 0.0f);
+    CHECK(max_abs_diff(weights, composed_attention(q, k, v, 2, IntTensor(), 0, false, nullptr).weights) < 1e-6f);
+    context.sum().backward();
+    for (float g : q.grad().to_vector()) CHECK(g == 0.0f);
+}
+
+TEST_CASE("attention's results do not depend on the number of threads", "[ops][attention][threads]") {
+    const int before = get_num_threads();
+    auto run = [](int threads) {
+        set_num_threads(threads);
+        auto q = random_tensor({64, 6, 32}, 51), k = random_tensor({64, 9, 32}, 52), v = random_tensor({64, 9, 32}, 53);
+        Generator gen(3);
+        const Tensor out = attention(q, k, v, 4, mixed_mask(64, 6, 9), 0.2f, true, &gen);
+        (out * out).sum().backward();
+        std::vector<float> all = out.to_vector();
+        for (const Tensor* t : {&q, &k, &v}) {
+            const auto g = t->grad().to_vector();
+            all.insert(all.end(), g.begin(), g.end());
+        }
+        return all;
+    };
+    const auto one = run(1);
+    const auto two = run(2);
+    set_num_threads(before);
+    CHECK(one == two);
+}
+
+TEST_CASE("attention rejects operands and masks that do not fit", "[ops][attention][errors]") {
+    auto q = Tensor::zeros({2, 3, 4}), k = Tensor::zeros({2, 5, 4});
+    CHECK_THROWS_WITH(attention(q, k, k, 3, IntTensor()), Catch::Contains("multiple of 3 heads"));
+    CHECK_THROWS_WITH(attention(q, k, Tensor::zeros({2, 4, 4}), 2, IntTensor()), Catch::Contains("do not fit"));
+    CHECK_THROWS_WITH(attention(q, Tensor::zeros({3, 5, 4}), Tensor::zeros({3, 5, 4}), 2, IntTensor()),
+                      Catch::Contains("do not fit"));
+    CHECK_THROWS_WITH(attention(q, k, k, 2, IntTensor::full({2, 1, 3, 4}, 1)), Catch::Contains("broadcast"));
+    CHECK_THROWS_WITH(attention(Tensor::zeros({2, 3}), k, k, 2, IntTensor()), Catch::Contains("attention"));
+    Generator gen(1);
+    CHECK_THROWS_WITH(attention(q, k, k, 2, IntTensor(), 0.5f, true, nullptr), Catch::Contains("generator"));
+    CHECK_THROWS_AS(attention(q, k, k, 2, IntTensor(), 1.5f, true, &gen), Error);
+}
