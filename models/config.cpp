@@ -43,7 +43,7 @@ bool get_bool(const Json& j, const char* key, bool fallback) {
 const std::set<std::string> kKnownKeys = {
     "model",       "src_vocab", "tgt_vocab",  "d_model",        "n_heads",    "n_layers",
     "n_enc_layers", "n_dec_layers", "d_ff",   "max_seq_len",    "norm",       "activation",
-    "dropout",     "share_embeddings", "tie_output", "embedding_init", "hidden_size", "num_layers", "decoder",
+    "dropout",     "share_embeddings", "tie_output", "hidden_size", "num_layers", "decoder",
     "attention"};
 
 }  // namespace
@@ -85,7 +85,6 @@ ModelConfig ModelConfig::from_json(const std::string& text, bool strict, std::ve
         c.activation = get_choice(j, "activation", c.activation, {"relu", "gelu"});
         c.share_embeddings = get_bool(j, "share_embeddings", false);
         c.tie_output = get_bool(j, "tie_output", false);
-        c.embedding_init = get_choice(j, "embedding_init", c.embedding_init, {"normal", "scaled"});
         check(c.d_model % c.n_heads == 0, kOp, "d_model ", c.d_model, " is not divisible by n_heads ", c.n_heads);
         check(!c.share_embeddings || c.src_vocab == c.tgt_vocab, kOp,
               "share_embeddings needs equal vocabularies, got src_vocab ", c.src_vocab, " and tgt_vocab ", c.tgt_vocab);
@@ -116,7 +115,6 @@ std::string ModelConfig::to_json() const {
         j["activation"] = activation;
         j["share_embeddings"] = share_embeddings;
         j["tie_output"] = tie_output;
-        j["embedding_init"] = embedding_init;
     } else {
         j["hidden_size"] = hidden_size;
         j["num_layers"] = num_layers;

@@ -182,16 +182,6 @@ Transformer::Transformer(const ModelConfig& config, Generator& gen) : Seq2SeqMod
     tgt_embedding = config.share_embeddings
                         ? src_embedding  // PyTorch: self.tgt_embedding = self.src_embedding
                         : register_module("tgt_embedding", std::make_shared<nn::Embedding>(config.tgt_vocab, d, gen));
-    if (config.embedding_init == "scaled") {  // the N(0, 1) draws scaled to N(0, 1/d); a shared table once
-        const float std = 1.0f / std::sqrt(static_cast<float>(d));
-        std::vector<nn::Embedding*> tables{src_embedding.get()};
-        if (tgt_embedding != src_embedding) tables.push_back(tgt_embedding.get());
-        for (nn::Embedding* table : tables) {
-            float* w = table->weight.data();
-            const int64_t n = table->weight.numel();
-            for (int64_t i = 0; i < n; ++i) w[i] *= std;
-        }
-    }
     pos_encoder = register_module("pos_encoder", std::make_shared<nn::PositionalEncoding>(d, config.max_seq_len));
     dropout = register_module("dropout", std::make_shared<nn::Dropout>(config.dropout, dropout_generator));
     encoder_layers = register_module("encoder_layers", std::make_shared<nn::ModuleList<EncoderLayer>>());

@@ -39,10 +39,6 @@ struct ModelConfig {
     float dropout = 0.1f;
     bool share_embeddings = false;     // one embedding for source and target (same vocabulary)
     bool tie_output = false;           // output projection weight = target embedding
-    // The embeddings' initial values: "normal" is N(0, 1) (PyTorch's nn.Embedding, the seeds');
-    // "scaled" is N(0, d_model^-1/2) (the paper's), so that after the sqrt(d_model) scaling the
-    // tokens start on the scale of the positional encoding instead of sqrt(d_model) above it.
-    std::string embedding_init = "normal";
 
     // LSTM models
     int64_t hidden_size = 256;
