@@ -1,11 +1,8 @@
-// LSTM: nn.LSTM's layers and directions over core's lstm_cell, one time step at a time, with
-// padding handled as pack_padded_sequence does.
-//
-// How padding is skipped: at a step where some rows are padding, those rows keep their previous
-// state (state = keep * new + (1 - keep) * old, with keep 1 on real rows and 0 on padded ones; for
-// 0/1 weights this picks one operand exactly) and output zero. Padding is on the right, so the
-// forward direction's state stops changing after a row's last real token, and the reverse
-// direction, walking from the end, keeps its initial state until it reaches that token.
+// LSTM: nn.LSTM's layers and directions, each direction of a layer one core lstm_sequence over
+// the input's gates (x W_ih^T + b_ih + b_hh for all steps in one product), with padding handled as
+// pack_padded_sequence does: padded rows keep their state and output zero. Padding is on the
+// right, so the forward direction's state stops changing after a row's last real token, and the
+// reverse direction, walking from the end, keeps its initial state until it reaches that token.
 #include "seqgrad/nn/lstm.h"
 
 #include <cmath>
@@ -41,13 +38,6 @@ LSTM::LSTM(int64_t input_size_, int64_t hidden_size_, int64_t num_layers_, bool 
 
 namespace {
 
-// Which rows are real tokens at one time step.
-struct StepMask {
-    int64_t real_rows = 0;
-    Tensor keep;  // [B, 1]: 1 on real rows, 0 on padding (only when some rows are padding)
-    Tensor drop;  // 1 - keep
-};
-
 // [L * D, B, h] -> L * D tensors [B, h]; zeros when undefined.
 std::vector<Tensor> unstack_state(const Tensor& state, int64_t count, int64_t batch, int64_t hidden) {
     std::vector<Tensor> out;
@@ -78,52 +68,21 @@ LSTMOutput LSTM::forward(const Tensor& input, const std::vector<int64_t>& length
     for (int64_t length : lengths)
         check(length >= 0 && length <= len, "LSTM", "length ", length, " outside [0, ", len, "]");
 
-    std::vector<StepMask> masks(static_cast<size_t>(len));
-    for (int64_t t = 0; t < len; ++t) {
-        StepMask& m = masks[static_cast<size_t>(t)];
-        std::vector<float> keep(static_cast<size_t>(batch), 1.0f);
-        for (int64_t b = 0; b < batch; ++b)
-            if (!lengths.empty() && t >= lengths[static_cast<size_t>(b)]) keep[static_cast<size_t>(b)] = 0.0f;
-        for (float k : keep) m.real_rows += k != 0.0f;
-        if (m.real_rows == 0 || m.real_rows == batch) continue;
-        m.keep = Tensor::from_vector(keep, {batch, 1});
-        for (float& k : keep) k = 1.0f - k;
-        m.drop = Tensor::from_vector(keep, {batch, 1});
-    }
-
     const std::vector<Tensor> h_init = unstack_state(h0, num_layers * directions, batch, hidden_size);
     const std::vector<Tensor> c_init = unstack_state(c0, num_layers * directions, batch, hidden_size);
     std::vector<Tensor> h_n, c_n;
     Tensor layer_input = input;  // [B, T, in]
     for (int64_t layer = 0; layer < num_layers; ++layer) {
-        std::vector<Tensor> steps = split(layer_input, std::vector<int64_t>(static_cast<size_t>(len), 1), 1);
-        for (Tensor& step : steps) step = reshape(step, {batch, layer_input.size(2)});  // [B, in]
         std::vector<Tensor> direction_outputs;
         for (int64_t direction = 0; direction < directions; ++direction) {
             const size_t k = static_cast<size_t>(layer * directions + direction);
             const Weights& w = weights_[k];
-            LstmState state{h_init[k], c_init[k]};
-            std::vector<Tensor> outputs(static_cast<size_t>(len));  // [B, h] each
-            for (int64_t i = 0; i < len; ++i) {
-                const size_t t = static_cast<size_t>(direction == 0 ? i : len - 1 - i);
-                const StepMask& m = masks[t];
-                if (m.real_rows == 0) {  // a column of padding only: nothing changes
-                    outputs[t] = Tensor::zeros({batch, hidden_size});
-                    continue;
-                }
-                const LstmState next = lstm_cell(steps[t], state, w.w_ih, w.w_hh, w.b_ih, w.b_hh);
-                if (m.real_rows == batch) {
-                    state = next;
-                    outputs[t] = next.h;
-                } else {
-                    state.h = add(mul(next.h, m.keep), mul(state.h, m.drop));
-                    state.c = add(mul(next.c, m.keep), mul(state.c, m.drop));
-                    outputs[t] = mul(next.h, m.keep);
-                }
-            }
-            h_n.push_back(state.h);
-            c_n.push_back(state.c);
-            direction_outputs.push_back(stack(outputs, 1));  // [B, T, h]
+            // The input's share of every step's gates as one product, then the recurrence.
+            const Tensor input_gates = linear(layer_input, w.w_ih, add(w.b_ih, w.b_hh));  // [B, T, 4h]
+            const LstmSequence run = lstm_sequence(input_gates, h_init[k], c_init[k], w.w_hh, lengths, direction == 1);
+            h_n.push_back(run.h);
+            c_n.push_back(run.c);
+            direction_outputs.push_back(run.outputs);  // [B, T, h]
         }
         layer_input = directions == 1 ? direction_outputs[0] : concat(direction_outputs, 2);
     }

@@ -17,6 +17,26 @@ namespace {
 
 constexpr int64_t kUpdateGrain = 1 << 15;  // elements per thread before an update goes parallel
 
+// The sum of squares of t's elements, in double, over fixed blocks summed in order: the same
+// result for any number of threads.
+double squared_norm(const Tensor& t) {
+    constexpr int64_t kBlock = 1 << 14;
+    const float* data = t.data();
+    const int64_t n = t.numel(), blocks = (n + kBlock - 1) / kBlock;
+    std::vector<double> partial(static_cast<size_t>(blocks));
+    parallel_for(blocks, 4, [&](int64_t begin, int64_t end) {
+        for (int64_t block = begin; block < end; ++block) {
+            double total = 0;
+            const int64_t stop = std::min(n, (block + 1) * kBlock);
+            for (int64_t j = block * kBlock; j < stop; ++j) total += static_cast<double>(data[j]) * data[j];
+            partial[static_cast<size_t>(block)] = total;
+        }
+    });
+    double total = 0;
+    for (double p : partial) total += p;
+    return total;
+}
+
 Tensor copy_of(const Tensor& t) { return Tensor::from_vector(t.to_vector(), t.shape()); }
 
 }  // namespace
@@ -202,10 +222,7 @@ float clip_grad_norm(const std::vector<Tensor>& params, float max_norm) {
     double sum_of_squares = 0;
     for (const Tensor& p : params) {
         const Tensor g = p.grad();
-        if (!g.defined()) continue;
-        const float* data = g.data();
-        const int64_t n = g.numel();
-        for (int64_t j = 0; j < n; ++j) sum_of_squares += static_cast<double>(data[j]) * data[j];
+        if (g.defined()) sum_of_squares += squared_norm(g);
     }
     const float total_norm = static_cast<float>(std::sqrt(sum_of_squares));
     const float coefficient = max_norm / (total_norm + 1e-6f);

@@ -88,3 +88,86 @@ TEST_CASE("the LSTM cell rejects weights that do not fit", "[ops][lstm][errors]"
     CHECK_THROWS_AS(lstm_cell(c.x, {c.h, Tensor::zeros({3, 4})}, c.w_ih, c.w_hh, c.b_ih, c.b_hh), Error);
     CHECK_THROWS_AS(lstm_cell(c.x, {c.h, c.c}, c.w_ih, c.w_hh, Tensor::zeros({5}), c.b_hh), Error);
 }
+
+// ---- lstm_sequence: a whole layer in one direction ----
+
+namespace {
+
+// The layer as a loop of lstm_cell over the steps, padded rows keeping their state (keep = 1 on
+// real rows) and outputting zero: what lstm_sequence fuses.
+LstmSequence looped_lstm(const Tensor& x, const Tensor& h0, const Tensor& c0, const Tensor& w_ih, const Tensor& w_hh,
+                         const Tensor& b_ih, const Tensor& b_hh, const std::vector<int64_t>& lengths, bool reverse) {
+    const int64_t batch = x.size(0), steps = x.size(1), hidden = h0.size(1);
+    LstmState state{h0, c0};
+    std::vector<Tensor> outputs(static_cast<size_t>(steps));
+    for (int64_t s = 0; s < steps; ++s) {
+        const int64_t t = reverse ? steps - 1 - s : s;
+        std::vector<float> keep(static_cast<size_t>(batch));
+        for (int64_t b = 0; b < batch; ++b) keep[static_cast<size_t>(b)] = t < lengths[static_cast<size_t>(b)] ? 1.0f : 0.0f;
+        const Tensor k = Tensor::from_vector(keep, {batch, 1});
+        const LstmState next =
+            lstm_cell(reshape(slice(x, 1, t, t + 1), {batch, x.size(2)}), state, w_ih, w_hh, b_ih, b_hh);
+        state = {next.h * k + state.h * (1.0f - k), next.c * k + state.c * (1.0f - k)};
+        outputs[static_cast<size_t>(t)] = reshape(next.h * k, {batch, 1, hidden});
+    }
+    return {concat(outputs, 1), state.h, state.c};
+}
+
+}  // namespace
+
+TEST_CASE("lstm_sequence equals a loop of LSTM cells, padding and reverse included, gradients too",
+          "[ops][lstm]") {
+    const int64_t batch = 4, steps = 5, in = 3, hidden = 6;
+    const std::vector<int64_t> lengths = {5, 3, 1, 0};
+    for (bool reverse : {false, true}) {
+        INFO("reverse " << reverse);
+        auto make = [&] {
+            return std::vector<Tensor>{random_tensor({batch, steps, in}, 61), random_tensor({batch, hidden}, 62),
+                                       random_tensor({batch, hidden}, 63), random_tensor({4 * hidden, in}, 64, -0.5, 0.5),
+                                       random_tensor({4 * hidden, hidden}, 65, -0.5, 0.5),
+                                       random_tensor({4 * hidden}, 66), random_tensor({4 * hidden}, 67)};
+        };
+        const std::vector<Tensor> a = make(), b = make();
+        const LstmSequence fused =
+            lstm_sequence(linear(a[0], a[3], add(a[5], a[6])), a[1], a[2], a[4], lengths, reverse);
+        const LstmSequence looped = looped_lstm(b[0], b[1], b[2], b[3], b[4], b[5], b[6], lengths, reverse);
+        CHECK(testing::max_abs_diff(fused.outputs, looped.outputs) < 1e-5f);
+        CHECK(testing::max_abs_diff(fused.h, looped.h) < 1e-5f);
+        CHECK(testing::max_abs_diff(fused.c, looped.c) < 1e-5f);
+        const auto r = random_tensor({batch, steps, hidden}, 68, -1, 1, false);
+        const auto rh = random_tensor({batch, hidden}, 69, -1, 1, false);
+        const auto rc = random_tensor({batch, hidden}, 70, -1, 1, false);
+        ((fused.outputs * r).sum() + (fused.h * rh).sum() + (fused.c * rc).sum()).backward();
+        ((looped.outputs * r).sum() + (looped.h * rh).sum() + (looped.c * rc).sum()).backward();
+        for (size_t i = 0; i < a.size(); ++i) {
+            INFO("input " << i);
+            CHECK(testing::max_abs_diff(a[i].grad(), b[i].grad()) < 1e-5f);
+        }
+    }
+}
+
+TEST_CASE("lstm_sequence passes gradcheck through its outputs and final state", "[ops][lstm][gradcheck]") {
+    const int64_t batch = 3, steps = 4, hidden = 2;
+    for (bool reverse : {false, true}) {
+        for (const std::vector<int64_t>& lengths : {std::vector<int64_t>{}, std::vector<int64_t>{4, 2, 0}}) {
+            INFO("reverse " << reverse << " padded " << !lengths.empty());
+            require_gradcheck(
+                [&](const std::vector<Tensor>& in) {
+                    const LstmSequence run = lstm_sequence(in[0], in[1], in[2], in[3], lengths, reverse);
+                    return concat({reshape(run.outputs, {-1}), reshape(run.h, {-1}), reshape(run.c, {-1})}, 0);
+                },
+                {random_tensor({batch, steps, 4 * hidden}, 71), random_tensor({batch, hidden}, 72),
+                 random_tensor({batch, hidden}, 73), random_tensor({4 * hidden, hidden}, 74, -0.7, 0.7)});
+        }
+    }
+}
+
+TEST_CASE("lstm_sequence rejects operands and lengths that do not fit", "[ops][lstm][errors]") {
+    const Tensor gates = Tensor::zeros({2, 3, 8}), h = Tensor::zeros({2, 2}), w = Tensor::zeros({8, 2});
+    CHECK_THROWS_WITH(lstm_sequence(Tensor::zeros({2, 3, 7}), h, h, w), Catch::Contains("4 * hidden"));
+    CHECK_THROWS_WITH(lstm_sequence(Tensor::zeros({2, 0, 8}), h, h, w), Catch::Contains("steps >= 1"));
+    CHECK_THROWS_WITH(lstm_sequence(gates, Tensor::zeros({3, 2}), h, w), Catch::Contains("h0"));
+    CHECK_THROWS_WITH(lstm_sequence(gates, h, h, Tensor::zeros({8, 3})), Catch::Contains("w_hh"));
+    CHECK_THROWS_WITH(lstm_sequence(gates, h, h, w, {3}), Catch::Contains("lengths for a batch of 2"));
+    CHECK_THROWS_WITH(lstm_sequence(gates, h, h, w, {3, 4}), Catch::Contains("outside [0, 3]"));
+}

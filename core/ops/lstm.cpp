@@ -2,9 +2,13 @@
 //   gates = x W_ih^T + b_ih + h W_hh^T + b_hh           [B, 4H]
 //   i, f, o = sigmoid(.), g = tanh(.)
 //   c' = f * c + i * g,  h' = o * tanh(c')
-// Fused: two sgemm calls into one gate buffer, then a single pass for the nonlinearities; the
-// backward runs the same way in reverse from the saved activations.
+// Fused: two sgemm calls into one gate buffer, then a single pass (split across the thread pool by
+// batch rows) that adds the biases and applies the nonlinearities; the backward runs the same way
+// in reverse from the saved activations.
+#include <algorithm>
 #include <cmath>
+#include <span>
+#include <vector>
 
 #include "../blas.h"
 #include "kernels.h"
@@ -33,63 +37,82 @@ LstmState lstm_cell(const Tensor& x, const LstmState& state, const Tensor& w_ih,
               4 * hidden, "]");
 
     const int64_t g4 = 4 * hidden;
-    // Activations after the nonlinearities, [B, 4H] in the order i, f, g, o.
+    // The two biases as one vector, added in the nonlinearity pass below.
+    Tensor bias = Tensor::zeros({g4});
+    for (const Tensor* b : {&b_ih, &b_hh}) {
+        if (!b->defined()) continue;
+        const float* pb = b->data();
+        float* sum = bias.data();
+        for (int64_t j = 0; j < g4; ++j) sum[j] += pb[j];
+    }
+    // Pre-activations x W_ih^T + h W_hh^T, then, in place, the activations after the
+    // nonlinearities: [B, 4H] in the order i, f, g, o.
     Tensor gates = Tensor::empty({batch, g4});
-    float* pa = gates.data();
-    for (int64_t b = 0; b < batch; ++b)
-        for (int64_t j = 0; j < g4; ++j)
-            pa[b * g4 + j] = (b_ih.defined() ? b_ih.data()[j] : 0.0f) + (b_hh.defined() ? b_hh.data()[j] : 0.0f);
-    detail::gemm(false, true, batch, g4, in, x.data(), w_ih.data(), pa, true);
-    detail::gemm(false, true, batch, g4, hidden, h.data(), w_hh.data(), pa, true);
+    detail::gemm(false, true, batch, g4, in, x.data(), w_ih.data(), gates.data(), false);
+    detail::gemm(false, true, batch, g4, hidden, h.data(), w_hh.data(), gates.data(), true);
 
     Tensor h_next = Tensor::empty({batch, hidden});
     Tensor c_next = Tensor::empty({batch, hidden});
-    const float* pc = c.data();
-    float* ph = h_next.data();
-    float* pcn = c_next.data();
-    for (int64_t b = 0; b < batch; ++b) {
-        float* row = pa + b * g4;
-        for (int64_t j = 0; j < hidden; ++j) {
-            const float i = detail::fast_sigmoid(row[j]);
-            const float f = detail::fast_sigmoid(row[hidden + j]);
-            const float g = detail::fast_tanh(row[2 * hidden + j]);
-            const float o = detail::fast_sigmoid(row[3 * hidden + j]);
-            row[j] = i;
-            row[hidden + j] = f;
-            row[2 * hidden + j] = g;
-            row[3 * hidden + j] = o;
-            const float cn = f * pc[b * hidden + j] + i * g;
-            pcn[b * hidden + j] = cn;
-            ph[b * hidden + j] = o * detail::fast_tanh(cn);
-        }
+    {
+        float* __restrict pa = gates.data();
+        const float* __restrict pbias = bias.data();
+        const float* __restrict pc = c.data();
+        float* __restrict ph = h_next.data();
+        float* __restrict pcn = c_next.data();
+        detail::parallel_for(batch, std::max<int64_t>(1, detail::kElementwiseGrain / g4), [=](int64_t begin, int64_t end) {
+            for (int64_t b = begin; b < end; ++b) {
+                float* row = pa + b * g4;
+                const float* c_row = pc + b * hidden;
+                float* h_out = ph + b * hidden;
+                float* c_out = pcn + b * hidden;
+#pragma omp simd
+                for (int64_t j = 0; j < hidden; ++j) {
+                    const float i = detail::fast_sigmoid(row[j] + pbias[j]);
+                    const float f = detail::fast_sigmoid(row[hidden + j] + pbias[hidden + j]);
+                    const float g = detail::fast_tanh(row[2 * hidden + j] + pbias[2 * hidden + j]);
+                    const float o = detail::fast_sigmoid(row[3 * hidden + j] + pbias[3 * hidden + j]);
+                    row[j] = i;
+                    row[hidden + j] = f;
+                    row[2 * hidden + j] = g;
+                    row[3 * hidden + j] = o;
+                    const float cn = f * c_row[j] + i * g;
+                    c_out[j] = cn;
+                    h_out[j] = o * detail::fast_tanh(cn);
+                }
+            }
+        });
     }
 
     auto outputs = record("lstm_cell", {h_next, c_next}, {x, h, c, w_ih, w_hh, b_ih, b_hh},
         [x, h, c, w_ih, w_hh, b_ih, b_hh, gates, c_next, batch, in, hidden](std::span<const Tensor> grads) {
             const int64_t g4 = 4 * hidden;
-            const float* dh = grads[0].data();
-            const float* dcn = grads[1].data();
-            const float* pa = gates.data();
-            const float* pc = c.data();
-            const float* pcn = c_next.data();
             Tensor dgates = Tensor::empty({batch, g4});  // gradient of the pre-activation gates
             Tensor dc = Tensor::empty({batch, hidden});
-            float* pd = dgates.data();
-            float* pdc = dc.data();
-            for (int64_t b = 0; b < batch; ++b)
-                for (int64_t j = 0; j < hidden; ++j) {
-                    const int64_t k = b * hidden + j;
+            const float* __restrict dh = grads[0].data();
+            const float* __restrict dcn = grads[1].data();
+            const float* __restrict pa = gates.data();
+            const float* __restrict pc = c.data();
+            const float* __restrict pcn = c_next.data();
+            float* __restrict pd = dgates.data();
+            float* __restrict pdc = dc.data();
+            detail::parallel_for(batch, std::max<int64_t>(1, detail::kElementwiseGrain / g4), [=](int64_t begin, int64_t end) {
+                for (int64_t b = begin; b < end; ++b) {
                     const float* row = pa + b * g4;
-                    const float i = row[j], f = row[hidden + j], g = row[2 * hidden + j], o = row[3 * hidden + j];
-                    const float tc = detail::fast_tanh(pcn[k]);
-                    const float dc_total = dcn[k] + dh[k] * o * (1 - tc * tc);
                     float* drow = pd + b * g4;
-                    drow[j] = dc_total * g * i * (1 - i);
-                    drow[hidden + j] = dc_total * pc[k] * f * (1 - f);
-                    drow[2 * hidden + j] = dc_total * i * (1 - g * g);
-                    drow[3 * hidden + j] = dh[k] * tc * o * (1 - o);
-                    pdc[k] = dc_total * f;
+#pragma omp simd
+                    for (int64_t j = 0; j < hidden; ++j) {
+                        const int64_t k = b * hidden + j;
+                        const float i = row[j], f = row[hidden + j], g = row[2 * hidden + j], o = row[3 * hidden + j];
+                        const float tc = detail::fast_tanh(pcn[k]);
+                        const float dc_total = dcn[k] + dh[k] * o * (1 - tc * tc);
+                        drow[j] = dc_total * g * i * (1 - i);
+                        drow[hidden + j] = dc_total * pc[k] * f * (1 - f);
+                        drow[2 * hidden + j] = dc_total * i * (1 - g * g);
+                        drow[3 * hidden + j] = dh[k] * tc * o * (1 - o);
+                        pdc[k] = dc_total * f;
+                    }
                 }
+            });
             Tensor dx, dh_prev, dw_ih, dw_hh, db;
             if (x.requires_grad()) {
                 dx = Tensor::empty(x.shape());
@@ -112,6 +135,142 @@ LstmState lstm_cell(const Tensor& x, const LstmState& state, const Tensor& w_ih,
                                        b_ih.requires_grad() ? db : Tensor(), b_hh.requires_grad() ? db : Tensor()};
         });
     return {outputs[0], outputs[1]};
+}
+
+// ---- a whole layer over a sequence ----
+
+LstmSequence lstm_sequence(const Tensor& input_gates, const Tensor& h0, const Tensor& c0, const Tensor& w_hh,
+                           const std::vector<int64_t>& lengths, bool reverse) {
+    const char* op = "lstm_sequence";
+    check(input_gates.defined() && h0.defined() && c0.defined() && w_hh.defined(), op, "an operand is undefined");
+    check(input_gates.dim() == 3 && input_gates.size(1) > 0 && input_gates.size(2) > 0 && input_gates.size(2) % 4 == 0,
+          op, "input gates must be [batch, steps >= 1, 4 * hidden], got ", input_gates.shape());
+    const int64_t batch = input_gates.size(0), steps = input_gates.size(1), g4 = input_gates.size(2), hidden = g4 / 4;
+    check(h0.shape() == Shape{batch, hidden} && c0.shape() == h0.shape(), op, "h0 ", h0.shape(), " and c0 ",
+          c0.shape(), " must be [", batch, ", ", hidden, "]");
+    check(w_hh.shape() == Shape{g4, hidden}, op, "w_hh ", w_hh.shape(), " should be [", g4, ", ", hidden, "]");
+    check(lengths.empty() || static_cast<int64_t>(lengths.size()) == batch, op, lengths.size(), " lengths for a batch of ",
+          batch);
+    std::vector<int64_t> length(static_cast<size_t>(batch), steps);
+    for (size_t b = 0; b < lengths.size(); ++b) {
+        check(lengths[b] >= 0 && lengths[b] <= steps, op, "length ", lengths[b], " outside [0, ", steps, "]");
+        length[b] = lengths[b];
+    }
+    const int64_t row_grain = std::max<int64_t>(1, detail::kElementwiseGrain / g4);
+
+    // Saved for backward, in processing order s = 0..steps-1 (time t = s, or steps-1-s in reverse):
+    // the activations i, f, g, o of step s, and the state before step s (index steps: the final).
+    Tensor acts = Tensor::empty({steps, batch, g4});
+    Tensor hs = Tensor::empty({steps + 1, batch, hidden});
+    Tensor cs = Tensor::empty({steps + 1, batch, hidden});
+    Tensor outputs = Tensor::empty({batch, steps, hidden});
+    std::copy_n(h0.data(), batch * hidden, hs.data());
+    std::copy_n(c0.data(), batch * hidden, cs.data());
+    const float* px = input_gates.data();
+    for (int64_t s = 0; s < steps; ++s) {
+        const int64_t t = reverse ? steps - 1 - s : s;
+        float* a = acts.data() + s * batch * g4;
+        for (int64_t b = 0; b < batch; ++b) std::copy_n(px + (b * steps + t) * g4, g4, a + b * g4);
+        detail::gemm(false, true, batch, g4, hidden, hs.data() + s * batch * hidden, w_hh.data(), a, true);
+        const float* h_prev = hs.data() + s * batch * hidden;
+        const float* c_prev = cs.data() + s * batch * hidden;
+        float* h_new = hs.data() + (s + 1) * batch * hidden;
+        float* c_new = cs.data() + (s + 1) * batch * hidden;
+        float* out = outputs.data();
+        detail::parallel_for(batch, row_grain, [&](int64_t begin, int64_t end) {
+            for (int64_t b = begin; b < end; ++b) {
+                float* __restrict y = out + (b * steps + t) * hidden;
+                float* __restrict hn = h_new + b * hidden;
+                float* __restrict cn = c_new + b * hidden;
+                const float* __restrict hp = h_prev + b * hidden;
+                const float* __restrict cp = c_prev + b * hidden;
+                if (t >= length[static_cast<size_t>(b)]) {  // padding: the state passes through
+                    std::copy_n(hp, hidden, hn);
+                    std::copy_n(cp, hidden, cn);
+                    std::fill_n(y, hidden, 0.0f);
+                    continue;
+                }
+                float* __restrict row = a + b * g4;
+#pragma omp simd
+                for (int64_t j = 0; j < hidden; ++j) {
+                    const float i = detail::fast_sigmoid(row[j]);
+                    const float f = detail::fast_sigmoid(row[hidden + j]);
+                    const float g = detail::fast_tanh(row[2 * hidden + j]);
+                    const float o = detail::fast_sigmoid(row[3 * hidden + j]);
+                    row[j] = i;
+                    row[hidden + j] = f;
+                    row[2 * hidden + j] = g;
+                    row[3 * hidden + j] = o;
+                    const float c = f * cp[j] + i * g;
+                    cn[j] = c;
+                    hn[j] = o * detail::fast_tanh(c);
+                    y[j] = hn[j];
+                }
+            }
+        });
+    }
+    Tensor h_n = Tensor::empty({batch, hidden}), c_n = Tensor::empty({batch, hidden});
+    std::copy_n(hs.data() + steps * batch * hidden, batch * hidden, h_n.data());
+    std::copy_n(cs.data() + steps * batch * hidden, batch * hidden, c_n.data());
+
+    auto results = record(op, {outputs, h_n, c_n}, {input_gates, h0, c0, w_hh},
+        [acts, hs, cs, w_hh, length, batch, steps, g4, hidden, reverse, row_grain](std::span<const Tensor> grads) {
+            const float* g_out = grads[0].data();
+            Tensor d_gates = Tensor::empty({batch, steps, g4});
+            Tensor d_steps = Tensor::empty({steps, batch, g4});  // the same, in processing order
+            // With respect to the state after step s; first the final state's gradients.
+            Tensor dh = Tensor::empty({batch, hidden}), dc = Tensor::empty({batch, hidden});
+            std::copy_n(grads[1].data(), batch * hidden, dh.data());
+            std::copy_n(grads[2].data(), batch * hidden, dc.data());
+            for (int64_t s = steps - 1; s >= 0; --s) {
+                const int64_t t = reverse ? steps - 1 - s : s;
+                const float* a = acts.data() + s * batch * g4;
+                const float* c_prev = cs.data() + s * batch * hidden;
+                const float* c_new = cs.data() + (s + 1) * batch * hidden;
+                float* dg = d_steps.data() + s * batch * g4;
+                float* pdh = dh.data();
+                float* pdc = dc.data();
+                float* pd_gates = d_gates.data();
+                detail::parallel_for(batch, row_grain, [&](int64_t begin, int64_t end) {
+                    for (int64_t b = begin; b < end; ++b) {
+                        float* __restrict drow = dg + b * g4;
+                        if (t >= length[static_cast<size_t>(b)]) {  // padding: dh and dc pass through
+                            std::fill_n(drow, g4, 0.0f);
+                            std::fill_n(pd_gates + (b * steps + t) * g4, g4, 0.0f);
+                            continue;
+                        }
+                        const float* __restrict row = a + b * g4;
+                        const float* __restrict cp = c_prev + b * hidden;
+                        const float* __restrict cn = c_new + b * hidden;
+                        const float* __restrict go = g_out + (b * steps + t) * hidden;
+                        float* __restrict dhb = pdh + b * hidden;
+                        float* __restrict dcb = pdc + b * hidden;
+#pragma omp simd
+                        for (int64_t j = 0; j < hidden; ++j) {
+                            const float i = row[j], f = row[hidden + j], g = row[2 * hidden + j], o = row[3 * hidden + j];
+                            const float dh_total = dhb[j] + go[j];
+                            const float tc = detail::fast_tanh(cn[j]);
+                            const float dc_total = dcb[j] + dh_total * o * (1 - tc * tc);
+                            drow[j] = dc_total * g * i * (1 - i);
+                            drow[hidden + j] = dc_total * cp[j] * f * (1 - f);
+                            drow[2 * hidden + j] = dc_total * i * (1 - g * g);
+                            drow[3 * hidden + j] = dh_total * tc * o * (1 - o);
+                            dcb[j] = dc_total * f;
+                            dhb[j] = 0;  // replaced below by d gates W_hh
+                        }
+                        std::copy_n(drow, g4, pd_gates + (b * steps + t) * g4);
+                    }
+                });
+                // dh before the step: d gates W_hh on real rows (padded rows have zero d gates and
+                // keep the dh that passed through).
+                detail::gemm(false, false, batch, hidden, g4, dg, w_hh.data(), pdh, true);
+            }
+            // W_hh's gradient over every step at once: sum_s d gates_s^T h_s.
+            Tensor d_w_hh = Tensor::empty(w_hh.shape());
+            detail::gemm(true, false, g4, hidden, steps * batch, d_steps.data(), hs.data(), d_w_hh.data(), false);
+            return std::vector<Tensor>{d_gates, dh, dc, d_w_hh};
+        });
+    return {results[0], results[1], results[2]};
 }
 
 }  // namespace seqgrad

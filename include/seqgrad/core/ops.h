@@ -107,6 +107,20 @@ struct LstmState {
 LstmState lstm_cell(const Tensor& x, const LstmState& state, const Tensor& w_ih, const Tensor& w_hh,
                     const Tensor& b_ih, const Tensor& b_hh);
 
+struct LstmSequence {
+    Tensor outputs;  // [B, T, H]
+    Tensor h, c;     // the final state [B, H]
+};
+// A whole LSTM layer in one direction over a right-padded batch, as one operation. input_gates
+// [B, T, 4H] is x W_ih^T + b_ih + b_hh at every step (one product for the whole sequence, made by
+// the caller); each step adds h W_hh^T and applies lstm_cell's gates. Steps run t = 0..T-1, or
+// T-1..0 when `reverse`. Row b's steps t >= lengths[b] are padding (lengths empty: none): its
+// state passes through unchanged and its output there is zero, as pack_padded_sequence does, so
+// the reverse pass starts at the row's last real token. h0, c0 [B, H]. Equal to a loop of
+// lstm_cell; its backward makes one product for W_hh's gradient rather than one per step.
+LstmSequence lstm_sequence(const Tensor& input_gates, const Tensor& h0, const Tensor& c0, const Tensor& w_hh,
+                           const std::vector<int64_t>& lengths = {}, bool reverse = false);
+
 // ---- attention (core/ops/attention.cpp) ----
 // Masked attention scores become this before the softmax (the seeds' choice), so a row whose keys
 // are all masked gets uniform weights, never NaN.
