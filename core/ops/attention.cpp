@@ -41,7 +41,7 @@ struct Problem {
         return mask && mask[(p / heads) * mask_strides[0] + (p % heads) * mask_strides[1] + i * mask_strides[2] +
                             j * mask_strides[3]] == 0;
     }
-    // Pair p's weights after dropout, into out [tq, tk].
+    // Pair p's weights (or their gradient) after dropout, into out [tq, tk], which may be weights.
     void drop(const float* weights, int64_t p, float* out) const {
         const int64_t base = p * tq * tk;
         for (int64_t e = 0; e < tq * tk; ++e) out[e] = dropout_mask.apply(weights[e], base + e);
@@ -179,10 +179,7 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t head
                 // d dropout(weights) = d context v^T, then back through dropout
                 small_gemm(false, true, b.tq, b.tk, b.head_size, g_context, b.width, pv + b.key_offset(p), b.width,
                            s, b.tk);
-                if (b.dropout) {
-                    const int64_t base = p * b.tq * b.tk;
-                    for (int64_t e = 0; e < b.tq * b.tk; ++e) s[e] = b.dropout_mask.apply(s[e], base + e);
-                }
+                if (b.dropout) b.drop(s, p, s);
                 // d weights gains the weights' own gradient; then d scores = weights * (d weights -
                 // sum(d weights * weights)), 0 where masked (the fill replaced those scores), and
                 // / sqrt(head_size)

@@ -17,6 +17,50 @@
 #include "vector_math.h"
 
 namespace seqgrad {
+namespace {
+
+// One batch row of a step, shared by lstm_cell and lstm_sequence. `row` holds the pre-activation
+// gates [4H] (i, f, g, o), plus `bias` when kBias; they become the activations, in place, and
+// c' = f * c + i * g, h' = o * tanh(c') are written.
+template <bool kBias>
+void gates_forward(float* __restrict row, const float* __restrict bias, const float* __restrict c_prev,
+                   float* __restrict c_next, float* __restrict h_next, int64_t hidden) {
+#pragma omp simd
+    for (int64_t j = 0; j < hidden; ++j) {
+        const float i = detail::fast_sigmoid(kBias ? row[j] + bias[j] : row[j]);
+        const float f = detail::fast_sigmoid(kBias ? row[hidden + j] + bias[hidden + j] : row[hidden + j]);
+        const float g = detail::fast_tanh(kBias ? row[2 * hidden + j] + bias[2 * hidden + j] : row[2 * hidden + j]);
+        const float o = detail::fast_sigmoid(kBias ? row[3 * hidden + j] + bias[3 * hidden + j] : row[3 * hidden + j]);
+        row[j] = i;
+        row[hidden + j] = f;
+        row[2 * hidden + j] = g;
+        row[3 * hidden + j] = o;
+        const float c = f * c_prev[j] + i * g;
+        c_next[j] = c;
+        h_next[j] = o * detail::fast_tanh(c);
+    }
+}
+
+// The same row backwards: from the activations, c and c', and the gradients dh of h' and dc_next
+// of c', the gradient of the pre-activation gates and dc_prev of c. dc_prev may be dc_next.
+void gates_backward(const float* __restrict acts, const float* __restrict c_prev, const float* __restrict c_next,
+                    const float* __restrict dh, const float* dc_next, float* __restrict d_gates, float* dc_prev,
+                    int64_t hidden) {
+#pragma omp simd
+    for (int64_t j = 0; j < hidden; ++j) {
+        const float i = acts[j], f = acts[hidden + j], g = acts[2 * hidden + j], o = acts[3 * hidden + j];
+        const float tc = detail::fast_tanh(c_next[j]);
+        const float dc_total = dc_next[j] + dh[j] * o * (1 - tc * tc);
+        d_gates[j] = dc_total * g * i * (1 - i);
+        d_gates[hidden + j] = dc_total * c_prev[j] * f * (1 - f);
+        d_gates[2 * hidden + j] = dc_total * i * (1 - g * g);
+        d_gates[3 * hidden + j] = dh[j] * tc * o * (1 - o);
+        dc_prev[j] = dc_total * f;
+    }
+}
+
+}  // namespace
+
 LstmState lstm_cell(const Tensor& x, const LstmState& state, const Tensor& w_ih, const Tensor& w_hh,
                     const Tensor& b_ih, const Tensor& b_hh) {
     const Tensor& h = state.h;
@@ -60,26 +104,8 @@ LstmState lstm_cell(const Tensor& x, const LstmState& state, const Tensor& w_ih,
         float* __restrict ph = h_next.data();
         float* __restrict pcn = c_next.data();
         detail::parallel_for(batch, std::max<int64_t>(1, detail::kElementwiseGrain / g4), [=](int64_t begin, int64_t end) {
-            for (int64_t b = begin; b < end; ++b) {
-                float* row = pa + b * g4;
-                const float* c_row = pc + b * hidden;
-                float* h_out = ph + b * hidden;
-                float* c_out = pcn + b * hidden;
-#pragma omp simd
-                for (int64_t j = 0; j < hidden; ++j) {
-                    const float i = detail::fast_sigmoid(row[j] + pbias[j]);
-                    const float f = detail::fast_sigmoid(row[hidden + j] + pbias[hidden + j]);
-                    const float g = detail::fast_tanh(row[2 * hidden + j] + pbias[2 * hidden + j]);
-                    const float o = detail::fast_sigmoid(row[3 * hidden + j] + pbias[3 * hidden + j]);
-                    row[j] = i;
-                    row[hidden + j] = f;
-                    row[2 * hidden + j] = g;
-                    row[3 * hidden + j] = o;
-                    const float cn = f * c_row[j] + i * g;
-                    c_out[j] = cn;
-                    h_out[j] = o * detail::fast_tanh(cn);
-                }
-            }
+            for (int64_t b = begin; b < end; ++b)
+                gates_forward<true>(pa + b * g4, pbias, pc + b * hidden, pcn + b * hidden, ph + b * hidden, hidden);
         });
     }
 
@@ -96,22 +122,9 @@ LstmState lstm_cell(const Tensor& x, const LstmState& state, const Tensor& w_ih,
             float* __restrict pd = dgates.data();
             float* __restrict pdc = dc.data();
             detail::parallel_for(batch, std::max<int64_t>(1, detail::kElementwiseGrain / g4), [=](int64_t begin, int64_t end) {
-                for (int64_t b = begin; b < end; ++b) {
-                    const float* row = pa + b * g4;
-                    float* drow = pd + b * g4;
-#pragma omp simd
-                    for (int64_t j = 0; j < hidden; ++j) {
-                        const int64_t k = b * hidden + j;
-                        const float i = row[j], f = row[hidden + j], g = row[2 * hidden + j], o = row[3 * hidden + j];
-                        const float tc = detail::fast_tanh(pcn[k]);
-                        const float dc_total = dcn[k] + dh[k] * o * (1 - tc * tc);
-                        drow[j] = dc_total * g * i * (1 - i);
-                        drow[hidden + j] = dc_total * pc[k] * f * (1 - f);
-                        drow[2 * hidden + j] = dc_total * i * (1 - g * g);
-                        drow[3 * hidden + j] = dh[k] * tc * o * (1 - o);
-                        pdc[k] = dc_total * f;
-                    }
-                }
+                for (int64_t b = begin; b < end; ++b)
+                    gates_backward(pa + b * g4, pc + b * hidden, pcn + b * hidden, dh + b * hidden, dcn + b * hidden,
+                                   pd + b * g4, pdc + b * hidden, hidden);
             });
             Tensor dx, dh_prev, dw_ih, dw_hh, db;
             if (x.requires_grad()) {
@@ -190,22 +203,8 @@ LstmSequence lstm_sequence(const Tensor& input_gates, const Tensor& h0, const Te
                     std::fill_n(y, hidden, 0.0f);
                     continue;
                 }
-                float* __restrict row = a + b * g4;
-#pragma omp simd
-                for (int64_t j = 0; j < hidden; ++j) {
-                    const float i = detail::fast_sigmoid(row[j]);
-                    const float f = detail::fast_sigmoid(row[hidden + j]);
-                    const float g = detail::fast_tanh(row[2 * hidden + j]);
-                    const float o = detail::fast_sigmoid(row[3 * hidden + j]);
-                    row[j] = i;
-                    row[hidden + j] = f;
-                    row[2 * hidden + j] = g;
-                    row[3 * hidden + j] = o;
-                    const float c = f * cp[j] + i * g;
-                    cn[j] = c;
-                    hn[j] = o * detail::fast_tanh(c);
-                    y[j] = hn[j];
-                }
+                gates_forward<false>(a + b * g4, nullptr, cp, cn, hn, hidden);
+                std::copy_n(hn, hidden, y);
             }
         });
     }
@@ -239,25 +238,12 @@ LstmSequence lstm_sequence(const Tensor& input_gates, const Tensor& h0, const Te
                             std::fill_n(pd_gates + (b * steps + t) * g4, g4, 0.0f);
                             continue;
                         }
-                        const float* __restrict row = a + b * g4;
-                        const float* __restrict cp = c_prev + b * hidden;
-                        const float* __restrict cn = c_new + b * hidden;
-                        const float* __restrict go = g_out + (b * steps + t) * hidden;
-                        float* __restrict dhb = pdh + b * hidden;
-                        float* __restrict dcb = pdc + b * hidden;
-#pragma omp simd
-                        for (int64_t j = 0; j < hidden; ++j) {
-                            const float i = row[j], f = row[hidden + j], g = row[2 * hidden + j], o = row[3 * hidden + j];
-                            const float dh_total = dhb[j] + go[j];
-                            const float tc = detail::fast_tanh(cn[j]);
-                            const float dc_total = dcb[j] + dh_total * o * (1 - tc * tc);
-                            drow[j] = dc_total * g * i * (1 - i);
-                            drow[hidden + j] = dc_total * cp[j] * f * (1 - f);
-                            drow[2 * hidden + j] = dc_total * i * (1 - g * g);
-                            drow[3 * hidden + j] = dh_total * tc * o * (1 - o);
-                            dcb[j] = dc_total * f;
-                            dhb[j] = 0;  // replaced below by d gates W_hh
-                        }
+                        const float* go = g_out + (b * steps + t) * hidden;
+                        float* dhb = pdh + b * hidden;
+                        float* dcb = pdc + b * hidden;
+                        for (int64_t j = 0; j < hidden; ++j) dhb[j] += go[j];  // h's gradient, output included
+                        gates_backward(a + b * g4, c_prev + b * hidden, c_new + b * hidden, dhb, dcb, drow, dcb, hidden);
+                        std::fill_n(dhb, hidden, 0.0f);  // replaced below by d gates W_hh
                         std::copy_n(drow, g4, pd_gates + (b * steps + t) * g4);
                     }
                 });
