@@ -46,8 +46,9 @@ void ProgressDisplay::operator()(const models::TrainingEvent& e) {
                          e.tokens_per_second, format_duration(e.elapsed_seconds).c_str(), left.c_str());
             bar_drawn_ = true;
         } else if (e.step % log_every_ == 0) {
-            std::fprintf(stderr, "step %lld epoch %lld loss %.4f tok/s %.0f elapsed %s%s\n", static_cast<long long>(e.step),
-                         static_cast<long long>(e.epoch + 1), e.loss, e.tokens_per_second,
+            std::fprintf(stderr, "step %lld epoch %lld loss %.4f lr %.3g tok/s %.0f elapsed %s%s\n",
+                         static_cast<long long>(e.step), static_cast<long long>(e.epoch + 1), e.loss, e.learning_rate,
+                         e.tokens_per_second,
                          format_duration(e.elapsed_seconds).c_str(), left.c_str());
         }
         return;

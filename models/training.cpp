@@ -6,6 +6,8 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <iomanip>
+#include <sstream>
 
 #include "seqgrad/core/autograd.h"
 #include "seqgrad/core/safetensors.h"
@@ -32,6 +34,7 @@ std::string TrainingOptions::to_json() const {
     j["batch_tokens"] = batches.max_tokens;
     j["schedule"] = schedule;
     j["lr"] = lr;
+    j["lr_decay"] = lr_decay;
     j["warmup_steps"] = warmup_steps;
     j["beta1"] = beta1;
     j["beta2"] = beta2;
@@ -76,7 +79,7 @@ TrainingOptions TrainingOptions::from_json(const std::string& text) {
     }
     check(j.is_object(), kOptionsOp, "expected a JSON object");
     static const std::vector<std::string> known = {
-        "task", "dictionary", "synthetic", "batch_sentences", "batch_tokens", "schedule", "lr", "warmup_steps",
+        "task", "dictionary", "synthetic", "batch_sentences", "batch_tokens", "schedule", "lr", "lr_decay", "warmup_steps",
         "beta1", "beta2", "eps", "weight_decay", "clip_norm", "label_smoothing", "teacher_forcing", "epochs",
         "minutes", "max_steps", "eval_every_steps", "eval_max_len", "dev_limit", "log_every", "seed"};
     for (const auto& [key, value] : j.items())
@@ -99,6 +102,7 @@ TrainingOptions TrainingOptions::from_json(const std::string& text) {
     read(j, "batch_tokens", o.batches.max_tokens);
     read(j, "schedule", o.schedule);
     read(j, "lr", o.lr);
+    read(j, "lr_decay", o.lr_decay);
     read(j, "warmup_steps", o.warmup_steps);
     read(j, "beta1", o.beta1);
     read(j, "beta2", o.beta2);
@@ -126,6 +130,7 @@ void validate(const TrainingOptions& o) {
     check(o.schedule == "noam" || o.schedule == "constant", kOptionsOp, "schedule must be noam or constant, got \"",
           o.schedule, "\"");
     check(o.lr > 0, kOptionsOp, "lr must be positive, got ", o.lr);
+    check(o.lr_decay > 0 && o.lr_decay <= 1, kOptionsOp, "lr_decay must be in (0, 1], got ", o.lr_decay);
     check(o.warmup_steps > 0, kOptionsOp, "warmup_steps must be positive, got ", o.warmup_steps);
     check(o.beta1 >= 0 && o.beta1 < 1 && o.beta2 >= 0 && o.beta2 < 1, kOptionsOp, "betas must be in [0, 1)");
     check(o.eps > 0 && o.weight_decay >= 0 && o.clip_norm >= 0, kOptionsOp, "eps must be positive, weight_decay and clip_norm non-negative");
@@ -153,6 +158,11 @@ struct Progress {
     std::vector<HistoryEntry> history;
     double loss_sum = 0;  // since the last history entry
     int64_t loss_steps = 0;
+    // lr_decay's state: the product of the factors applied so far, and the best dev WER among the
+    // scheduled evaluations (not those at the end of a session, so that a resumed run decays exactly
+    // where an uninterrupted one would).
+    double lr_scale = 1.0;
+    double scheduled_best_wer = -1;  // none yet
 };
 
 Json eval_json(const EvalResult& e) { return {{"wer", e.wer}, {"per", e.per}, {"words", e.words}}; }
@@ -170,6 +180,8 @@ std::string progress_json(const Progress& p) {
     j["last_dev"] = eval_json(p.last_dev);
     j["loss_sum"] = p.loss_sum;
     j["loss_steps"] = p.loss_steps;
+    j["lr_scale"] = p.lr_scale;
+    j["scheduled_best_wer"] = p.scheduled_best_wer;
     Json history = Json::array();
     for (const HistoryEntry& h : p.history)
         history.push_back({{"step", h.step}, {"epoch", h.epoch}, {"minutes", h.minutes}, {"train_loss", h.train_loss},
@@ -192,6 +204,8 @@ Progress progress_from(const std::string& text, const std::string& file) {
         p.last_dev = eval_from(j.at("last_dev"));
         p.loss_sum = j.at("loss_sum").get<double>();
         p.loss_steps = j.at("loss_steps").get<int64_t>();
+        p.lr_scale = j.value("lr_scale", 1.0);  // these two are absent in checkpoints from before lr_decay
+        p.scheduled_best_wer = j.value("scheduled_best_wer", -1.0);
         for (const Json& h : j.at("history"))
             p.history.push_back({h.at("step").get<int64_t>(), h.at("epoch").get<int64_t>(), h.at("minutes").get<double>(),
                                  h.at("train_loss").get<double>(), eval_from(h.at("dev"))});
@@ -230,10 +244,10 @@ std::unique_ptr<nn::Adam> make_optimizer(const TrainingOptions& o, Seq2SeqModel&
 }
 
 double learning_rate(const Run& run, int64_t step) {
-    if (run.options.schedule == "constant") return run.options.lr;
+    if (run.options.schedule == "constant") return run.options.lr * run.progress.lr_scale;
     const ModelConfig& c = run.model->config();
     const int64_t width = c.model == "transformer" ? c.d_model : c.hidden_size;
-    return nn::NoamSchedule{width, run.options.warmup_steps, run.options.lr}.rate(step);
+    return nn::NoamSchedule{width, run.options.warmup_steps, run.options.lr}.rate(step) * run.progress.lr_scale;
 }
 
 // Writes training.safetensors, then model.safetensors: each atomically, both stamped with the step.
@@ -296,7 +310,8 @@ TrainingResult run_loop(Run& run, const TrainingListener& listener, const std::a
                (o.epochs > 0 && run.stream->state().epoch >= o.epochs) ||
                (o.minutes > 0 && session_seconds() >= 60.0 * o.minutes);
     };
-    auto record_evaluation = [&] {
+    // scheduled: after an epoch or eval_every_steps, rather than at the end of a session.
+    auto record_evaluation = [&](bool scheduled) {
         const EvalResult dev = evaluate_dev(run);
         run.progress.last_dev = dev;
         HistoryEntry entry;
@@ -319,6 +334,21 @@ TrainingResult run_loop(Run& run, const TrainingListener& listener, const std::a
             run.progress.has_best = true;
             run.progress.best_dev = dev;
             save_model(run.best_path(), *run.model, run.source_vocab, run.target_vocab, o.task, run.progress.step);
+        }
+        if (!scheduled) return;
+        if (run.progress.scheduled_best_wer < 0 || dev.wer < run.progress.scheduled_best_wer) {
+            run.progress.scheduled_best_wer = dev.wer;
+        } else if (o.lr_decay < 1) {
+            run.progress.lr_scale *= o.lr_decay;
+            TrainingEvent m;
+            m.kind = TrainingEvent::Kind::message;
+            m.step = run.progress.step;
+            std::ostringstream text;
+            text << std::fixed << std::setprecision(2) << "dev WER did not improve on " << run.progress.scheduled_best_wer
+                 << "%: the learning rate is now " << std::defaultfloat << std::setprecision(3)
+                 << learning_rate(run, run.progress.step + 1);
+            m.text = text.str();
+            emit(m);
         }
     };
     int64_t saved_step = -1;
@@ -353,7 +383,7 @@ TrainingResult run_loop(Run& run, const TrainingListener& listener, const std::a
         if (!std::isfinite(loss_value)) {
             result.stop_reason = "diverged";
             TrainingEvent e;
-        e.kind = TrainingEvent::Kind::message;
+            e.kind = TrainingEvent::Kind::message;
             e.step = run.progress.step + 1;
             e.text = "the loss is " + std::to_string(loss_value) + " at step " + std::to_string(run.progress.step + 1) +
                      "; stopping. The last good checkpoint is kept in " + run.dir;
@@ -362,7 +392,8 @@ TrainingResult run_loop(Run& run, const TrainingListener& listener, const std::a
         }
         loss.backward();
         if (o.clip_norm > 0) nn::clip_grad_norm(run.model->parameters(), o.clip_norm);
-        run.optimizer->set_lr(learning_rate(run, run.progress.step + 1));
+        const double lr = learning_rate(run, run.progress.step + 1);
+        run.optimizer->set_lr(lr);
         run.optimizer->step();
         run.progress.step++;
         run.progress.loss_sum += loss_value;
@@ -378,6 +409,7 @@ TrainingResult run_loop(Run& run, const TrainingListener& listener, const std::a
         e.batches_in_epoch = run.stream->batches_in_epoch();
         e.batch_in_epoch = run.stream->state().next_batch;
         e.loss = loss_value;
+        e.learning_rate = lr;
         e.tokens_per_second = recent_seconds > 0 ? recent_tokens / recent_seconds : 0;
         e.elapsed_seconds = session_seconds();
         e.budget_fraction = budget_fraction();
@@ -386,14 +418,14 @@ TrainingResult run_loop(Run& run, const TrainingListener& listener, const std::a
         const bool epoch_ended = run.stream->state().epoch > epoch_before;
         const bool eval_now = o.eval_every_steps > 0 ? run.progress.step % o.eval_every_steps == 0 : epoch_ended;
         if (eval_now) {
-            record_evaluation();
+            record_evaluation(true);
             checkpoint(epoch_ended ? "end of epoch" : "evaluation");
         }
     }
     if (result.stop_reason != "diverged") {
         result.stop_reason = stop_reason;
         const bool just_evaluated = !run.progress.history.empty() && run.progress.history.back().step == run.progress.step;
-        if (run.progress.step > start_step && !just_evaluated && stop_reason == "budget") record_evaluation();
+        if (run.progress.step > start_step && !just_evaluated && stop_reason == "budget") record_evaluation(false);
         checkpoint(stop_reason == "interrupted" ? "interrupted" : "end of run");
     }
     result.steps = run.progress.step;

@@ -70,6 +70,11 @@ std::vector<float> weights_of(const std::string& dir) {
 TEST_CASE("an interrupted and resumed run gives the same losses and weights as an uninterrupted one", "[training]") {
     TrainingOptions o = reverse_task(200);  // 13 batches an epoch: the break falls mid-epoch
     o.max_steps = 30;
+    // Evaluations that decay the rate, so that the decay's state must be restored too, and one of
+    // them falls after the break, where the first part's end-of-run evaluation must not count.
+    o.lr_decay = 0.5;
+    o.eval_every_steps = 4;
+    o.dev_limit = 10;
     const std::string whole = fresh_dir("whole"), parts = fresh_dir("parts");
     LossLog uninterrupted;
     train(tiny_transformer(), o, whole, std::ref(uninterrupted));
@@ -89,6 +94,39 @@ TEST_CASE("an interrupted and resumed run gives the same losses and weights as a
         CHECK(joined[i] == uninterrupted.losses[i]);
     }
     CHECK(weights_of(parts) == weights_of(whole));
+}
+
+TEST_CASE("lr_decay lowers the rate after each evaluation that does not improve on the best dev WER", "[training]") {
+    TrainingOptions o = reverse_task(200);
+    o.task = "copy";  // short copies: dev WER falls within a few dozen steps, then stalls
+    o.synthetic.max_length = 3;
+    o.schedule = "constant";
+    o.lr = 1e-2;
+    o.lr_decay = 0.8;
+    o.eval_every_steps = 5;
+    o.dev_limit = 50;
+    o.max_steps = 200;
+    double rate = 0, expected_next = o.lr, best = -1;
+    int decays = 0, improvements = 0;
+    auto listener = [&](const TrainingEvent& e) {
+        if (e.kind == TrainingEvent::Kind::step) {
+            INFO("step " << e.step);
+            CHECK(e.learning_rate == Approx(expected_next).epsilon(1e-12));
+            rate = e.learning_rate;
+            expected_next = rate;
+        } else if (e.kind == TrainingEvent::Kind::evaluation) {
+            if (best < 0 || e.eval.wer < best) {
+                best = e.eval.wer;
+                ++improvements;
+            } else {
+                expected_next = rate * 0.8;
+                ++decays;
+            }
+        }
+    };
+    train(tiny_transformer(), o, fresh_dir("lr_decay"), listener);
+    CHECK(improvements >= 5);
+    CHECK(decays >= 5);
 }
 
 TEST_CASE("a stop request saves a checkpoint that resumes", "[training]") {

@@ -1,7 +1,8 @@
 // Training a model on a task, evaluating it, and resuming a run exactly where it stopped.
 //
 // A run reads its task's train split, builds the vocabularies from it, and trains with Adam
-// (the Noam warm-up schedule or a constant rate), gradient-norm clipping, label smoothing, dropout
+// (the Noam warm-up schedule or a constant rate, either one decayed when dev WER stops improving),
+// gradient-norm clipping, label smoothing, dropout
 // and teacher forcing, on batches bucketed by length. After each epoch (or every
 // eval_every_steps) it decodes the dev split greedily, reports WER and PER, and keeps the weights
 // with the best dev WER. It stops at the first budget reached (epochs, minutes, steps), on a stop
@@ -29,6 +30,9 @@ struct TrainingOptions {
     BatchOptions batches;
     std::string schedule = "noam";  // "noam": lr * d^-0.5 * min(t^-0.5, t * warmup^-1.5); or "constant"
     double lr = 1.0;                // the constant rate, or Noam's factor
+    // After a dev evaluation that does not improve on the best dev WER so far, the rate (either
+    // schedule) is multiplied by this for the rest of the run; 1 never changes it.
+    double lr_decay = 1.0;
     int64_t warmup_steps = 1000;
     double beta1 = 0.9;
     double beta2 = 0.98;
@@ -77,6 +81,7 @@ struct TrainingEvent {
     int64_t batches_in_epoch = 0;
     int64_t batch_in_epoch = 0;
     double loss = 0;                // this step's loss
+    double learning_rate = 0;       // the rate this step used
     double tokens_per_second = 0;   // target tokens, over recent steps
     double elapsed_seconds = 0;     // this session
     double budget_fraction = -1;    // how much of the budget is used, if known (0..1)
