@@ -35,6 +35,7 @@ std::string TrainingOptions::to_json() const {
     j["schedule"] = schedule;
     j["lr"] = lr;
     j["lr_decay"] = lr_decay;
+    j["average_decay"] = average_decay;
     j["warmup_steps"] = warmup_steps;
     j["beta1"] = beta1;
     j["beta2"] = beta2;
@@ -79,7 +80,7 @@ TrainingOptions TrainingOptions::from_json(const std::string& text) {
     }
     check(j.is_object(), kOptionsOp, "expected a JSON object");
     static const std::vector<std::string> known = {
-        "task", "dictionary", "synthetic", "batch_sentences", "batch_tokens", "schedule", "lr", "lr_decay", "warmup_steps",
+        "task", "dictionary", "synthetic", "batch_sentences", "batch_tokens", "schedule", "lr", "lr_decay", "average_decay", "warmup_steps",
         "beta1", "beta2", "eps", "weight_decay", "clip_norm", "label_smoothing", "teacher_forcing", "epochs",
         "minutes", "max_steps", "eval_every_steps", "eval_max_len", "dev_limit", "log_every", "seed"};
     for (const auto& [key, value] : j.items())
@@ -103,6 +104,7 @@ TrainingOptions TrainingOptions::from_json(const std::string& text) {
     read(j, "schedule", o.schedule);
     read(j, "lr", o.lr);
     read(j, "lr_decay", o.lr_decay);
+    read(j, "average_decay", o.average_decay);
     read(j, "warmup_steps", o.warmup_steps);
     read(j, "beta1", o.beta1);
     read(j, "beta2", o.beta2);
@@ -131,6 +133,8 @@ void validate(const TrainingOptions& o) {
           o.schedule, "\"");
     check(o.lr > 0, kOptionsOp, "lr must be positive, got ", o.lr);
     check(o.lr_decay > 0 && o.lr_decay <= 1, kOptionsOp, "lr_decay must be in (0, 1], got ", o.lr_decay);
+    check(o.average_decay >= 0 && o.average_decay < 1, kOptionsOp, "average_decay must be in [0, 1), got ",
+          o.average_decay);
     check(o.warmup_steps > 0, kOptionsOp, "warmup_steps must be positive, got ", o.warmup_steps);
     check(o.beta1 >= 0 && o.beta1 < 1 && o.beta2 >= 0 && o.beta2 < 1, kOptionsOp, "betas must be in [0, 1)");
     check(o.eps > 0 && o.weight_decay >= 0 && o.clip_norm >= 0, kOptionsOp, "eps must be positive, weight_decay and clip_norm non-negative");
@@ -224,6 +228,7 @@ struct Run {
     Vocabulary source_vocab, target_vocab;
     std::shared_ptr<Seq2SeqModel> model;
     std::unique_ptr<nn::Adam> optimizer;
+    std::unique_ptr<nn::WeightAverage> average;  // with average_decay > 0
     std::unique_ptr<BatchStream> stream;
     Progress progress;
 
@@ -260,6 +265,8 @@ void save_checkpoint(Run& run) {
     training.set_metadata("progress", progress_json(run.progress));
     training.set_metadata("step", std::to_string(run.progress.step));
     for (const auto& [name, tensor] : run.optimizer->state()) training.put(name, tensor);
+    if (run.average)
+        for (const auto& [name, tensor] : run.average->state()) training.put(name, tensor);
     training.save(run.training_path());
     save_model(run.model_path(), *run.model, run.source_vocab, run.target_vocab, run.options.task, run.progress.step);
 }
@@ -312,6 +319,7 @@ TrainingResult run_loop(Run& run, const TrainingListener& listener, const std::a
     };
     // scheduled: after an epoch or eval_every_steps, rather than at the end of a session.
     auto record_evaluation = [&](bool scheduled) {
+        if (run.average) run.average->swap();  // evaluate, and keep as best, the averaged weights
         const EvalResult dev = evaluate_dev(run);
         run.progress.last_dev = dev;
         HistoryEntry entry;
@@ -335,6 +343,7 @@ TrainingResult run_loop(Run& run, const TrainingListener& listener, const std::a
             run.progress.best_dev = dev;
             save_model(run.best_path(), *run.model, run.source_vocab, run.target_vocab, o.task, run.progress.step);
         }
+        if (run.average) run.average->swap();
         if (!scheduled) return;
         if (run.progress.scheduled_best_wer < 0 || dev.wer < run.progress.scheduled_best_wer) {
             run.progress.scheduled_best_wer = dev.wer;
@@ -395,6 +404,7 @@ TrainingResult run_loop(Run& run, const TrainingListener& listener, const std::a
         const double lr = learning_rate(run, run.progress.step + 1);
         run.optimizer->set_lr(lr);
         run.optimizer->step();
+        if (run.average) run.average->update();
         run.progress.step++;
         run.progress.loss_sum += loss_value;
         run.progress.loss_steps++;
@@ -500,6 +510,8 @@ TrainingResult train(const ModelConfig& model_config, const TrainingOptions& opt
     run.model = make_model(ModelConfig::from_json(config.to_json()), init);  // validated like a config file
     run.model->random().seed(options.seed ^ 0x9e3779b97f4a7c15ULL);
     run.optimizer = make_optimizer(options, *run.model);
+    if (options.average_decay > 0)
+        run.average = std::make_unique<nn::WeightAverage>(run.model->named_parameters(), options.average_decay);
     run.stream = std::make_unique<BatchStream>(training_examples(run), options.batches, options.seed);
     return run_loop(run, listener, stop_requested);
 }
@@ -531,9 +543,14 @@ TrainingResult resume(const std::string& dir, int64_t epochs, double minutes, in
     run.model = loaded.model;
     run.model->random().set_state(run.progress.random);
     run.optimizer = make_optimizer(run.options, *run.model);
-    std::map<std::string, Tensor> optimizer_state;
-    for (const std::string& name : training.names()) optimizer_state.emplace(name, training.tensor(name));
+    std::map<std::string, Tensor> optimizer_state, average_state;
+    for (const std::string& name : training.names())
+        (name.rfind("average", 0) == 0 ? average_state : optimizer_state).emplace(name, training.tensor(name));
     run.optimizer->load_state(optimizer_state);
+    if (run.options.average_decay > 0) {
+        run.average = std::make_unique<nn::WeightAverage>(run.model->named_parameters(), run.options.average_decay);
+        run.average->load_state(average_state);
+    }
     run.stream = std::make_unique<BatchStream>(training_examples(run), run.options.batches, run.options.seed);
     run.stream->restore(run.progress.stream);
     return run_loop(run, listener, stop_requested);

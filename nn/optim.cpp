@@ -215,6 +215,81 @@ void Adam::step() {
     }
 }
 
+// ---- weight averaging ----
+
+WeightAverage::WeightAverage(NamedTensors params, double decay) : params_(std::move(params)), decay_(decay) {
+    check(decay > 0 && decay < 1, "WeightAverage", "decay must be in (0, 1), got ", decay);
+    for (const auto& [name, p] : params_) averages_.push_back(copy_of(p));
+}
+
+void WeightAverage::update() {
+    const double n = static_cast<double>(updates_);
+    const float d = static_cast<float>(std::min(decay_, (1 + n) / (10 + n)));
+    const float one_minus_d = 1 - d;
+    for (size_t i = 0; i < params_.size(); ++i) {
+        const float* __restrict p = params_[i].second.data();
+        float* __restrict a = averages_[i].data();
+        parallel_for(params_[i].second.numel(), kUpdateGrain, [=](int64_t begin, int64_t end) {
+            for (int64_t j = begin; j < end; ++j) a[j] = d * a[j] + one_minus_d * p[j];
+        });
+    }
+    ++updates_;
+}
+
+void WeightAverage::swap() {
+    for (size_t i = 0; i < params_.size(); ++i) {
+        float* __restrict p = params_[i].second.data();
+        float* __restrict a = averages_[i].data();
+        parallel_for(params_[i].second.numel(), kUpdateGrain, [=](int64_t begin, int64_t end) {
+            for (int64_t j = begin; j < end; ++j) std::swap(p[j], a[j]);
+        });
+    }
+}
+
+std::map<std::string, Tensor> WeightAverage::state() const {
+    std::map<std::string, Tensor> out;
+    for (size_t i = 0; i < params_.size(); ++i) out.emplace("average." + params_[i].first, copy_of(averages_[i]));
+    out.emplace("average_updates", Tensor::scalar(static_cast<float>(updates_)));
+    return out;
+}
+
+void WeightAverage::load_state(const std::map<std::string, Tensor>& state) {
+    std::vector<std::string> problems;
+    std::vector<Tensor> incoming(params_.size());
+    std::set<std::string> expected{"average_updates"};
+    for (size_t i = 0; i < params_.size(); ++i) {
+        const std::string key = "average." + params_[i].first;
+        expected.insert(key);
+        const auto it = state.find(key);
+        if (it == state.end()) {
+            problems.push_back("missing: " + key);
+        } else if (!it->second.defined() || it->second.shape() != params_[i].second.shape()) {
+            std::ostringstream line;
+            line << "wrong shape: " << key << " expects " << params_[i].second.shape() << ", got "
+                 << (it->second.defined() ? it->second.shape() : Shape{});
+            problems.push_back(line.str());
+        } else {
+            incoming[i] = it->second;
+        }
+    }
+    const auto count = state.find("average_updates");
+    if (count == state.end())
+        problems.push_back("missing: average_updates");
+    else if (!count->second.defined() || count->second.numel() != 1 || count->second.item() < 0)
+        problems.push_back("average_updates must be a non-negative scalar");
+    for (const auto& [key, value] : state)
+        if (!expected.count(key)) problems.push_back("unexpected: " + key);
+    if (!problems.empty()) {
+        std::ostringstream message;
+        message << "WeightAverage::load_state: the state does not fit these parameters (" << problems.size()
+                << " problems)";
+        for (const std::string& p : problems) message << "\n  " << p;
+        throw Error(message.str());
+    }
+    for (size_t i = 0; i < params_.size(); ++i) averages_[i] = copy_of(incoming[i]);
+    updates_ = static_cast<int64_t>(count->second.item());
+}
+
 // ---- clipping and schedule ----
 
 float clip_grad_norm(const std::vector<Tensor>& params, float max_norm) {

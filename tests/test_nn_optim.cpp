@@ -299,3 +299,53 @@ TEST_CASE("the Noam schedule warms up linearly, peaks at warmup, then decays as 
     CHECK(scaled.rate(16000) == Approx(2 * 3.493856214843422e-4).epsilon(1e-12));
     CHECK_THROWS_AS(noam.rate(0), Error);
 }
+
+TEST_CASE("WeightAverage follows its formula, swaps in place and restores its state", "[nn][optim]") {
+    Tensor p = Tensor::from_vector({1.0f, -2.0f}, {2}, true);
+    const NamedTensors named{{"p", p}};
+    WeightAverage average(named, 0.5);
+    // Values of p before each update, and the average computed here in double.
+    const std::vector<std::vector<double>> values{{3.0, 0.0}, {-1.0, 4.0}, {2.0, 2.0}, {0.5, -0.5}};
+    std::vector<double> expected{1.0, -2.0};  // the average starts as a copy
+    for (size_t n = 0; n < values.size(); ++n) {
+        p.data()[0] = static_cast<float>(values[n][0]);
+        p.data()[1] = static_cast<float>(values[n][1]);
+        average.update();
+        const double d = std::min(0.5, (1.0 + static_cast<double>(n)) / (10.0 + static_cast<double>(n)));
+        for (size_t j = 0; j < 2; ++j) expected[j] = d * expected[j] + (1 - d) * values[n][j];
+    }
+    CHECK(average.updates() == 4);
+    const std::map<std::string, Tensor> state = average.state();
+    REQUIRE(state.count("average.p") == 1);
+    CHECK_THAT(as_double(state.at("average.p")), Catch::Matchers::Approx(expected).epsilon(1e-6));
+    CHECK(state.at("average_updates").item() == 4.0f);
+
+    // swap() exchanges the values in place: p holds the average, and swapping back restores p.
+    const float* storage = p.data();
+    average.swap();
+    CHECK(p.data() == storage);
+    CHECK_THAT(as_double(p), Catch::Matchers::Approx(expected).epsilon(1e-6));
+    average.swap();
+    CHECK(p.to_vector() == std::vector<float>{0.5f, -0.5f});
+
+    // A fresh average given the saved state continues exactly as this one does.
+    WeightAverage restored(named, 0.5);
+    restored.load_state(state);
+    CHECK(restored.updates() == 4);
+    average.update();
+    restored.update();
+    CHECK(average.state().at("average.p").to_vector() == restored.state().at("average.p").to_vector());
+}
+
+TEST_CASE("WeightAverage rejects a bad decay and a state that does not fit", "[nn][optim][errors]") {
+    Tensor p = Tensor::zeros({3}, true);
+    CHECK_THROWS_WITH(WeightAverage({{"p", p}}, 1.0), Contains("decay"));
+    CHECK_THROWS_WITH(WeightAverage({{"p", p}}, 0.0), Contains("decay"));
+    WeightAverage average({{"p", p}}, 0.9);
+    const std::vector<float> before = average.state().at("average.p").to_vector();
+    std::map<std::string, Tensor> bad{{"average.p", Tensor::zeros({4})}, {"average.q", Tensor::zeros({3})}};
+    CHECK_THROWS_WITH(average.load_state(bad), Contains("wrong shape: average.p") && Contains("unexpected: average.q") &&
+                                                   Contains("missing: average_updates"));
+    CHECK(average.state().at("average.p").to_vector() == before);  // nothing changed
+    CHECK(average.updates() == 0);
+}

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <filesystem>
 
+#include "seqgrad/core/safetensors.h"
 #include "seqgrad/models/checkpoint.h"
 #include "seqgrad/models/training.h"
 
@@ -65,6 +66,16 @@ std::vector<float> weights_of(const std::string& dir) {
     return all;
 }
 
+// The moving average of the weights kept in a run's training state.
+std::vector<float> averages_of(const std::string& dir) {
+    const SafetensorsFile training = SafetensorsFile::load(dir + "/training.safetensors");
+    std::vector<float> all;
+    for (const std::string& name : training.names())
+        if (name.rfind("average", 0) == 0)
+            for (float v : training.tensor(name).to_vector()) all.push_back(v);
+    return all;
+}
+
 }  // namespace
 
 TEST_CASE("an interrupted and resumed run gives the same losses and weights as an uninterrupted one", "[training]") {
@@ -75,6 +86,7 @@ TEST_CASE("an interrupted and resumed run gives the same losses and weights as a
     o.lr_decay = 0.5;
     o.eval_every_steps = 4;
     o.dev_limit = 10;
+    o.average_decay = 0.9;  // and a moving average of the weights, which must be restored too
     const std::string whole = fresh_dir("whole"), parts = fresh_dir("parts");
     LossLog uninterrupted;
     train(tiny_transformer(), o, whole, std::ref(uninterrupted));
@@ -94,6 +106,7 @@ TEST_CASE("an interrupted and resumed run gives the same losses and weights as a
         CHECK(joined[i] == uninterrupted.losses[i]);
     }
     CHECK(weights_of(parts) == weights_of(whole));
+    CHECK(averages_of(parts) == averages_of(whole));
 }
 
 TEST_CASE("lr_decay lowers the rate after each evaluation that does not improve on the best dev WER", "[training]") {

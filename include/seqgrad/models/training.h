@@ -5,7 +5,7 @@
 // gradient-norm clipping, label smoothing, dropout
 // and teacher forcing, on batches bucketed by length. After each epoch (or every
 // eval_every_steps) it decodes the dev split greedily, reports WER and PER, and keeps the weights
-// with the best dev WER. It stops at the first budget reached (epochs, minutes, steps), on a stop
+// with the best dev WER (or the best moving average of them). It stops at the first budget reached (epochs, minutes, steps), on a stop
 // request (Ctrl-C), or when the loss stops being finite; in every case but the last it writes a
 // checkpoint first (checkpoint.h).
 #pragma once
@@ -33,6 +33,9 @@ struct TrainingOptions {
     // After a dev evaluation that does not improve on the best dev WER so far, the rate (either
     // schedule) is multiplied by this for the rest of the run; 1 never changes it.
     double lr_decay = 1.0;
+    // Above 0: keep an exponential moving average of the weights with this decay (nn::WeightAverage),
+    // and evaluate and keep as best the averaged weights instead of the raw ones.
+    double average_decay = 0.0;
     int64_t warmup_steps = 1000;
     double beta1 = 0.9;
     double beta2 = 0.98;

@@ -113,6 +113,30 @@ public:
 // norm before clipping. Parameters without a gradient are skipped.
 float clip_grad_norm(const std::vector<Tensor>& params, float max_norm);
 
+// An exponential moving average of the parameters (Polyak averaging), a cheaper relative of
+// averaging the last checkpoints: after each optimizer step, update() sets
+//   average = d * average + (1 - d) * parameter,   d = min(decay, (1 + n) / (10 + n)),
+// at the n-th update (n = 0, 1, ...), so that the first averages follow the weights closely instead
+// of the initialisation. swap() exchanges the averages with the parameters' values in place: swap,
+// evaluate or save the averaged model, swap back. The averages start as copies of the parameters.
+class WeightAverage {
+public:
+    WeightAverage(NamedTensors params, double decay);
+    void update();
+    void swap();
+    int64_t updates() const { return updates_; }
+    // "average.<parameter name>" for each parameter, and "average_updates" (a scalar), as copies.
+    std::map<std::string, Tensor> state() const;
+    // Takes exactly the keys state() gives (an Error names what is missing, extra or misshapen).
+    void load_state(const std::map<std::string, Tensor>& state);
+
+private:
+    NamedTensors params_;
+    std::vector<Tensor> averages_;
+    double decay_;
+    int64_t updates_ = 0;
+};
+
 // The Noam schedule: lr(step) = factor * d_model^-0.5 * min(step^-0.5, step * warmup^-1.5) for
 // step >= 1, rising linearly for `warmup` steps and then decaying as 1 / sqrt(step).
 struct NoamSchedule {
