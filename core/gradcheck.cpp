@@ -3,6 +3,7 @@
 #include "seqgrad/core/gradcheck.h"
 
 #include <cmath>
+#include <functional>
 #include <sstream>
 
 #include "seqgrad/core/autograd.h"
@@ -18,16 +19,11 @@ double projected(const Tensor& y, const Tensor& r) {
     return total;
 }
 
-}  // namespace
-
-GradcheckResult gradcheck(const GradcheckFn& f, const std::vector<Tensor>& inputs, const GradcheckOptions& options) {
-    // Fresh leaves with copies of the data, so the caller's tensors and gradients are untouched.
-    std::vector<Tensor> leaves;
-    for (const Tensor& t : inputs) {
-        check(t.defined(), "gradcheck", "an input is undefined");
-        leaves.push_back(t.requires_grad() ? Tensor::from_vector(t.to_vector(), t.shape(), true) : t);
-    }
-    Tensor y = f(leaves);
+// The check itself: `eval` computes f from `leaves` (whichever way it reads them); the leaves marked
+// in `checked` are perturbed one element at a time and restored.
+GradcheckResult check_leaves(const std::function<Tensor()>& eval, const std::vector<Tensor>& leaves,
+                             const std::vector<bool>& checked, const GradcheckOptions& options) {
+    Tensor y = eval();
     check(y.defined() && y.requires_grad(), "gradcheck", "the function's output does not depend on any input that requires grad");
     Generator gen(options.seed);
     const Tensor r = Tensor::normal(y.shape(), 0.0f, 1.0f, gen);
@@ -36,8 +32,8 @@ GradcheckResult gradcheck(const GradcheckFn& f, const std::vector<Tensor>& input
     GradcheckResult result;
     NoGradGuard no_grad;
     for (size_t i = 0; i < leaves.size(); ++i) {
-        if (!inputs[i].requires_grad()) continue;
-        Tensor& x = leaves[i];
+        if (!checked[i]) continue;
+        Tensor x = leaves[i];  // a handle: perturbing it perturbs what eval() reads
         const Tensor analytic = x.grad();
         float* px = x.data();
         for (int64_t j = 0; j < x.numel(); ++j) {
@@ -45,9 +41,9 @@ GradcheckResult gradcheck(const GradcheckFn& f, const std::vector<Tensor>& input
             const double h = options.step * std::max(1.0, std::fabs(static_cast<double>(v)));
             const float up = static_cast<float>(v + h), down = static_cast<float>(v - h);
             px[j] = up;
-            const double loss_up = projected(f(leaves), r);
+            const double loss_up = projected(eval(), r);
             px[j] = down;
-            const double loss_down = projected(f(leaves), r);
+            const double loss_down = projected(eval(), r);
             px[j] = v;
             const double numeric = (loss_up - loss_down) / (static_cast<double>(up) - static_cast<double>(down));
             const double got = analytic.defined() ? analytic.data()[j] : 0.0;
@@ -63,6 +59,29 @@ GradcheckResult gradcheck(const GradcheckFn& f, const std::vector<Tensor>& input
         }
     }
     return result;
+}
+
+}  // namespace
+
+GradcheckResult gradcheck(const GradcheckFn& f, const std::vector<Tensor>& inputs, const GradcheckOptions& options) {
+    // Fresh leaves with copies of the data, so the caller's tensors and gradients are untouched.
+    std::vector<Tensor> leaves;
+    std::vector<bool> checked;
+    for (const Tensor& t : inputs) {
+        check(t.defined(), "gradcheck", "an input is undefined");
+        leaves.push_back(t.requires_grad() ? Tensor::from_vector(t.to_vector(), t.shape(), true) : t);
+        checked.push_back(t.requires_grad());
+    }
+    return check_leaves([&] { return f(leaves); }, leaves, checked, options);
+}
+
+GradcheckResult gradcheck_in_place(const std::function<Tensor()>& f, const std::vector<Tensor>& tensors,
+                                   const GradcheckOptions& options) {
+    for (Tensor t : tensors) {
+        check(t.defined() && t.requires_grad(), "gradcheck_in_place", "every tensor must be defined and require grad");
+        t.zero_grad();
+    }
+    return check_leaves(f, tensors, std::vector<bool>(tensors.size(), true), options);
 }
 
 }  // namespace seqgrad

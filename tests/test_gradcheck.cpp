@@ -56,3 +56,21 @@ TEST_CASE("gradcheck leaves the caller's tensors untouched", "[gradcheck]") {
     CHECK(x.to_vector() == before);
     CHECK_FALSE(x.grad().defined());
 }
+
+TEST_CASE("gradcheck_in_place checks tensors that the function reads itself, and restores them", "[gradcheck]") {
+    auto x = testing::random_tensor({3, 4}, 5);
+    const auto before = x.to_vector();
+    const GradcheckResult right = gradcheck_in_place([&] { return right_square(x); }, {x});
+    INFO(right.message);
+    CHECK(right.ok);
+    CHECK(x.to_vector() == before);
+    REQUIRE(x.grad().defined());  // what the check's backward accumulated, from zero
+
+    const GradcheckResult wrong = gradcheck_in_place([&] { return wrong_square(x); }, {x});
+    CHECK_FALSE(wrong.ok);
+    CHECK_THAT(wrong.message, Catch::Contains("input 0"));
+    CHECK(x.to_vector() == before);
+
+    const Tensor constant = Tensor::ones({2});
+    CHECK_THROWS_WITH(gradcheck_in_place([&] { return right_square(x); }, {constant}), Catch::Contains("require grad"));
+}

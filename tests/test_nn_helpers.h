@@ -13,47 +13,13 @@
 
 namespace seqgrad::testing {
 
-// seqgrad::gradcheck takes the checked tensors as function arguments, but a module reads the
-// parameter tensors it owns. This runs the same check (gradcheck.h: a fixed random projection r,
-// analytic d(sum(r * f()))/dx from backward() against central differences, same step and
-// tolerances) on tensors that f() reads directly, perturbing them in place and restoring them.
+// A module reads the parameter tensors it owns, so its gradients are checked in place
+// (gradcheck_in_place: the same check as gradcheck, perturbing the tensors themselves).
 inline void require_gradcheck_in_place(const std::function<Tensor()>& f, const std::vector<Tensor>& tensors,
                                        const GradcheckOptions& options = {}) {
-    for (Tensor t : tensors) {
-        REQUIRE(t.requires_grad());
-        t.zero_grad();
-    }
-    const Tensor y = f();
-    Generator gen(options.seed);
-    const Tensor r = Tensor::normal(y.shape(), 0.0f, 1.0f, gen);
-    y.backward(r);
-    auto projected = [&] {
-        const Tensor out = f();
-        double total = 0;
-        for (int64_t i = 0; i < out.numel(); ++i) total += static_cast<double>(out.data()[i]) * r.data()[i];
-        return total;
-    };
-    NoGradGuard no_grad;
-    for (size_t k = 0; k < tensors.size(); ++k) {
-        Tensor x = tensors[k];
-        const Tensor analytic = x.grad();
-        float* px = x.data();
-        for (int64_t j = 0; j < x.numel(); ++j) {
-            const float v = px[j];
-            const double h = options.step * std::max(1.0, std::fabs(static_cast<double>(v)));
-            const float up = static_cast<float>(v + h), down = static_cast<float>(v - h);
-            px[j] = up;
-            const double loss_up = projected();
-            px[j] = down;
-            const double loss_down = projected();
-            px[j] = v;
-            const double numeric = (loss_up - loss_down) / (static_cast<double>(up) - static_cast<double>(down));
-            const double got = analytic.defined() ? analytic.data()[j] : 0.0;
-            INFO("tensor " << k << " " << x.shape() << " element " << j << ": analytic " << got << ", numeric "
-                           << numeric);
-            REQUIRE(std::fabs(got - numeric) <= options.atol + options.rtol * std::fabs(numeric));
-        }
-    }
+    const GradcheckResult result = gradcheck_in_place(f, tensors, options);
+    INFO(result.message);
+    REQUIRE(result.ok);
 }
 
 // |got - expected| <= atol + rtol * |expected| elementwise (PARITY.md's tolerance by default).

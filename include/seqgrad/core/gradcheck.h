@@ -41,4 +41,10 @@ using GradcheckFn = std::function<Tensor(const std::vector<Tensor>&)>;
 GradcheckResult gradcheck(const GradcheckFn& f, const std::vector<Tensor>& inputs,
                           const GradcheckOptions& options = {});
 
+// The same check for a function that reads the tensors itself (a module and its parameters):
+// every tensor must require grad; each is perturbed in place and restored exactly, and afterwards
+// their gradients hold what f's backward accumulated (zeroed first).
+GradcheckResult gradcheck_in_place(const std::function<Tensor()>& f, const std::vector<Tensor>& tensors,
+                                   const GradcheckOptions& options = {});
+
 }  // namespace seqgrad
