@@ -39,6 +39,32 @@ double squared_norm(const Tensor& t) {
 
 Tensor copy_of(const Tensor& t) { return Tensor::from_vector(t.to_vector(), t.shape()); }
 
+// The float constants of one Adam update of one parameter.
+struct AdamScalars {
+    float beta1, beta2, one_minus_beta1, one_minus_beta2, eps;
+    float weight_decay;           // Adam's L2 term
+    float decay;                  // AdamW's factor 1 - lr * weight_decay
+    float minus_step_size;        // -lr / (1 - beta1^t)
+    float bias_correction2_sqrt;  // sqrt(1 - beta2^t)
+};
+
+// Adam's update of elements [begin, end). The weight-decay variants are template arguments and
+// the arrays restrict pointers (distinct tensors), so that the loop has no branch and no possible
+// aliasing, and vectorises.
+template <bool kL2, bool kDecoupled>
+void adam_update(float* __restrict p, float* __restrict m, float* __restrict v, const float* __restrict g,
+                 int64_t begin, int64_t end, const AdamScalars c) {
+    for (int64_t j = begin; j < end; ++j) {
+        float gj = g[j];
+        if constexpr (kDecoupled) p[j] *= c.decay;
+        if constexpr (kL2) gj += c.weight_decay * p[j];
+        m[j] = m[j] * c.beta1 + c.one_minus_beta1 * gj;
+        v[j] = v[j] * c.beta2 + c.one_minus_beta2 * gj * gj;
+        const float denom = std::sqrt(v[j]) / c.bias_correction2_sqrt + c.eps;
+        p[j] += c.minus_step_size * (m[j] / denom);
+    }
+}
+
 }  // namespace
 
 // ---- Optimizer: parameters and state ----
@@ -190,27 +216,23 @@ void Adam::step() {
         const double t = step;
         const float minus_step_size = static_cast<float>(-(lr_ / (1.0 - std::pow(b1, t))));
         const float bias_correction2_sqrt = static_cast<float>(std::sqrt(1.0 - std::pow(b2, t)));
-        // The four arrays are distinct tensors; __restrict lets the loop vectorise. Each element's
-        // update reads only that element, so the split across threads changes nothing.
-        float* __restrict p = param.data();
-        float* __restrict m = s[1].data();
-        float* __restrict v = s[2].data();
-        const float* __restrict g = grad.data();
-        const bool decoupled = decoupled_weight_decay_;
+        const AdamScalars c{beta1, beta2, one_minus_beta1, one_minus_beta2, eps, weight_decay, decay,
+                            minus_step_size, bias_correction2_sqrt};
+        float* const p = param.data();
+        float* const m = s[1].data();
+        float* const v = s[2].data();
+        const float* const g = grad.data();
+        const bool l2 = weight_decay != 0 && !decoupled_weight_decay_;
+        const bool decoupled = weight_decay != 0 && decoupled_weight_decay_;
+        // Each element's update reads only that element, so the split across threads changes
+        // nothing.
         parallel_for(param.numel(), kUpdateGrain, [=](int64_t begin, int64_t end) {
-            for (int64_t j = begin; j < end; ++j) {
-                float gj = g[j];
-                if (weight_decay != 0) {
-                    if (decoupled)
-                        p[j] *= decay;
-                    else
-                        gj += weight_decay * p[j];
-                }
-                m[j] = m[j] * beta1 + one_minus_beta1 * gj;
-                v[j] = v[j] * beta2 + one_minus_beta2 * gj * gj;
-                const float denom = std::sqrt(v[j]) / bias_correction2_sqrt + eps;
-                p[j] += minus_step_size * (m[j] / denom);
-            }
+            if (l2)
+                adam_update<true, false>(p, m, v, g, begin, end, c);
+            else if (decoupled)
+                adam_update<false, true>(p, m, v, g, begin, end, c);
+            else
+                adam_update<false, false>(p, m, v, g, begin, end, c);
         });
     }
 }
@@ -227,9 +249,11 @@ void WeightAverage::update() {
     const float d = static_cast<float>(std::min(decay_, (1 + n) / (10 + n)));
     const float one_minus_d = 1 - d;
     for (size_t i = 0; i < params_.size(); ++i) {
-        const float* __restrict p = params_[i].second.data();
-        float* __restrict a = averages_[i].data();
+        const float* const pp = params_[i].second.data();
+        float* const ap = averages_[i].data();
         parallel_for(params_[i].second.numel(), kUpdateGrain, [=](int64_t begin, int64_t end) {
+            const float* __restrict p = pp;  // local restrict pointers vectorise (see Adam::step)
+            float* __restrict a = ap;
             for (int64_t j = begin; j < end; ++j) a[j] = d * a[j] + one_minus_d * p[j];
         });
     }
@@ -238,9 +262,11 @@ void WeightAverage::update() {
 
 void WeightAverage::swap() {
     for (size_t i = 0; i < params_.size(); ++i) {
-        float* __restrict p = params_[i].second.data();
-        float* __restrict a = averages_[i].data();
+        float* const pp = params_[i].second.data();
+        float* const ap = averages_[i].data();
         parallel_for(params_[i].second.numel(), kUpdateGrain, [=](int64_t begin, int64_t end) {
+            float* __restrict p = pp;
+            float* __restrict a = ap;
             for (int64_t j = begin; j < end; ++j) std::swap(p[j], a[j]);
         });
     }
