@@ -80,8 +80,8 @@ TrainingOptions TrainingOptions::from_json(const std::string& text) {
     }
     check(j.is_object(), kOptionsOp, "expected a JSON object");
     static const std::vector<std::string> known = {
-        "task", "dictionary", "synthetic", "batch_sentences", "batch_tokens", "schedule", "lr", "lr_decay", "average_decay", "warmup_steps",
-        "beta1", "beta2", "eps", "weight_decay", "clip_norm", "label_smoothing", "teacher_forcing", "epochs",
+        "task", "dictionary", "synthetic", "batch_sentences", "batch_tokens", "schedule", "lr", "lr_decay",
+        "average_decay", "warmup_steps", "beta1", "beta2", "eps", "weight_decay", "clip_norm", "label_smoothing", "teacher_forcing", "epochs",
         "minutes", "max_steps", "eval_every_steps", "eval_max_len", "dev_limit", "log_every", "seed"};
     for (const auto& [key, value] : j.items())
         check(std::find(known.begin(), known.end(), key) != known.end(), kOptionsOp, "unknown key \"", key, "\"");
@@ -319,7 +319,14 @@ TrainingResult run_loop(Run& run, const TrainingListener& listener, const std::a
     };
     // scheduled: after an epoch or eval_every_steps, rather than at the end of a session.
     auto record_evaluation = [&](bool scheduled) {
-        if (run.average) run.average->swap();  // evaluate, and keep as best, the averaged weights
+        // Evaluate, and keep as best, the averaged weights; the raw ones come back even on an error.
+        struct SwapBack {
+            nn::WeightAverage* average;
+            ~SwapBack() {
+                if (average) average->swap();
+            }
+        } swap_back{run.average.get()};
+        if (run.average) run.average->swap();
         const EvalResult dev = evaluate_dev(run);
         run.progress.last_dev = dev;
         HistoryEntry entry;
@@ -343,7 +350,6 @@ TrainingResult run_loop(Run& run, const TrainingListener& listener, const std::a
             run.progress.best_dev = dev;
             save_model(run.best_path(), *run.model, run.source_vocab, run.target_vocab, o.task, run.progress.step);
         }
-        if (run.average) run.average->swap();
         if (!scheduled) return;
         if (run.progress.scheduled_best_wer < 0 || dev.wer < run.progress.scheduled_best_wer) {
             run.progress.scheduled_best_wer = dev.wer;
