@@ -43,8 +43,10 @@ struct Problem {
     }
     // Pair p's weights (or their gradient) after dropout, into out [tq, tk], which may be weights.
     void drop(const float* weights, int64_t p, float* out) const {
-        const int64_t base = p * tq * tk;
-        for (int64_t e = 0; e < tq * tk; ++e) out[e] = dropout_mask.apply(weights[e], base + e);
+        if (out == weights)
+            dropout_mask.apply_in_place(out, tq * tk, p * tq * tk);
+        else
+            dropout_mask.apply(weights, out, tq * tk, p * tq * tk);
     }
     // Pairs per chunk of work for parallel_for.
     int64_t grain() const { return std::max<int64_t>(1, (1 << 17) / std::max<int64_t>(1, tq * tk * head_size)); }

@@ -14,7 +14,7 @@ Tensor apply_mask(const Tensor& in, const detail::DropoutMask& mask) {
     const float* pi = in.data();
     float* po = out.data();
     detail::parallel_for(in.numel(), detail::kElementwiseGrain, [&](int64_t begin, int64_t end) {
-        for (int64_t i = begin; i < end; ++i) po[i] = mask.apply(pi[i], i);
+        mask.apply(pi + begin, po + begin, end - begin, begin);
     });
     return out;
 }

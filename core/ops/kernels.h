@@ -161,9 +161,21 @@ struct DropoutMask {
         z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
         return z ^ (z >> 31);
     }
-    // x scaled by 1 / (1 - p) if element i is kept, else 0.
-    float apply(float x, int64_t i) const {
-        return splitmix64_at(key, static_cast<uint64_t>(i)) >= threshold ? x * scale : 0.0f;
+    // out[j] = in[j] scaled by 1 / (1 - p) if element first + j is kept, else 0, for j < n. The
+    // members are copied to locals and the arrays must not overlap, so that the loop vectorises
+    // (64-bit lanes) instead of reloading the members after every store.
+    void apply(const float* __restrict in, float* __restrict out, int64_t n, int64_t first) const {
+        const uint64_t k = key, t = threshold;
+        const float s = scale;
+        for (int64_t j = 0; j < n; ++j)
+            out[j] = splitmix64_at(k, static_cast<uint64_t>(first + j)) >= t ? in[j] * s : 0.0f;
+    }
+    // The same in place.
+    void apply_in_place(float* x, int64_t n, int64_t first) const {
+        const uint64_t k = key, t = threshold;
+        const float s = scale;
+        for (int64_t j = 0; j < n; ++j)
+            x[j] = splitmix64_at(k, static_cast<uint64_t>(first + j)) >= t ? x[j] * s : 0.0f;
     }
 };
 
