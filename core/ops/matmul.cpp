@@ -92,8 +92,12 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
     out_shape.push_back(out_features);
     Tensor out = Tensor::empty(out_shape);
     float* po = out.data();
-    if (bias.defined()) {
-        for (int64_t r = 0; r < rows; ++r) std::copy_n(bias.data(), out_features, po + r * out_features);
+    if (bias.defined()) {  // the product is added to the bias (beta = 1)
+        const float* pb = bias.data();
+        detail::parallel_for(rows, std::max<int64_t>(1, detail::kElementwiseGrain / std::max<int64_t>(out_features, 1)),
+                             [=](int64_t begin, int64_t end) {
+            for (int64_t r = begin; r < end; ++r) std::copy_n(pb, out_features, po + r * out_features);
+        });
     }
     detail::gemm(false, true, rows, out_features, in_features, x.data(), weight.data(), po, bias.defined());
 
