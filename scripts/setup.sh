@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The README's first command: installs the dependencies, builds seqgrad in Release, and runs the
-# main job: a Transformer (the recipe of the README's results) trained on CMUdict
-# grapheme-to-phoneme for a few minutes, then its dev
-# WER and PER and some words with their predicted pronunciations. runs/quickstart is its scratch
-# directory, replaced on every run.
+# main job: a Transformer (the recipe of the README's results, configs/g2p-transformer.json)
+# trained on CMUdict grapheme-to-phoneme for a few minutes, then its dev WER and PER and some
+# words with their predicted pronunciations. runs/quickstart is its scratch directory, replaced on
+# every run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
