@@ -10,7 +10,7 @@
 //                                          does. Both always take exactly tgt_len steps.
 //
 // Shapes (batch, source length, target length, width, heads, d_ff, layers, vocabularies):
-//   seed    32, 10, 12, 512, 8, 2048, 6, 10000 / 12000   (seed 002's walk-through)
+//   seed    32, 10, 12, 512, 8, 2048, 6, 10000 / 12000   (the paper-sized shape walk-through)
 //   small   64, 32, 32, 256, 4, 1024, 3,  1000 /  1000
 //   g2p    256, 12, 12, 256, 4, 1024, 3,    40 /    44
 // The Transformer is Post-LN with dropout 0.1 and ReLU; the LSTM models have hidden size =

@@ -1,4 +1,4 @@
-// `seqgrad check FIXTURE...`: parity with PyTorch (PARITY.md). One line per compared tensor, one
+// `seqgrad check FIXTURE...`: parity with PyTorch (docs/parity.md). One line per compared tensor, one
 // per file, and last "N passed, M failed" (files). Exits 0 only when every file passes.
 #include <cstdio>
 
@@ -46,7 +46,7 @@ int run_check(const CheckOptions& options) {
 
 void add_check_command(CLI::App& app, int& exit_status) {
     auto options = std::make_shared<CheckOptions>();
-    CLI::App* cmd = app.add_subcommand("check", "Compare seqgrad with PyTorch on fixture files (PARITY.md)");
+    CLI::App* cmd = app.add_subcommand("check", "Compare seqgrad with PyTorch on fixture files (docs/parity.md)");
     cmd->footer(
         "Builds the model from each file's config and weights, runs forward and backward, and compares the "
         "logits, the loss and every parameter's gradient. An element passes when |seqgrad - pytorch| <= atol + "

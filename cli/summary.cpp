@@ -79,7 +79,7 @@ void add_summary_command(CLI::App& app) {
         "Builds the model, runs one forward pass over a dummy batch in evaluation mode, and prints each layer's "
         "output shape under its module path (the names of its parameters), with attention's intermediate shapes "
         "(heads, scores, weights, merged), each module's own parameter count, and the parameters by group. Without "
-        "--config the Transformer is seed 002's (d_model 512, 8 heads, 6 layers, d_ff 2048) and the LSTM models have "
+        "--config the Transformer is paper-sized (d_model 512, 8 heads, 6 layers, d_ff 2048) and the LSTM models have "
         "hidden size 256 and 2 layers, all with vocabularies of 10000 (source) and 12000 (target).");
     cmd->add_option("--model", flags->model, "transformer, attn_seq2seq or seq2seq")
         ->check(CLI::IsMember({"transformer", "attn_seq2seq", "seq2seq"}));

@@ -180,7 +180,7 @@ void add_train_command(CLI::App& app, int& exit_status) {
     cmd->add_option("--task", flags->task, "g2p (CMUdict), copy, reverse or sort")->capture_default_str();
     cmd->add_option("--model", flags->model, "transformer, attn_seq2seq or seq2seq");
     cmd->add_option("--config", flags->config_file,
-                    "JSON file: model keys (PARITY.md) and an optional \"training\" object of training options");
+                    "JSON file: model keys (docs/parity.md) and an optional \"training\" object of training options");
     cmd->add_option("--out", flags->out, "Checkpoint directory (default runs/<model>-<task>)");
     cmd->add_option("--resume", flags->resume, "Continue the run in this checkpoint directory");
     cmd->add_option("--minutes", flags->minutes, "Budget: minutes of training in this session");

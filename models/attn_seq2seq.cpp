@@ -1,4 +1,5 @@
-// The attention encoder-decoder (seed 001 §2.4): DecoderWithAttention and AttnSeq2Seq.
+// The attention encoder-decoder in the manner of Bahdanau et al. (2015): DecoderWithAttention and
+// AttnSeq2Seq.
 #include "seqgrad/models/attn_seq2seq.h"
 
 #include "seqgrad/core/ops.h"
@@ -11,7 +12,8 @@ DecoderWithAttention::DecoderWithAttention(int64_t vocab_size, int64_t hidden_si
                                            const std::string& attention_kind, Generator& gen) {
     check(attention_kind == "dot" || attention_kind == "additive", "DecoderWithAttention", "attention is \"",
           attention_kind, "\"; expected dot or additive");
-    // Registered first, as the seed's __init__ does, so named_parameters() lists them in its order.
+    // Registered first, as the PyTorch model's __init__ does (make_fixtures.py), so
+    // named_parameters() lists them in its order.
     if (attention_kind == "additive") {
         additive_ = std::make_shared<nn::AttentionParams>(hidden_size, gen);
         attention = register_module<nn::Seq2SeqAttention>("attention", additive_);
@@ -59,7 +61,7 @@ AttnDecoderOutput DecoderWithAttention::forward(const IntTensor& tokens, const A
     Tensor hidden = state.hidden, cell = state.cell;
     std::vector<Tensor> outputs, weights;
     for (int64_t t = 0; t < len; ++t) {
-        // §2.4.3: the query is the previous state's top layer, hidden[-1] (the bridged encoder
+        // The query is the previous state's top layer, hidden[-1] (the bridged encoder
         // state at t = 0).
         const Tensor query = reshape(slice(hidden, 0, layers - 1, layers), {batch, h});
         const Tensor a = attention_weights(query, state);                                      // [B, S]
@@ -102,7 +104,7 @@ AttnSeq2SeqState AttnSeq2Seq::encode(const IntTensor& src) const {
     const Encoding encoded = encoder->forward(src);
     const int64_t layers = config().num_layers, batch = src.size(0), h = config().hidden_size;
     AttnSeq2SeqState state;
-    // §2.4.4's bridge from the bidirectional encoder to the unidirectional decoder:
+    // The bridge from the bidirectional encoder to the unidirectional decoder:
     // hidden.view(layers, 2, B, h).sum(1). PyTorch orders hidden as layer * 2 + direction, so this
     // adds each layer's forward and reverse final states.
     state.hidden = sum(reshape(encoded.hidden, {layers, 2, batch, h}), {1});  // [layers, B, h]

@@ -1,5 +1,5 @@
-// Vocabularies, the G2P and synthetic tasks, and length-bucketed batches (see data.h; the G2P
-// reading and split follow G2P.md to the letter).
+// Vocabularies, the G2P and synthetic tasks, and length-bucketed batches (see data.h, which states
+// the G2P reading and split rules that this file follows).
 #include "seqgrad/models/data.h"
 
 #include <algorithm>

@@ -1,4 +1,4 @@
-// WER and PER accumulated over words (G2P.md's definitions).
+// WER and PER accumulated over words (metrics.h defines them).
 #include "seqgrad/models/metrics.h"
 
 #include <limits>
@@ -12,7 +12,7 @@ void ErrorRates::add_word(const std::vector<Token>& prediction,
                           const std::vector<std::vector<Token>>& references) {
     check(!references.empty(), "ErrorRates::add", "a word needs at least one reference");
     // The nearest reference; among equally near ones the shortest, so a tie costs the larger
-    // share of that word's phones (G2P.md).
+    // share of that word's phones.
     int64_t best_distance = std::numeric_limits<int64_t>::max();
     int64_t best_length = 0;
     for (const std::vector<Token>& reference : references) {

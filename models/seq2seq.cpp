@@ -1,5 +1,5 @@
-// The LSTM encoder-decoder (seed 001 §1.4): Encoder, Decoder / DecoderAlt, Seq2Seq, and the batch
-// checks and row selection both LSTM models share.
+// The LSTM encoder-decoder of Sutskever et al. (2014): Encoder, Decoder / DecoderAlt, Seq2Seq, and
+// the batch checks and row selection both LSTM models share.
 #include "seqgrad/models/seq2seq.h"
 
 #include <algorithm>
@@ -94,8 +94,8 @@ Encoding Encoder::forward(const IntTensor& src) const {
     const std::vector<int64_t> lengths = source_lengths(src, "Encoder");
     const nn::LSTMOutput out = rnn->forward(embedding->forward(src), lengths);  // [B, S, D * h]
     if (!fc) return {out.output, out.h_n, out.c_n};
-    // §2.4.1: the two directions' outputs brought back to the decoder's size. At padded positions
-    // this is tanh(fc.bias), not zero; attention masks those positions out.
+    // Bidirectional: the two directions' outputs brought back to the decoder's size. At padded
+    // positions this is tanh(fc.bias), not zero; attention masks those positions out.
     return {tanh(fc->forward(out.output)), out.h_n, out.c_n};  // [B, S, h]
 }
 
@@ -116,7 +116,7 @@ DecoderOutput Decoder::forward(const IntTensor& tokens, const Tensor& hidden, co
     if (context_input) {
         check(context.defined() && context.shape() == Shape{batch, h}, "Decoder", "context_input needs a context [",
               batch, ", ", h, "], got ", context.defined() ? context.shape() : Shape{});
-        // DecoderAlt: the same context at every step (the seed's context.repeat(1, T, 1)).
+        // DecoderAlt: the same context at every step, [B, T, h] beside the embeddings.
         const Tensor step_context = reshape(context, {batch, 1, h});
         input = concat({input, concat(std::vector<Tensor>(static_cast<size_t>(len), step_context), 1)}, 2);
     }

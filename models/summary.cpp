@@ -416,7 +416,7 @@ ModelConfig summary_default_config(const std::string& model) {
     c.model = model;
     c.src_vocab = 10000;
     c.tgt_vocab = 12000;
-    // Seed 002's walk-through, which is the paper's base model.
+    // The paper-sized Transformer: the base model of Vaswani et al. (2017).
     c.d_model = 512;
     c.n_heads = 8;
     c.n_layers = c.n_enc_layers = c.n_dec_layers = 6;

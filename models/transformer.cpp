@@ -1,5 +1,5 @@
-// The Transformer (seed 001 §3.4-3.5, PARITY.md): EncoderLayer, DecoderLayer, the output
-// projection and the encoder-decoder model, Post-LN or Pre-LN.
+// The Transformer of Vaswani et al. (2017), with the parameter names of docs/parity.md:
+// EncoderLayer, DecoderLayer, the output projection and the encoder-decoder model, Post-LN or Pre-LN.
 #include "seqgrad/models/transformer.h"
 
 #include "seqgrad/nn/trace.h"
@@ -161,7 +161,8 @@ Transformer::Transformer(const ModelConfig& config, Generator& gen) : Seq2SeqMod
           config.src_vocab, " and tgt_vocab ", config.tgt_vocab);
     check(config.n_heads > 0 && config.d_model > 0 && config.d_model % config.n_heads == 0, kOp, "d_model ",
           config.d_model, " is not divisible by n_heads ", config.n_heads);
-    // The sinusoidal table pairs features (sin, cos); the seed's code fails on an odd width too.
+    // The sinusoidal table pairs features (sin, cos); the PyTorch model (make_fixtures.py) fails on
+    // an odd width too.
     check(config.d_model % 2 == 0, kOp, "d_model must be even for the sinusoidal positional encoding, got ",
           config.d_model);
     check(config.d_ff > 0 && config.max_seq_len > 0, kOp, "d_ff and max_seq_len must be positive, got ", config.d_ff,
@@ -198,7 +199,7 @@ Transformer::Transformer(const ModelConfig& config, Generator& gen) : Seq2SeqMod
                                            ? std::make_shared<OutputProjection>(tgt_embedding->weight, gen)
                                            : std::make_shared<OutputProjection>(d, config.tgt_vocab, gen));
 
-    // Seed 001's _init_parameters: Xavier-uniform on every matrix (a tied one once).
+    // Xavier-uniform on every matrix (a tied one once), biases and LayerNorm left as they are.
     nn::init_xavier_uniform(*this, gen);
 }
 

@@ -1,5 +1,5 @@
-// Attention: masks, MultiHeadAttention, and the attention Seq2Seq scorers AttentionSimple and
-// AttentionParams (seed 001 §2.4.2, §3.4.3 (4)).
+// Attention: masks, MultiHeadAttention, and the attention Seq2Seq scorers AttentionSimple (scaled
+// dot product) and AttentionParams (Bahdanau-style additive).
 #include "seqgrad/nn/attention.h"
 
 #include <cmath>
@@ -13,7 +13,7 @@ namespace {
 
 bool has_mask(const IntTensor& mask) { return mask.numel() > 0; }
 
-// The seeds write masked_fill(mask == 0, -1e9); core's masked_fill fills where its mask is
+// The PyTorch models write masked_fill(mask == 0, -1e9); core's masked_fill fills where its mask is
 // nonzero, so it gets the complement.
 Tensor mask_scores(const Tensor& scores, const IntTensor& mask, const char* op) {
     if (!has_mask(mask)) return scores;
@@ -139,8 +139,8 @@ AttentionOutput MultiHeadAttention::attend(const Tensor& query, const KeysValues
 
 AttentionOutput MultiHeadAttention::forward(const Tensor& query, const Tensor& key, const Tensor& value,
                                             const IntTensor& mask) const {
-    // Queries are projected before keys and values only so that a trace lists the projections as
-    // seed 002's walk-through does (Q, K, V); no result depends on the order.
+    // Queries are projected before keys and values only so that a trace lists the projections in
+    // the order Q, K, V; no result depends on the order.
     const Tensor q = project_queries(query, 0);
     return attend_heads(q, project_keys_values(key, value), mask);
 }
@@ -189,8 +189,8 @@ Tensor AttentionParams::forward(const Tensor& query, const Tensor& encoder_outpu
                                 const IntTensor& src_mask) const {
     const int64_t hidden = v.size(0);
     check_scorer_inputs(query, encoder_outputs, src_mask, hidden, "AttentionParams");
-    // attn([q; e]) = q W_q^T + e W_e^T + b with attn.weight = [W_q | W_e]: the seed's concatenation
-    // of the repeated query with every encoder output, without building [B, S, 2h].
+    // attn([q; e]) = q W_q^T + e W_e^T + b with attn.weight = [W_q | W_e]: the PyTorch model's
+    // concatenation of the repeated query with every encoder output, without building [B, S, 2h].
     const Tensor w_query = slice(attn->weight, 1, 0, hidden);       // [h, h]
     const Tensor w_enc = slice(attn->weight, 1, hidden, 2 * hidden);  // [h, h]
     const Tensor from_query = reshape(linear(query, w_query, attn->bias), {query.size(0), 1, hidden});

@@ -13,7 +13,7 @@ namespace seqgrad::nn {
 Tensor sinusoidal_table(int64_t max_len, int64_t dim) {
     check(max_len > 0 && dim > 0 && dim % 2 == 0, "sinusoidal_table",
           "needs a positive max_len and a positive even dim, got ", max_len, " and ", dim);
-    // The seed's float32 steps: div_term = exp(float(2i) * float(-ln(10000) / dim)),
+    // The PyTorch Transformer's float32 steps: div_term = exp(float(2i) * float(-ln(10000) / dim)),
     // angle = float(p) * div_term.
     const float log_step = static_cast<float>(-std::log(10000.0) / static_cast<double>(dim));
     Tensor table = Tensor::empty({max_len, dim});

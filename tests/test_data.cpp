@@ -1,5 +1,6 @@
-// Tests of the data layer: the strict dictionary reader (on small files written here), G2P.md's
-// split and its counts on the real CMUdict, vocabularies, the synthetic tasks, and batching.
+// Tests of the data layer: the strict dictionary reader (on small files written here), the
+// FNV-1a split by headword and its counts on the real CMUdict, vocabularies, the synthetic tasks,
+// and batching.
 #include "helpers.h"
 
 #include <unistd.h>
@@ -196,7 +197,7 @@ TEST_CASE("the G2P split buckets headwords by hash mod 100, variants with their 
     CHECK(std::string(split_name(Split::dev)) == "dev");
 }
 
-TEST_CASE("the real CMUdict reads cleanly and splits into G2P.md's counts", "[data]") {
+TEST_CASE("the real CMUdict reads cleanly and splits into the expected counts", "[data]") {
     if (!std::filesystem::exists(kCmudictPath)) {
         WARN("skipped: " << kCmudictPath << " is absent (install pocketsphinx-en-us)");
         return;

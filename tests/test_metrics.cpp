@@ -1,4 +1,4 @@
-// Tests of the evaluation metrics: Levenshtein distance, and WER and PER as G2P.md defines them
+// Tests of the evaluation metrics: Levenshtein distance, and WER and PER as metrics.h defines them
 // (any-reference scoring, the nearest reference's length as the PER denominator), on cases
 // worked out by hand.
 #include "helpers.h"

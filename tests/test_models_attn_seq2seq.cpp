@@ -1,7 +1,7 @@
 // The attention Seq2Seq (dot and additive scorers): parity with PyTorch on every committed
 // attn_seq2seq fixture and ten Adam steps, step-by-step decoding against forward, the attention
-// weights, padding invariance, PARITY.md's parameter names, gradcheck through the whole model, and
-// clear errors for bad batches.
+// weights, padding invariance, the parameter names of docs/parity.md, gradcheck through the whole
+// model, and clear errors for bad batches.
 #include "test_nn_helpers.h"
 
 #include <algorithm>
@@ -119,7 +119,7 @@ TEST_CASE("AttnSeq2Seq padding never changes a row's logits at its real position
 
 // ---- names ----
 
-TEST_CASE("AttnSeq2Seq state_dict names and shapes are PARITY.md's, for 1 and 2 layers and both scorers",
+TEST_CASE("AttnSeq2Seq state_dict names and shapes are PyTorch's, for 1 and 2 layers and both scorers",
           "[attn_seq2seq]") {
     for (const std::string attention : {"dot", "additive"}) {
         for (int64_t layers : {1, 2}) {

@@ -1,5 +1,5 @@
 // The LSTM Seq2Seq (both decoders): parity with PyTorch on every committed seq2seq fixture,
-// step-by-step decoding against forward, padding invariance, PARITY.md's parameter names,
+// step-by-step decoding against forward, padding invariance, the parameter names of docs/parity.md,
 // gradcheck through the whole model, and clear errors for bad batches.
 #include "test_nn_helpers.h"
 
@@ -92,7 +92,7 @@ TEST_CASE("Seq2Seq padding never changes a row's logits at its real positions", 
 
 // ---- names ----
 
-TEST_CASE("Seq2Seq state_dict names and shapes are PARITY.md's, for 1 and 2 layers and both decoders",
+TEST_CASE("Seq2Seq state_dict names and shapes are PyTorch's, for 1 and 2 layers and both decoders",
           "[seq2seq]") {
     for (const std::string decoder : {"init_state", "context_input"}) {
         for (int64_t layers : {1, 2}) {

@@ -1,5 +1,5 @@
 // The Transformer: parity with PyTorch on every committed transformer fixture (logits, loss,
-// gradients, ten Adam steps), PARITY.md's parameter names, padding invariance, incremental
+// gradients, ten Adam steps), the parameter names of docs/parity.md, padding invariance, incremental
 // decoding with cached keys and values, weight tying, gradcheck through the whole model, and clear
 // errors for bad input.
 #include "test_nn_helpers.h"
@@ -73,7 +73,7 @@ const IntTensor kTgt = IntTensor::from_vector({1, 4, 6, 2, 0, 0,  //
 
 // ---- names ----
 
-TEST_CASE("state_dict names and shapes are PARITY.md's table, for Post-LN and Pre-LN", "[transformer]") {
+TEST_CASE("state_dict names and shapes are PyTorch's, for Post-LN and Pre-LN", "[transformer]") {
     // d = 4, d_ff = 6, src_vocab = 7, tgt_vocab = 9, one encoder and one decoder layer.
     auto attention = [](const std::string& prefix) {
         std::vector<std::pair<std::string, Shape>> out;

@@ -25,7 +25,7 @@ float at4(const Tensor& t, int64_t b, int64_t h, int64_t q, int64_t k) {
 
 }  // namespace
 
-TEST_CASE("padding, causal and decoder masks follow seed 001's generate_mask", "[nn][attention]") {
+TEST_CASE("padding, causal and decoder masks: real keys, the lower triangle, and both", "[nn][attention]") {
     const IntTensor ids = IntTensor::from_vector({5, 6, 0, 7, 0, 0}, {2, 3});
     const IntTensor pad = padding_mask(ids);
     CHECK(pad.shape() == Shape{2, 1, 1, 3});

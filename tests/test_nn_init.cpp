@@ -1,4 +1,4 @@
-// Initialisation: Xavier uniform and seed 001's _init_parameters.
+// Initialisation: Xavier uniform, and init_xavier_uniform over every matrix of a model.
 #include "helpers.h"
 
 #include "seqgrad/nn.h"

@@ -65,7 +65,7 @@ TEST_CASE("Embedding looks up rows of its weight and sends gradients back to the
     CHECK(g[3] == 0.0f);   // id 1 unused
 }
 
-TEST_CASE("LayerNorm is seed 001's: biased variance inside the square root, eps 1e-6", "[nn][layers]") {
+TEST_CASE("LayerNorm has gamma and beta, biased variance inside the square root, eps 1e-6", "[nn][layers]") {
     LayerNorm norm(4);
     CHECK(names_of(norm) == std::vector<std::string>{"gamma", "beta"});
     CHECK(norm.eps == 1e-6f);

@@ -10,7 +10,7 @@ using testing::require_gradcheck;
 
 namespace {
 
-// The composition of primitives, as seed 001's MultiHeadAttention writes it on split heads.
+// The composition of primitives on split heads that the fused operation replaces.
 struct Composed {
     Tensor context, weights;
 };

@@ -7,7 +7,7 @@ using testing::require_gradcheck;
 
 namespace {
 
-// Seed 001's LayerNorm written with primitives.
+// LayerNorm (biased variance inside the square root) written with primitives.
 Tensor composed_layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps) {
     auto mu = mean(x, {-1}, true);
     auto centered = x - mu;

@@ -1,6 +1,7 @@
-// Model summaries and the tracing behind them: seed 002's walk-through reproduced shape for shape,
-// exact lines for a small Transformer, parameter counts that add up, all three models, folding of
-// alike layers, and tracing that changes nothing (and records nothing) when off.
+// Model summaries and the tracing behind them: the shape walk-through of the paper-sized
+// Transformer reproduced shape for shape, exact lines for a small Transformer, parameter counts
+// that add up, all three models, folding of alike layers, and tracing that changes nothing (and
+// records nothing) when off.
 #include "helpers.h"
 
 #include <sstream>
@@ -107,7 +108,7 @@ struct CountingRecorder : nn::TraceRecorder {
 
 }  // namespace
 
-TEST_CASE("summary reproduces seed 002's walk-through of the Transformer's shapes", "[summary]") {
+TEST_CASE("summary reproduces the shape walk-through of the paper-sized Transformer", "[summary]") {
     // batch 32, source 10, target 12, d_model 512, 8 heads, d_ff 2048, vocabularies 10000/12000.
     auto model = build(summary_default_config("transformer"));
     const ModelSummary summary = summarize(*model);
@@ -320,7 +321,7 @@ TEST_CASE("summary leaves the model in the mode it found it and checks its sizes
     CHECK_THROWS_WITH(summary_default_config("gru"), Catch::Matchers::Contains("unknown model \"gru\""));
 }
 
-TEST_CASE("summary's default configs are seed 002's", "[summary]") {
+TEST_CASE("summary's default configs are the paper-sized Transformer and 256-wide, 2-layer LSTMs", "[summary]") {
     const ModelConfig t = summary_default_config("transformer");
     CHECK(t.d_model == 512);
     CHECK(t.n_heads == 8);

@@ -5,7 +5,7 @@
 // that the scaling, the mask, the softmax and dropout pass over once. Pairs run in parallel,
 // each with serial sgemm calls.
 //
-// The composition it replaces, per head h (seed 001's MultiHeadAttention):
+// The composition it replaces, per head h (the Transformer's multi-head attention):
 //   weights_h = softmax(masked_fill(q_h k_h^T / sqrt(head_size), mask == 0, -1e9))
 //   context_h = dropout(weights_h) v_h
 // test_ops_attention.cpp checks the two against each other, forward and backward.

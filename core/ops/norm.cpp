@@ -1,6 +1,6 @@
 // Layer normalisation over the last axis, fused: one pass for the statistics, one for the output,
 // and a backward that needs only the saved mean and reciprocal standard deviation of each row.
-//   y = (x - mean) / sqrt(var + eps) * gamma + beta,  var biased (seed 001's LayerNorm)
+//   y = (x - mean) / sqrt(var + eps) * gamma + beta,  var biased (as nn::LayerNorm)
 #include <cmath>
 
 #include "kernels.h"

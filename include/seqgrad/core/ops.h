@@ -122,7 +122,7 @@ LstmSequence lstm_sequence(const Tensor& input_gates, const Tensor& h0, const Te
                            const std::vector<int64_t>& lengths = {}, bool reverse = false);
 
 // ---- attention (core/ops/attention.cpp) ----
-// Masked attention scores become this before the softmax (the seeds' choice), so a row whose keys
+// Masked attention scores become this before the softmax (docs/parity.md), so a row whose keys
 // are all masked gets uniform weights, never NaN.
 inline constexpr float kAttentionMaskFill = -1e9f;
 // Multi-head scaled dot-product attention, fused, on the [batch, length, heads * head_size]

@@ -1,6 +1,6 @@
-// The attention encoder-decoder of seed 001 §2.4 (PARITY.md, "attn_seq2seq"): the bidirectional
-// Encoder (seq2seq.h), DecoderWithAttention with either scorer of §2.4.2, and the AttnSeq2Seq
-// model with encode() and step() for decoding.
+// The attention encoder-decoder in the manner of Bahdanau et al. (2015) (docs/parity.md,
+// "attn_seq2seq"): the bidirectional Encoder (seq2seq.h), DecoderWithAttention with a dot or an
+// additive scorer (nn/attention.h), and the AttnSeq2Seq model with encode() and step() for decoding.
 #pragma once
 
 #include <cstdint>
@@ -39,7 +39,7 @@ struct AttnDecoderOutput {
     Tensor attention_weights;  // [B, T, S]: each step's weights over the source (rows sum to 1)
 };
 
-// Seed 001's DecoderWithAttention (§2.4.3). Each step t, from the previous state (hidden, cell):
+// DecoderWithAttention. Each step t, from the previous state (hidden, cell):
 //   a_t     = attention(hidden[-1], encoder_outputs)            [B, S]   (masked at <pad>)
 //   context = a_t · encoder_outputs                             [B, h]
 //   output  = rnn([embedding(y_t); context], (hidden, cell))    [B, h]   (LSTM input size 2h)
@@ -80,17 +80,17 @@ struct AttnSeq2SeqStep {
     Tensor attention_weights;  // [B, S]: where this step looked
 };
 
-// Seed 001's attention Seq2Seq (§2.4.4) with teacher forcing at every step (PARITY.md):
+// The attention Seq2Seq with teacher forcing at every step (docs/parity.md):
 //   encoder_outputs, hidden, cell = Encoder(src)     (bidirectional; outputs = tanh(fc(...)))
 //   hidden = hidden.view(layers, 2, B, h).sum(1)     (each layer's two directions added; same for cell)
 //   then DecoderWithAttention over tgt_in.
-// Parameters (PARITY.md): encoder.embedding.weight, encoder.rnn.* with _reverse, encoder.fc.*,
+// Parameters (docs/parity.md): encoder.embedding.weight, encoder.rnn.* with _reverse, encoder.fc.*,
 // decoder.attention.* (additive only), decoder.embedding.weight, decoder.rnn.*, decoder.fc.*.
 //
 // Initialisation is PyTorch's default for each layer (nn/layers.h, nn/lstm.h, nn/attention.h):
 // embeddings N(0, 1), LSTM weights and biases uniform(-1/sqrt(h), 1/sqrt(h)), each Linear
-// uniform(-1/sqrt(in), 1/sqrt(in)), v uniform [0, 1) (the seed's torch.rand). No dropout, as the
-// seed's (config.dropout is not used).
+// uniform(-1/sqrt(in), 1/sqrt(in)), v uniform [0, 1) (as torch.rand). No dropout (config.dropout
+// is not used).
 class AttnSeq2Seq : public Seq2SeqModel {
 public:
     AttnSeq2Seq(const ModelConfig& config, Generator& gen);

@@ -1,5 +1,6 @@
-// The data a sequence model trains on: vocabularies, the tasks (G2P on CMUdict, as G2P.md
-// defines it, and the synthetic copy/reverse/sort tasks), and length-bucketed batches.
+// The data a sequence model trains on: vocabularies, the tasks (G2P on CMUdict, as the README's
+// "Tasks and data" describes it, and the synthetic copy/reverse/sort tasks), and length-bucketed
+// batches.
 #pragma once
 
 #include <cstdint>
@@ -14,7 +15,7 @@ namespace seqgrad::models {
 
 // ---- Vocabulary -------------------------------------------------------------------------------
 
-// Symbols <-> ids. Ids 0..3 are the special tokens of PARITY.md (<pad>, <s>, </s>, <unk>); the
+// Symbols <-> ids. Ids 0..3 are the special tokens of docs/parity.md (<pad>, <s>, </s>, <unk>); the
 // data's symbols follow, in byte order when built from data, so the same data gives the same ids.
 class Vocabulary {
 public:
@@ -53,7 +54,7 @@ private:
 
 // One input with every acceptable output: a word and its pronunciations, or a synthetic sequence
 // and its one answer. Training reads each (source, reference) pair; evaluation scores a
-// prediction against all the references (G2P.md's any-reference WER and PER).
+// prediction against all the references (any-reference WER and PER, metrics.h).
 struct Example {
     std::string name;                                  // the headword, or the source's symbols joined
     std::vector<std::string> source;                   // e.g. the word's characters
@@ -79,7 +80,7 @@ Vocabulary target_vocabulary(const std::vector<Example>& examples);
 // The characters of a UTF-8 string, one string per code point. Invalid UTF-8 is an Error.
 std::vector<std::string> utf8_characters(std::string_view text);
 
-// ---- G2P on CMUdict (G2P.md) ------------------------------------------------------------------
+// ---- G2P on CMUdict ---------------------------------------------------------------------------
 
 inline constexpr const char* kCmudictPath = "/usr/share/pocketsphinx/model/en-us/cmudict-en-us.dict";
 
@@ -94,7 +95,7 @@ struct Lexicon {
     int64_t skipped_lines = 0;          // lines reported and skipped (blank lines are not counted)
 };
 
-// Reads a dictionary strictly (G2P.md): `word PH1 PH2 ...`, one entry a line; `word(2)` is another
+// Reads a dictionary strictly: `word PH1 PH2 ...`, one entry a line; `word(2)` is another
 // pronunciation of `word`. A line with no phones, a phone outside the 39, a headword that is not
 // UTF-8 or a repeated pronunciation is reported with its line number and skipped; blank lines and
 // CRLF endings are accepted. An unreadable file, or one with no valid entry, is an Error naming
@@ -109,7 +110,8 @@ uint32_t fnv1a_32(std::string_view bytes);
 
 enum class Split { train, dev, test };
 const char* split_name(Split split);
-// G2P.md's split of a headword (its "(N)" suffix removed): h % 100 < 90 train, < 95 dev, else test.
+// The split of a headword: h = fnv1a_32 of the headword with its "(N)" suffix removed;
+// h % 100 < 90 train, < 95 dev, else test.
 Split g2p_split(std::string_view headword);
 
 // The G2P task: the dictionary read and split by headword.

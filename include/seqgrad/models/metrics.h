@@ -1,4 +1,4 @@
-// Evaluation metrics of G2P.md: Levenshtein distance over token sequences, and the word and
+// Evaluation metrics of the G2P task: Levenshtein distance over token sequences, and the word and
 // phoneme error rates (WER, PER) scored against any of a word's reference pronunciations.
 #pragma once
 
@@ -30,7 +30,7 @@ int64_t edit_distance(const std::vector<Token>& a, const std::vector<Token>& b) 
     return row[b.size()];
 }
 
-// Sums WER and PER over words, as G2P.md defines them:
+// Sums WER and PER over words, defined as:
 // - WER: the percentage of words whose prediction equals none of their references;
 // - PER: per word, the edit distance to the nearest reference (ties: the shorter reference);
 //   the sum of those distances over the sum of those references' lengths, as a percentage.

@@ -1,4 +1,4 @@
-// What every sequence model shares: the token-id conventions, the config of PARITY.md, the
+// What every sequence model shares: the token-id conventions, the config of docs/parity.md, the
 // forward interface, and the factory that builds a model from its config.
 #pragma once
 
@@ -14,13 +14,13 @@
 
 namespace seqgrad::models {
 
-// Token ids (PARITY.md). Batches are right-padded with kPad.
+// Token ids (docs/parity.md). Batches are right-padded with kPad.
 inline constexpr int64_t kPad = 0;
 inline constexpr int64_t kSos = 1;
 inline constexpr int64_t kEos = 2;
 inline constexpr int64_t kUnk = 3;
 
-// A model's configuration: the JSON keys of PARITY.md plus "model".
+// A model's configuration: the JSON keys of docs/parity.md, "model" among them.
 struct ModelConfig {
     std::string model;  // "transformer", "seq2seq" or "attn_seq2seq"
     int64_t src_vocab = 0;
@@ -46,12 +46,12 @@ struct ModelConfig {
     std::string decoder = "init_state";  // seq2seq: or "context_input"
     std::string attention = "dot";       // attn_seq2seq: or "additive"
 
-    // Parses and validates a config (types, ranges, known values). Keys of PARITY.md that do not
-    // concern the model are ignored. With `strict`, any other key is an error (a typo in a
+    // Parses and validates a config (types, ranges, known values). Keys of docs/parity.md that do
+    // not concern the model are ignored. With `strict`, any other key is an error (a typo in a
     // user's config file); otherwise unknown keys are collected in `ignored_keys`.
     static ModelConfig from_json(const std::string& text, bool strict = true,
                                  std::vector<std::string>* ignored_keys = nullptr);
-    std::string to_json() const;  // the keys that concern this model, as PARITY.md names them
+    std::string to_json() const;  // the keys that concern this model, as docs/parity.md names them
 };
 
 // What a model carries from one decoding step to the next for a batch of N hypotheses (the
@@ -88,7 +88,7 @@ public:
     Generator& random() { return *random_; }
     const std::shared_ptr<Generator>& random_ptr() const { return random_; }
 
-    // Seed 001's teacher forcing ratio: in training, the probability that a step of a recurrent
+    // The teacher forcing ratio: in training, the probability that a step of a recurrent
     // decoder reads the true previous token rather than its own prediction (drawn once per step
     // for the whole batch). 1 (the default) always reads the truth; the Transformer decodes all
     // positions at once and always does.
@@ -104,8 +104,8 @@ private:
 // Builds the model a config names, with weights initialised from `gen`.
 std::shared_ptr<Seq2SeqModel> make_model(const ModelConfig& config, Generator& gen);
 
-// PARITY.md's loss: cross-entropy over logits [B, T, V] against tgt_out [B, T], ignoring kPad,
-// with label smoothing.
+// The loss of docs/parity.md: cross-entropy over logits [B, T, V] against tgt_out [B, T],
+// ignoring kPad, with label smoothing.
 Tensor sequence_loss(const Tensor& logits, const IntTensor& tgt_out, float label_smoothing);
 
 }  // namespace seqgrad::models

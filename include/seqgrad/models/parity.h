@@ -1,4 +1,4 @@
-// Parity with PyTorch (PARITY.md): check_fixture loads a fixture file that PyTorch wrote, rebuilds
+// Parity with PyTorch (docs/parity.md): check_fixture loads a fixture file that PyTorch wrote, rebuilds
 // the model (or layer) from its config and weights, runs forward and backward, and compares every
 // tensor PyTorch recorded. `seqgrad check` prints what it returns.
 #pragma once
@@ -8,8 +8,8 @@
 
 namespace seqgrad::models {
 
-// An element passes when |actual - expected| <= atol + rtol * |expected| (PARITY.md's bound is
-// the loosest allowed: atol 1e-4, rtol 1e-3).
+// An element passes when |actual - expected| <= atol + rtol * |expected|. The defaults are the
+// parity bound of docs/parity.md, the loosest allowed: atol 1e-4, rtol 1e-3.
 struct Tolerance {
     double atol = 1e-4;
     double rtol = 1e-3;
@@ -34,7 +34,7 @@ struct FixtureResult {
 // Checks one fixture. A file that is not a valid fixture (unreadable, corrupt, wrong names or
 // shapes, an unknown model) throws seqgrad::Error naming the file and the problem.
 //
-// Kinds: "transformer", "seq2seq", "attn_seq2seq" (PARITY.md's format; with metadata "adam" and
+// Kinds: "transformer", "seq2seq", "attn_seq2seq" (docs/parity.md's format; with metadata "adam" and
 // expect.losses, also N steps of Adam), and two single-layer kinds defined by
 // tests/fixtures/make_fixtures.py: "lstm" and "multi_head_attention".
 FixtureResult check_fixture(const std::string& path, const Tolerance& tolerance = {});

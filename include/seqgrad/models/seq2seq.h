@@ -1,6 +1,6 @@
-// The LSTM encoder-decoder of seed 001 §1.4 (PARITY.md, "seq2seq"): the Encoder, the Decoder that
-// starts from the encoder's final state (§1.4.1) or, as DecoderAlt (§1.4.3), reads the encoder's
-// final hidden state at every step, and the Seq2Seq model with encode() and step() for decoding.
+// The LSTM encoder-decoder of Sutskever et al. (2014) (docs/parity.md, "seq2seq"): the Encoder, the
+// Decoder that starts from the encoder's final state or, as DecoderAlt, reads the encoder's final
+// hidden state at every step, and the Seq2Seq model with encode() and step() for decoding.
 // The Encoder and the batch checks are shared with the attention model (attn_seq2seq.h).
 #pragma once
 
@@ -19,9 +19,9 @@ namespace seqgrad::models {
 // ---- shared by the two LSTM models ----
 
 // The teacher-forced logits [B, T, V] of a model that decodes one step at a time, when the
-// teacher forcing ratio is below 1 (seed 001's Seq2Seq.forward): each step after the first reads
-// the true token with probability `ratio` (one draw per step, for the whole batch, from `gen`),
-// else the model's own most likely previous token. `step(tokens [B]) -> logits [B, V]` advances
+// teacher forcing ratio is below 1: each step after the first reads the true token with
+// probability `ratio` (one draw per step, for the whole batch, from `gen`), else the model's own
+// most likely previous token. `step(tokens [B]) -> logits [B, V]` advances
 // the model's state.
 Tensor decode_with_teacher_forcing(const IntTensor& tgt_in, float ratio, Generator& gen,
                                    const std::function<Tensor(const IntTensor&)>& step);
@@ -41,7 +41,7 @@ std::vector<int64_t> source_lengths(const IntTensor& src, const char* op);
 Tensor select_rows(const Tensor& x, int64_t axis, const std::vector<int64_t>& rows);
 IntTensor select_rows(const IntTensor& x, const std::vector<int64_t>& rows);  // along axis 0
 
-// What the Encoder hands on, as seed 001's `outputs, (hidden, cell) = self.rnn(embedded)`.
+// What the Encoder hands on, as PyTorch's `outputs, (hidden, cell) = self.rnn(embedded)`.
 struct Encoding {
     Tensor outputs;  // [B, S, hidden]: the LSTM's outputs (zero at padding); bidirectional:
                      // tanh(fc(outputs [B, S, 2 * hidden]))
@@ -49,10 +49,10 @@ struct Encoding {
     Tensor cell;     // the same
 };
 
-// Seed 001's Encoder: an embedding, then an LSTM over each row's real tokens (pack_padded_sequence:
+// The Encoder: an embedding, then an LSTM over each row's real tokens (pack_padded_sequence:
 // the final state is taken at the last real token, the reverse direction starts there, outputs at
-// padding are zero). §1.4.1 is unidirectional; §2.4.1 is bidirectional and brings the outputs
-// back to `hidden` with fc: outputs = tanh(fc(lstm outputs)).
+// padding are zero). Seq2Seq's is unidirectional; AttnSeq2Seq's is bidirectional and brings the
+// outputs back to `hidden` with fc: outputs = tanh(fc(lstm outputs)).
 //
 // Parameters: embedding.weight [vocab, h]; rnn.{weight_ih,weight_hh,bias_ih,bias_hh}_l{k} (and
 // _reverse); fc.{weight [h, 2h], bias [h]} when bidirectional.
@@ -87,12 +87,12 @@ struct DecoderOutput {
     Tensor cell;
 };
 
-// Seed 001's Decoder (§1.4.1) and DecoderAlt (§1.4.3, `context_input`): embedding, an LSTM
-// carried from the given state, and fc to the vocabulary. DecoderAlt's LSTM reads
-// [embedding; context] (input size 2h) at every step.
+// The Decoder and DecoderAlt (`context_input`): embedding, an LSTM carried from the given state,
+// and fc to the vocabulary. DecoderAlt's LSTM reads [embedding; context] (input size 2h) at every
+// step.
 //
-// The seed's decoder takes one token per call; this one takes a block [B, T] and runs the LSTM over
-// it: teacher forcing gives every input token up front, so the embedding lookup, the LSTM's
+// A step-by-step decoder takes one token per call; this one takes a block [B, T] and runs the LSTM
+// over it: teacher forcing gives every input token up front, so the embedding lookup, the LSTM's
 // input projections and fc each become one operation over all T steps. A decoding step is T = 1.
 class Decoder : public nn::Module {
 public:
@@ -113,16 +113,16 @@ struct Seq2SeqStep {
     Seq2SeqState state;
 };
 
-// Seed 001's Seq2Seq (§1.4.1) with teacher forcing at every step (PARITY.md):
+// The Seq2Seq model with teacher forcing at every step (docs/parity.md):
 //   "init_state":    the decoder starts from the encoder's final (hidden, cell), every layer;
 //   "context_input": the decoder starts from zeros, and the encoder's top-layer final hidden
 //                    state joins every decoder input (DecoderAlt).
-// Parameters (PARITY.md): encoder.embedding.weight, encoder.rnn.*, decoder.embedding.weight,
+// Parameters (docs/parity.md): encoder.embedding.weight, encoder.rnn.*, decoder.embedding.weight,
 // decoder.rnn.*, decoder.fc.{weight,bias}.
 //
 // Initialisation is PyTorch's default for each layer (nn/layers.h, nn/lstm.h): embeddings N(0, 1),
 // LSTM weights and biases uniform(-1/sqrt(h), 1/sqrt(h)), fc uniform(-1/sqrt(h), 1/sqrt(h)).
-// The model has no dropout, as the seed's (config.dropout is not used).
+// The model has no dropout (config.dropout is not used).
 class Seq2Seq : public Seq2SeqModel {
 public:
     Seq2Seq(const ModelConfig& config, Generator& gen);
@@ -134,7 +134,7 @@ public:
     // The decoder's starting state for src [B, S].
     Seq2SeqState encode(const IntTensor& src) const;
     // One decoder step: prev_tokens [B] (<s> first, then the last output) -> logits [B, tgt_vocab]
-    // and the next state, as seed 001's greedy_decode carries it.
+    // and the next state, which greedy decoding carries from step to step.
     Seq2SeqStep step(const IntTensor& prev_tokens, const Seq2SeqState& state) const;
 
     // Decoding (model.h) through encode() and step().

@@ -43,7 +43,7 @@ struct ModuleInfo {
 };
 
 struct SummaryOptions {
-    int64_t batch = 32;  // seed 002's walk-through
+    int64_t batch = 32;  // the shape walk-through of the paper-sized Transformer
     int64_t src_len = 10;
     int64_t tgt_len = 12;
 };
@@ -71,7 +71,7 @@ ModelSummary summarize(Seq2SeqModel& model, const SummaryOptions& options = {});
 // decoder's steps) is always printed once with its count ("x12").
 std::string format_summary(const ModelSummary& summary, bool every_layer = false);
 
-// The configuration `seqgrad summary` builds without a config file: seed 002's Transformer
+// The configuration `seqgrad summary` builds without a config file: the paper-sized Transformer
 // (d_model 512, 8 heads, 6 layers, d_ff 2048, post-LN) or the LSTM models with hidden size 256
 // and 2 layers, all with vocabularies of 10000 (source) and 12000 (target). Error for a model
 // name other than transformer, seq2seq and attn_seq2seq.

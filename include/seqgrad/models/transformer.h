@@ -1,6 +1,6 @@
-// The Transformer of "Attention Is All You Need" as seed 001 writes it (§3.4-3.5): EncoderLayer,
-// DecoderLayer and the encoder-decoder model, in Post-LN (the paper) or Pre-LN, with PARITY.md's
-// parameter names, optional weight tying, and incremental decoding with cached keys and values.
+// The Transformer of "Attention Is All You Need" (Vaswani et al., 2017): EncoderLayer,
+// DecoderLayer and the encoder-decoder model, in Post-LN (the paper) or Pre-LN, with the parameter
+// names of docs/parity.md, optional weight tying, and incremental decoding with cached keys and values.
 #pragma once
 
 #include <cstdint>
@@ -103,12 +103,12 @@ public:
     std::vector<DecoderLayerCache> layers;  // one per decoder layer
 };
 
-// Seed 001's Transformer (PARITY.md, "Transformer"):
+// The Transformer (docs/parity.md, "transformer"):
 //   x = dropout(embedding(ids) * sqrt(d_model) + pe[:len])    (sinusoidal pe, a buffer)
 //   memory = encoder_layers(x_src, src_mask)                  (+ encoder_norm in Pre-LN)
 //   logits = output(decoder_layers(x_tgt, memory, src_mask, tgt_mask))  (+ decoder_norm in Pre-LN)
 // src_mask = src != <pad> over keys; tgt_mask = (tgt_in != <pad> over keys) AND causal.
-// Every matrix is initialised Xavier-uniform, as the seed's _init_parameters.
+// Every matrix is initialised Xavier-uniform (nn::init_xavier_uniform).
 //
 // Weight tying (config.share_embeddings, config.tie_output): a tied tensor is registered once,
 // under the first name PyTorch's named_parameters() gives it ("src_embedding.weight", else

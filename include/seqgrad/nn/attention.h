@@ -1,10 +1,9 @@
-// Attention: the Transformer's MultiHeadAttention (seed 001 §3.4.3 (4)), the two scorers of the
-// attention Seq2Seq decoder (seed 001 §2.4.2: AttentionSimple and AttentionParams), and the
-// masks they take.
+// Attention: the Transformer's MultiHeadAttention (Vaswani et al., 2017), the two scorers of the
+// attention Seq2Seq decoder (AttentionSimple, scaled dot product, and AttentionParams,
+// Bahdanau-style additive), and the masks they take.
 //
-// Masks are IntTensors in the seeds' convention: nonzero = attend, 0 = masked. Masked scores are
-// set to -1e9 before the softmax (the seeds' choice), so a row whose keys are all masked gets
-// uniform weights, never NaN.
+// Masks are IntTensors: nonzero = attend, 0 = masked. Masked scores are set to -1e9 before the
+// softmax (docs/parity.md), so a row whose keys are all masked gets uniform weights, never NaN.
 #pragma once
 
 #include <cstdint>
@@ -24,8 +23,8 @@ inline constexpr float kMaskFill = kAttentionMaskFill;  // -1e9 (core/ops.h)
 IntTensor padding_mask(const IntTensor& ids, int64_t pad_id = 0);
 // The lower triangle (key position <= query position) as [1, 1, T, T].
 IntTensor causal_mask(int64_t len);
-// The decoder's self-attention mask [B, 1, T, T]: padding_mask(ids) AND causal_mask(T), as
-// seed 001's generate_mask.
+// The decoder's self-attention mask [B, 1, T, T]: padding_mask(ids) AND causal_mask(T), as the
+// PyTorch Transformer's generate_mask builds it.
 IntTensor decoder_mask(const IntTensor& ids, int64_t pad_id = 0);
 
 // ---- multi-head attention ----
@@ -43,7 +42,7 @@ struct KeysValues {
     Tensor values;
 };
 
-// Seed 001's MultiHeadAttention with parameters wq, wk, wv, wo (Linear [d, d] each):
+// The Transformer's multi-head attention with parameters wq, wk, wv, wo (Linear [d, d] each):
 //   q, k, v = wq(query), wk(key), wv(value), split into heads [B, H, T, d/H]
 //   weights = softmax(masked_fill(q k^T / sqrt(d/H), mask == 0, -1e9))
 //   output  = wo(merge_heads(dropout(weights) v))
@@ -84,7 +83,7 @@ private:
     AttentionOutput attend_heads_traced(const Tensor& q, const KeysValues& keys_values, const IntTensor& mask) const;
 };
 
-// ---- the attention Seq2Seq decoder's scorers (seed 001 §2.4.2) ----
+// ---- the attention Seq2Seq decoder's scorers ----
 
 // Weights over the encoder outputs for one decoder step: query [B, h] (the top layer of the
 // previous decoder state), encoder_outputs [B, S, h], src_mask [B, S] (0 = padding, masked with
@@ -95,7 +94,7 @@ public:
                            const IntTensor& src_mask) const = 0;
 };
 
-// §2.4.2 (1), dot product: score_j = (query . enc_j) / sqrt(hidden). No parameters.
+// Luong-style dot attention, scaled: score_j = (query . enc_j) / sqrt(hidden). No parameters.
 class AttentionSimple : public Seq2SeqAttention {
 public:
     explicit AttentionSimple(int64_t hidden_size);
@@ -104,9 +103,9 @@ public:
     int64_t hidden_size;
 };
 
-// §2.4.2 (2), additive: score_j = v . tanh(attn([query; enc_j])), with attn Linear [h, 2h] (its
-// first h columns multiply the query, the last h the encoder output) and v [h], initialised
-// uniform [0, 1) as torch.rand.
+// Bahdanau-style additive attention: score_j = v . tanh(attn([query; enc_j])), with attn Linear
+// [h, 2h] (its first h columns multiply the query, the last h the encoder output) and v [h],
+// initialised uniform [0, 1) as torch.rand.
 class AttentionParams : public Seq2SeqAttention {
 public:
     AttentionParams(int64_t hidden_size, Generator& gen);

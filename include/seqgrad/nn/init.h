@@ -1,5 +1,5 @@
-// Parameter initialisation with an explicit Generator: Xavier (Glorot) uniform, and seed 001's
-// Transformer._init_parameters, which applies it to every matrix of a model.
+// Parameter initialisation with an explicit Generator: Xavier (Glorot) uniform, and
+// init_xavier_uniform, which applies it to every matrix of a model (the Transformer's).
 #pragma once
 
 #include "seqgrad/core/random.h"
@@ -12,7 +12,7 @@ namespace seqgrad::nn {
 // beyond the second multiply both fans (PyTorch's receptive field).
 void xavier_uniform(Tensor param, Generator& gen, float gain = 1.0f);
 
-// Seed 001's _init_parameters: xavier_uniform on every parameter with more than one dimension,
+// The Transformer's initialisation: xavier_uniform on every parameter with more than one dimension,
 // in named_parameters() order; vectors (biases, LayerNorm's gamma and beta) are left alone.
 void init_xavier_uniform(const Module& module, Generator& gen);
 

@@ -1,4 +1,4 @@
-// The basic layers: Linear, Embedding, LayerNorm (seed 001's), Dropout, and the Transformer's
+// The basic layers: Linear, Embedding, LayerNorm (with gamma and beta), Dropout, and the Transformer's
 // position-wise FeedForward. Each is a thin Module over one or two core operations.
 //
 // Constructors that create weights take the Generator for their default initialisation, which is
@@ -35,7 +35,7 @@ public:
     Tensor weight;
 };
 
-// Seed 001's LayerNorm (§3.4.3): y = gamma * (x - mean) / sqrt(var + eps) + beta over the last
+// The Transformer's LayerNorm: y = gamma * (x - mean) / sqrt(var + eps) + beta over the last
 // axis, with the biased variance and eps = 1e-6. Parameters gamma (ones) and beta (zeros).
 class LayerNorm : public Module {
 public:
@@ -62,7 +62,7 @@ private:
 
 enum class Activation { relu, gelu };  // gelu is the exact (erf) form, PyTorch's default
 
-// Seed 001's FeedForward: w2(dropout(activation(w1(x)))), with w1 [hidden, dim], w2 [dim, hidden].
+// The Transformer's FeedForward: w2(dropout(activation(w1(x)))), w1 [hidden, dim], w2 [dim, hidden].
 class FeedForward : public Module {
 public:
     FeedForward(int64_t dim, int64_t hidden_dim, Generator& gen, Activation activation = Activation::relu,

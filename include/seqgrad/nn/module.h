@@ -1,5 +1,5 @@
 // Module: the base of every layer and model. It owns named parameters, buffers and submodules,
-// so that named_parameters() and state_dict() give PyTorch's dotted names (PARITY.md), and
+// so that named_parameters() and state_dict() give PyTorch's dotted names (docs/parity.md), and
 // load_state_dict() can check a checkpoint against them. ModuleList numbers its children as
 // PyTorch's nn.ModuleList does ("encoder_layers.0.attention.wq.weight").
 #pragma once

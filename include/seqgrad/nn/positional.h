@@ -1,5 +1,5 @@
 // Position information: the Transformer's positional encoding added to the embeddings
-// (sinusoidal, seed 001 §3.4.3 (3), or learned), and rotary position embedding (RoPE), which
+// (sinusoidal, after Vaswani et al. (2017), or learned), and rotary position embedding (RoPE), which
 // MultiHeadAttention applies to its queries and keys instead.
 #pragma once
 
@@ -14,9 +14,9 @@ enum class PositionalKind {
     learned,     // a trained table, the parameter "weight" [max_len, dim]
 };
 
-// x + table[:T] for x [B, T, dim]. The sinusoidal table is computed in float32 exactly as seed
-// 001 does: pe[p, 2i] = sin(p * exp(2i * -ln(10000) / dim)), pe[p, 2i+1] = cos(the same). The
-// learned table starts from the same values, so a learned encoding begins as the fixed one.
+// x + table[:T] for x [B, T, dim]. The sinusoidal table is computed in float32 exactly as the
+// PyTorch Transformer of tests/fixtures/make_fixtures.py does: pe[p, 2i] = sin(p * exp(2i *
+// -ln(10000) / dim)), pe[p, 2i+1] = cos(the same). The learned table starts from the same values, so a learned encoding begins as the fixed one.
 class PositionalEncoding : public Module {
 public:
     PositionalEncoding(int64_t dim, int64_t max_len, PositionalKind kind = PositionalKind::sinusoidal);
@@ -27,8 +27,8 @@ public:
     Tensor table;  // [max_len, dim]: the buffer "pe" or the parameter "weight"
 };
 
-// The sinusoidal table [max_len, dim]; dim must be even (as in the seed, whose code fails
-// otherwise).
+// The sinusoidal table [max_len, dim]; dim must be even (as in the PyTorch Transformer, whose code
+// fails otherwise).
 Tensor sinusoidal_table(int64_t max_len, int64_t dim);
 
 // Rotary position embedding (Su et al., RoFormer) for x [..., T, d] with d even: each pair of

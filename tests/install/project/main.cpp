@@ -1,4 +1,4 @@
-// The quick-start example of DESIGN.md, exactly as written there, built against the installed library.
+// The README's quick-start example, exactly as written there, built against the installed library.
 #include <seqgrad/seqgrad.h>
 
 #include <cstdio>
