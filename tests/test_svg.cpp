@@ -2,10 +2,11 @@
 // scale and panels, the line chart's geometry, round ticks, and atomic writes with clear errors.
 #include "helpers.h"
 
+#include <cctype>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
-#include <regex>
+#include <sstream>
 #include <unistd.h>
 
 #include "../cli/svg.h"
@@ -17,11 +18,26 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// Whether `name` (the text between '&' and ';') names an XML entity: a predefined one, or a
+// decimal or hexadecimal character reference.
+bool entity_name_ok(const std::string& name) {
+    if (name == "amp" || name == "lt" || name == "gt" || name == "quot" || name == "apos") return true;
+    if (name.size() < 2 || name[0] != '#') return false;
+    const bool hex = name[1] == 'x';
+    const std::string digits = name.substr(hex ? 2 : 1);
+    if (digits.empty()) return false;
+    for (const char c : digits)
+        if (!(hex ? std::isxdigit(static_cast<unsigned char>(c)) : std::isdigit(static_cast<unsigned char>(c))))
+            return false;
+    return true;
+}
+
 // Whether every '&' in `text` starts an entity.
 bool entities_ok(const std::string& text) {
-    static const std::regex entity("^&(amp|lt|gt|quot|apos|#[0-9]+|#x[0-9a-fA-F]+);");
-    for (size_t at = text.find('&'); at != std::string::npos; at = text.find('&', at + 1))
-        if (!std::regex_search(text.substr(at, 12), entity)) return false;
+    for (size_t at = text.find('&'); at != std::string::npos; at = text.find('&', at + 1)) {
+        const size_t semicolon = text.find(';', at);
+        if (semicolon == std::string::npos || !entity_name_ok(text.substr(at + 1, semicolon - at - 1))) return false;
+    }
     return true;
 }
 
@@ -75,24 +91,37 @@ std::string xml_problem(const std::string& document) {
 // How bright a "#rrggbb" colour looks (Rec. 709 weights).
 double luminance(const std::string& colour) {
     REQUIRE(colour.size() == 7);
+    REQUIRE(colour[0] == '#');
+    for (size_t i = 1; i < 7; ++i) REQUIRE(std::isxdigit(static_cast<unsigned char>(colour[i])));
     const auto channel = [&](int at) { return std::stoi(colour.substr(static_cast<size_t>(at), 2), nullptr, 16); };
     return 0.2126 * channel(1) + 0.7152 * channel(3) + 0.0722 * channel(5);
+}
+
+// The value of the attribute whose opening quote ends just before `begin`: the text up to the next '"'.
+std::string quoted_from(const std::string& text, size_t begin) {
+    const size_t end = text.find('"', begin);
+    REQUIRE(end != std::string::npos);
+    return text.substr(begin, end - begin);
 }
 
 // Every (x, y) a chart draws: polyline vertices and circle centres.
 std::vector<svg::Point> drawn_points(const std::string& document) {
     std::vector<svg::Point> points;
-    const std::regex polyline("points=\"([^\"]*)\"");
-    for (auto it = std::sregex_iterator(document.begin(), document.end(), polyline); it != std::sregex_iterator(); ++it) {
-        std::istringstream pairs((*it)[1].str());
+    const std::string polyline = "points=\"";
+    for (size_t at = document.find(polyline); at != std::string::npos; at = document.find(polyline, at + 1)) {
+        std::istringstream pairs(quoted_from(document, at + polyline.size()));
         for (std::string pair; pairs >> pair;) {
             const size_t comma = pair.find(',');
             points.push_back({std::stod(pair.substr(0, comma)), std::stod(pair.substr(comma + 1))});
         }
     }
-    const std::regex circle("<circle cx=\"([^\"]*)\" cy=\"([^\"]*)\"");
-    for (auto it = std::sregex_iterator(document.begin(), document.end(), circle); it != std::sregex_iterator(); ++it)
-        points.push_back({std::stod((*it)[1].str()), std::stod((*it)[2].str())});
+    const std::string circle = "<circle cx=\"", then_cy = "\" cy=\"";
+    for (size_t at = document.find(circle); at != std::string::npos; at = document.find(circle, at + 1)) {
+        const std::string cx = quoted_from(document, at + circle.size());
+        const size_t cy_at = at + circle.size() + cx.size();
+        REQUIRE(document.compare(cy_at, then_cy.size(), then_cy) == 0);
+        points.push_back({std::stod(cx), std::stod(quoted_from(document, cy_at + then_cy.size()))});
+    }
     return points;
 }
 
@@ -182,10 +211,13 @@ TEST_CASE("heatmaps draw one cell per value, titled panels and escaped labels", 
     CHECK(text.find("<title>output AE, source t: 0.500</title>") != std::string::npos);
 
     // Within a row, a larger weight is a darker cell.
-    const std::regex cell("fill=\"(#[0-9a-f]{6})\"><title>output T, source ");
+    const std::string fill = "fill=\"", row_t = "\"><title>output T, source ";
     std::vector<double> row_luminance;
-    for (auto it = std::sregex_iterator(text.begin(), text.end(), cell); it != std::sregex_iterator(); ++it)
-        row_luminance.push_back(luminance((*it)[1].str()));
+    for (size_t at = text.find(row_t); at != std::string::npos; at = text.find(row_t, at + 1)) {
+        const size_t colour_at = at - 7;  // "#rrggbb"
+        REQUIRE(text.compare(colour_at - fill.size(), fill.size(), fill) == 0);
+        row_luminance.push_back(luminance(text.substr(colour_at, 7)));
+    }
     REQUIRE(row_luminance.size() == 8);  // row "T" in both panels
     for (size_t c = 1; c < 4; ++c) CHECK(row_luminance[c] < row_luminance[c - 1]);  // 0 < 0.1 < 0.3 < 0.6
 
