@@ -1,5 +1,6 @@
 // `seqgrad eval` (WER and PER of a checkpoint on a split) and `seqgrad predict` (pronunciations
 // of words given as arguments or on standard input).
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
@@ -23,6 +24,10 @@ struct UseFlags {
     int threads = 0;
     std::vector<std::string> words;
 };
+
+// Words decoded together: 256, or fewer with wide beams, so that a batch holds at most 2,048
+// hypotheses (or one word's beams).
+int64_t words_per_batch(int64_t beam) { return std::clamp<int64_t>(2048 / beam, 1, 256); }
 
 models::DecodeOptions decode_options_of(const UseFlags& f) {
     check(f.beam >= 1, "decode", "--beam must be at least 1, got ", f.beam);
@@ -53,7 +58,7 @@ int run_eval(const UseFlags& f) {
     if (!f.dictionary.empty()) options.dictionary = f.dictionary;
     const models::Dataset data = models::load_dataset(options);
     const models::EvalResult r = models::evaluate(*loaded.model, data.split(f.split), loaded.source_vocab,
-                                                  loaded.target_vocab, decode_options_of(f));
+                                                  loaded.target_vocab, decode_options_of(f), words_per_batch(f.beam));
     std::printf("%s %s (%s, step %lld, beam %lld): WER %.2f%%  PER %.2f%%  (%lld words)\n", loaded.task.c_str(),
                 f.split.c_str(), loaded.path.c_str(), static_cast<long long>(loaded.step), static_cast<long long>(f.beam),
                 r.wer, r.per, static_cast<long long>(r.words));
@@ -82,7 +87,7 @@ int run_predict(UseFlags f) {
     std::vector<std::vector<std::string>> predictions;
     const auto encoded = models::encode_for_evaluation(examples, loaded.source_vocab, loaded.target_vocab);
     models::BatchOptions batch_options;
-    batch_options.max_sentences = 256;
+    batch_options.max_sentences = words_per_batch(f.beam);
     predictions.resize(examples.size());
     for (const models::Batch& batch : models::make_eval_batches(encoded, batch_options)) {
         const auto hypotheses = models::decode(*loaded.model, batch.src, decode_options_of(f));
@@ -99,7 +104,7 @@ int run_predict(UseFlags f) {
 
 void add_decoding_flags(CLI::App* cmd, UseFlags& f) {
     cmd->add_option("--checkpoint", f.checkpoint, "A checkpoint directory (its best weights) or a model file")->required();
-    cmd->add_option("--beam", f.beam, "Beam size (1: greedy)")->capture_default_str();
+    cmd->add_option("--beam", f.beam, "Beam size (1: greedy)")->capture_default_str()->check(CLI::Range(int64_t{1}, kMaxBeam));
     cmd->add_option("--alpha", f.alpha, "Beam search length penalty ((5+len)/6)^alpha")->capture_default_str();
     cmd->add_option("--max-len", f.max_len, "Longest output, in tokens")->capture_default_str();
     cmd->add_option("--threads", f.threads, "Threads (default: the number of cores)");
