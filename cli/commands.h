@@ -4,6 +4,7 @@
 #include <CLI/CLI.hpp>
 
 #include <cstdint>
+#include <string>
 
 namespace seqgrad::cli {
 
@@ -11,6 +12,21 @@ namespace seqgrad::cli {
 // row of one batch (with the Transformer's key/value cache per row), so memory grows with the
 // beam; past a few dozen beams G2P gains nothing.
 inline constexpr int64_t kMaxBeam = 256;
+
+// Flag checks whose messages read "--lr: must be positive, got -1" (CLI11's own number checks
+// print the type's whole range).
+inline CLI::Validator number_check(bool zero_allowed) {
+    const std::string rule = zero_allowed ? "must be 0 or more" : "must be positive";
+    return CLI::Validator(
+        [zero_allowed, rule](std::string& text) -> std::string {
+            double value = 0;
+            if (!CLI::detail::lexical_cast(text, value)) return "expects a number, got " + text;
+            return (zero_allowed ? value >= 0 : value > 0) ? std::string() : rule + ", got " + text;
+        },
+        zero_allowed ? "NONNEGATIVE" : "POSITIVE");
+}
+inline const CLI::Validator kPositive = number_check(false);
+inline const CLI::Validator kNonNegative = number_check(true);
 
 void add_demo_command(CLI::App& app);
 void add_summary_command(CLI::App& app);

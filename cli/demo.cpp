@@ -16,6 +16,7 @@ struct DemoOptions {
 
 void run_demo(const DemoOptions& options) {
     check(options.steps > 0, "demo", "--steps must be positive, got ", options.steps);
+    check(options.learning_rate > 0, "demo", "--lr must be positive, got ", options.learning_rate);
     Generator gen(options.seed);
     // Every pair (a, b) of digits; the answer a + b is one of 19 classes.
     std::vector<int64_t> pairs, sums;

@@ -183,17 +183,17 @@ void add_train_command(CLI::App& app, int& exit_status) {
                     "JSON file: model keys (docs/parity.md) and an optional \"training\" object of training options");
     cmd->add_option("--out", flags->out, "Checkpoint directory (default runs/<model>-<task>)");
     cmd->add_option("--resume", flags->resume, "Continue the run in this checkpoint directory");
-    cmd->add_option("--minutes", flags->minutes, "Budget: minutes of training in this session");
-    cmd->add_option("--epochs", flags->epochs, "Budget: epochs in all");
-    cmd->add_option("--max-steps", flags->max_steps, "Budget: optimizer steps in all");
-    cmd->add_option("--threads", flags->threads, "Threads (default: the number of cores)");
-    cmd->add_option("--seed", flags->seed, "Random seed (default 1)");
-    cmd->add_option("--batch-size", flags->batch_size, "Sentences per batch (default 256)");
-    cmd->add_option("--lr", flags->lr, "Learning rate (constant schedule) or Noam factor");
+    cmd->add_option("--minutes", flags->minutes, "Budget: minutes of training in this session")->check(kPositive);
+    cmd->add_option("--epochs", flags->epochs, "Budget: epochs in all")->check(kPositive);
+    cmd->add_option("--max-steps", flags->max_steps, "Budget: optimizer steps in all")->check(kPositive);
+    cmd->add_option("--threads", flags->threads, "Threads (default: the number of cores)")->check(kPositive);
+    cmd->add_option("--seed", flags->seed, "Random seed (default 1)")->check(kNonNegative);
+    cmd->add_option("--batch-size", flags->batch_size, "Sentences per batch (default 256)")->check(kPositive);
+    cmd->add_option("--lr", flags->lr, "Learning rate (constant schedule) or Noam factor")->check(kPositive);
     cmd->add_option("--dictionary", flags->dictionary, "The CMUdict file for g2p");
-    cmd->add_option("--dev-limit", flags->dev_limit, "Evaluate on the first N dev words only (0: all)");
-    cmd->add_option("--eval-every", flags->eval_every, "Evaluate every N steps (0: after each epoch)");
-    cmd->add_option("--show", flags->show, "Dev words to show at the end")->capture_default_str();
+    cmd->add_option("--dev-limit", flags->dev_limit, "Evaluate on the first N dev words only (0: all)")->check(kNonNegative);
+    cmd->add_option("--eval-every", flags->eval_every, "Evaluate every N steps (0: after each epoch)")->check(kNonNegative);
+    cmd->add_option("--show", flags->show, "Dev words to show at the end")->capture_default_str()->check(kNonNegative);
     cmd->callback([flags, &exit_status] { exit_status = run_train(*flags); });
 }
 

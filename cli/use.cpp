@@ -107,7 +107,7 @@ void add_decoding_flags(CLI::App* cmd, UseFlags& f) {
     cmd->add_option("--beam", f.beam, "Beam size (1: greedy)")->capture_default_str()->check(CLI::Range(int64_t{1}, kMaxBeam));
     cmd->add_option("--alpha", f.alpha, "Beam search length penalty ((5+len)/6)^alpha")->capture_default_str();
     cmd->add_option("--max-len", f.max_len, "Longest output, in tokens")->capture_default_str();
-    cmd->add_option("--threads", f.threads, "Threads (default: the number of cores)");
+    cmd->add_option("--threads", f.threads, "Threads (default: the number of cores)")->check(kPositive);
 }
 
 }  // namespace

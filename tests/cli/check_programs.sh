@@ -2,7 +2,7 @@
 # The train, eval, predict and summary programs end to end, on a tiny model and a synthetic task:
 # a short run, Ctrl-C (it saves, says how to resume and exits 130), resuming it, evaluating and
 # predicting from the checkpoint; every recipe in configs/ is accepted; and a missing checkpoint,
-# a missing or bad config, a bad flag and a beam out of range give a clear message and a non-zero exit.
+# a missing or bad config, a bad flag, a negative number and a beam out of range give a clear message and a non-zero exit.
 set -uo pipefail
 seqgrad=$1
 configs=$2
@@ -81,6 +81,11 @@ echo "$out" | grep -q 'unknown key "epoch"' || fail "no message naming the unkno
 out=$("$seqgrad" train --bogus 2>&1); status=$?
 [ $status -ne 0 ] || fail "a bad flag should exit non-zero"
 echo "$out" | grep -q -- "--bogus" || fail "no message naming the bad flag: $out"
+# A negative number is refused, not read as "not given".
+out=$("$seqgrad" train --task reverse --model transformer --lr -0.5 --max-steps 1 --out "$work/z" 2>&1); status=$?
+[ $status -ne 0 ] || fail "a negative --lr should exit non-zero"
+echo "$out" | grep -q -- "--lr: must be positive, got -0.5" || fail "no message naming the bad --lr: $out"
+[ ! -e "$work/z" ] || fail "a refused flag still created the output directory"
 out=$("$seqgrad" predict --checkpoint "$work/run" --beam 100000 abc 2>&1); status=$?
 [ $status -ne 0 ] || fail "a beam wider than the program allows should exit non-zero"
 echo "$out" | grep -q -- "--beam: Value 100000 not in range 1 to 256" || fail "no message naming the beam's range: $out"
