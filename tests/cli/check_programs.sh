@@ -2,7 +2,8 @@
 # The train, eval, predict and summary programs end to end, on a tiny model and a synthetic task:
 # a short run, Ctrl-C (it saves, says how to resume and exits 130), resuming it, evaluating and
 # predicting from the checkpoint; every recipe in configs/ is accepted; and a missing checkpoint,
-# a missing or bad config, a bad flag, a negative number and a beam out of range give a clear message and a non-zero exit.
+# a missing or bad config, a bad flag, a negative number and a beam out of range give a clear
+# message and a non-zero exit.
 set -uo pipefail
 seqgrad=$1
 configs=$2
