@@ -6,12 +6,18 @@
 // to the largest step's needs rather than to the sum of every shape's.
 #include "seqgrad/core/allocator.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <map>
 #include <mutex>
-#include <new>
+#include <string>
 #include <vector>
+
+#include "seqgrad/core/error.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #include <sanitizer/asan_interface.h>
@@ -47,12 +53,45 @@ Cache& cache() {
     return *instance;
 }
 
+// The memory seqgrad's tensors may hold in all: the machine's physical memory, or the limit of
+// its control group (a container's) when that is lower.
+size_t memory_limit() {
+    static const size_t limit = [] {
+        size_t bytes = static_cast<size_t>(sysconf(_SC_PHYS_PAGES)) * static_cast<size_t>(sysconf(_SC_PAGE_SIZE));
+        std::ifstream cgroup("/sys/fs/cgroup/memory.max");
+        unsigned long long cgroup_bytes = 0;
+        if (cgroup >> cgroup_bytes && cgroup_bytes > 0) bytes = std::min(bytes, static_cast<size_t>(cgroup_bytes));
+        return bytes;
+    }();
+    return limit;
+}
+
+std::string gib(size_t bytes) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%.1f GiB", static_cast<double>(bytes) / (1u << 30));
+    return text;
+}
+
+// Frees the cached blocks; the caller holds the lock.
+void release_cached(Cache& c) {
+    for (auto& [size, blocks] : c.free_lists) {
+        for (void* block : blocks) {
+            SEQGRAD_UNPOISON(block, size);
+            std::free(block);
+        }
+    }
+    c.free_lists.clear();
+    c.stats.bytes_cached = 0;
+}
+
 }  // namespace
 
 namespace detail {
 
 Block allocate_floats(int64_t numel) {
     if (numel <= 0) return {};
+    check(static_cast<uint64_t>(numel) <= SIZE_MAX / sizeof(float) / 2, "allocator", "a tensor of ", numel,
+          " floats is beyond any memory");
     const size_t size = block_size(static_cast<size_t>(numel) * sizeof(float));
     Cache& c = cache();
     std::lock_guard<std::mutex> lock(c.mutex);
@@ -68,8 +107,16 @@ Block allocate_floats(int64_t numel) {
         SEQGRAD_UNPOISON(block, it->first);
         return {static_cast<float*>(block), it->first};
     }
+    // A request the machine cannot hold is an error now, rather than the system's out-of-memory
+    // killer later (Linux grants more than it has and ends the process when pages are touched).
+    const auto in_use = static_cast<size_t>(c.stats.bytes_in_use);
+    if (in_use + static_cast<size_t>(c.stats.bytes_cached) + size > memory_limit()) release_cached(c);
+    check(size <= memory_limit() && in_use <= memory_limit() - size, "allocator", "cannot allocate ", gib(size),
+          " for a tensor of ", numel, " floats: seqgrad's tensors already hold ", gib(in_use), " of this machine's ",
+          gib(memory_limit()));
     void* block = std::aligned_alloc(kAlignment, size);
-    if (!block) throw std::bad_alloc();
+    check(block != nullptr, "allocator", "the system refused ", gib(size), " for a tensor of ", numel, " floats (",
+          gib(in_use), " already in use)");
     c.stats.system_allocations++;
     c.stats.bytes_in_use += static_cast<int64_t>(size);
     c.stats.peak_bytes_in_use = std::max(c.stats.peak_bytes_in_use, c.stats.bytes_in_use);
@@ -103,14 +150,7 @@ void reset_peak_bytes_in_use() {
 void empty_cache() {
     Cache& c = cache();
     std::lock_guard<std::mutex> lock(c.mutex);
-    for (auto& [size, blocks] : c.free_lists) {
-        for (void* block : blocks) {
-            SEQGRAD_UNPOISON(block, size);
-            std::free(block);
-        }
-    }
-    c.free_lists.clear();
-    c.stats.bytes_cached = 0;
+    release_cached(c);
 }
 
 }  // namespace seqgrad

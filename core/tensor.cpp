@@ -28,7 +28,11 @@ int64_t normalize_axis(int64_t axis, int64_t rank, const char* op) {
 namespace {
 
 void check_shape(const Shape& shape, const char* op) {
-    for (int64_t d : shape) check(d >= 0, op, "negative extent in shape ", shape);
+    int64_t numel = 1;
+    for (int64_t d : shape) {
+        check(d >= 0, op, "negative extent in shape ", shape);
+        check(!__builtin_mul_overflow(numel, d, &numel), op, "shape ", shape, " has more elements than an int64 counts");
+    }
 }
 
 }  // namespace

@@ -67,3 +67,22 @@ TEST_CASE("storage is 64-byte aligned", "[allocator]") {
         CHECK(reinterpret_cast<uintptr_t>(t.data()) % 64 == 0);
     }
 }
+
+TEST_CASE("a tensor larger than the machine's memory is a clear error, and the allocator works on", "[allocator]") {
+    { auto t = Tensor::zeros({1000}); }
+    REQUIRE(allocator_stats().bytes_cached > 0);
+    const AllocatorStats before = allocator_stats();
+    // 4 TiB: refused before the system is asked, after the cache was given back.
+    CHECK_THROWS_WITH(Tensor::zeros({int64_t{1} << 40}),
+                      Catch::Matchers::Contains("allocator: cannot allocate 4096.0 GiB for a tensor of 1099511627776 floats") &&
+                          Catch::Matchers::Contains("of this machine's"));
+    CHECK(allocator_stats().bytes_cached == 0);
+    CHECK(allocator_stats().bytes_in_use == before.bytes_in_use);
+    CHECK(allocator_stats().system_allocations == before.system_allocations);
+    // Sizes no memory could hold, and shapes whose element count overflows.
+    CHECK_THROWS_WITH(Tensor::zeros({int64_t{1} << 62}), Catch::Matchers::Contains("is beyond any memory"));
+    CHECK_THROWS_WITH(Tensor::zeros({int64_t{1} << 40, int64_t{1} << 40}),
+                      Catch::Matchers::Contains("has more elements than an int64 counts"));
+    auto t = Tensor::full({1000}, 2.0f);
+    CHECK(t.sum().item() == 2000.0f);
+}

@@ -3,7 +3,8 @@
 // system for no memory at all. A request that finds no free block of its own size takes a free
 // block up to twice as large before asking the system, so batches of varying shapes (bucketed
 // by length) reuse each other's memory instead of each keeping their own. Blocks are 64-byte
-// aligned (AVX-512 loads).
+// aligned (AVX-512 loads). A request that would take the tensors past the machine's physical
+// memory (or its control group's limit) first frees the cache, then throws seqgrad::Error.
 #pragma once
 
 #include <cstddef>
