@@ -348,8 +348,12 @@ Lexicon read_dictionary(const std::string& path) {
         entry.references.push_back(std::move(pronunciation));
     }
 
-    check(!lexicon.words.empty(), path.c_str(), "no valid entries (", lexicon.lines, " lines, ",
-          lexicon.skipped_lines, " skipped)");
+    if (lexicon.words.empty()) {
+        std::string first_problems;
+        for (size_t i = 0; i < std::min<size_t>(3, lexicon.warnings.size()); ++i) first_problems += "\n  " + lexicon.warnings[i];
+        throw Error(detail::concat(path, ": no valid entries (", lexicon.lines, " lines, ", lexicon.skipped_lines,
+                                   " skipped)", first_problems.empty() ? "" : "; the first problems:", first_problems));
+    }
     return lexicon;
 }
 

@@ -155,13 +155,16 @@ TEST_CASE("an unreadable dictionary is an Error naming the path", "[data]") {
     CHECK_THAT(error_of([&] { read_dictionary(directory); }), Contains(directory));
 }
 
-TEST_CASE("a dictionary with no valid entry is an Error naming the path", "[data]") {
+TEST_CASE("a dictionary with no valid entry is an Error naming the path and the first problems", "[data]") {
     const TempFile empty("");
     CHECK_THAT(error_of([&] { read_dictionary(empty.path()); }), Contains(empty.path() + ": no valid entries"));
     const TempFile all_bad("word\nother AH1\n\n");
     const std::string message = error_of([&] { read_dictionary(all_bad.path()); });
     CHECK_THAT(message, Contains(all_bad.path()));
     CHECK_THAT(message, Contains("3 lines, 2 skipped"));
+    // It shows why, so that a dictionary in another format is recognised at once.
+    CHECK_THAT(message, Contains(all_bad.path() + ":1: no phones for 'word'"));
+    CHECK_THAT(message, Contains(all_bad.path() + ":2: in 'other': 'AH1' is not one of the 39 ARPAbet phones (it carries a stress mark"));
 }
 
 TEST_CASE("a variant mark is only (digits) after a word", "[data]") {
