@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the build tree in $1 into a scratch prefix under $2, then builds the quick-start
-# example against it twice, with CMake's find_package and with pkg-config, and runs both.
+# example against it twice, with CMake's find_package and with pkg-config, and runs both; then
+# builds and runs the programs of examples/ against it.
 set -euo pipefail
 build_dir=$1
 work=$2
@@ -24,3 +25,14 @@ g++ "$here/project/main.cpp" -o "$work/quick_start_pkgconfig" $(pkg-config --cfl
 out_pc=$("$work/quick_start_pkgconfig")
 [ "$out" = "$out_pc" ] || { echo "pkg-config build printed something else:"; echo "$out_pc"; exit 1; }
 echo "find_package and pkg-config builds both ran"
+
+# examples/: a model of one's own from the layers, trained with Adam, saved and loaded back.
+examples=$(cd "$here/../../examples" && pwd)
+cmake -S "$examples" -B "$work/examples-build" -DCMAKE_PREFIX_PATH="$work/prefix" -DCMAKE_BUILD_TYPE=Release > "$work/examples-configure.log"
+cmake --build "$work/examples-build" > "$work/examples-build.log"
+out_layers=$(cd "$work" && "$work/examples-build/layers")
+echo "$out_layers"
+grep -q "^trained: adds 100 of 100 pairs" <<< "$out_layers" || { echo "examples/layers did not learn to add"; exit 1; }
+grep -q "^restored: adds 100 of 100 pairs" <<< "$out_layers" || { echo "examples/layers: the restored model differs"; exit 1; }
+test -f "$work/adder.safetensors"
+echo "examples/ built and ran"
