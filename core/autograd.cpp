@@ -128,9 +128,9 @@ Tensor Tensor::detach() const {
 }
 
 void Tensor::backward(bool retain_graph) const {
-    check(defined() && numel() == 1, "Tensor::backward",
-          "without a gradient argument the output must have one element, got shape ",
-          defined() ? shape() : Shape{});
+    check(defined(), "Tensor::backward", "the tensor is undefined");
+    check(numel() == 1, "Tensor::backward", "without a gradient argument the output must have one element, got shape ",
+          shape());
     backward(Tensor::ones(shape()), retain_graph);
 }
 

@@ -60,6 +60,7 @@ TEST_CASE("backward checks its output and gradient", "[autograd][errors]") {
     CHECK_THROWS_WITH((x * x).backward(), Catch::Contains("one element"));
     CHECK_THROWS_AS((x * x).backward(Tensor::ones({3})), Error);
     CHECK_THROWS_AS(Tensor::ones({1}).backward(), Error);  // nothing recorded
+    CHECK_THROWS_WITH(Tensor().backward(), Catch::Contains("Tensor::backward: the tensor is undefined"));
     (x * x).backward(Tensor::from_vector({1, 10}, {2}));
     CHECK(x.grad().to_vector() == std::vector<float>{2, 40});
 }

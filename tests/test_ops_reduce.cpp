@@ -20,6 +20,16 @@ TEST_CASE("sum and mean reduce the given axes", "[ops][reduce]") {
     CHECK(testing::max_abs_diff(by_parts, at_once) < 1e-6f);
 }
 
+TEST_CASE("over no elements, sum is 0 and mean is NaN, as in PyTorch", "[ops][reduce]") {
+    auto empty = Tensor::zeros({2, 0});
+    CHECK(empty.sum().item() == 0);
+    CHECK(std::isnan(empty.mean().item()));
+    const std::vector<float> per_row = empty.mean({1}).to_vector();
+    REQUIRE(per_row.size() == 2);
+    CHECK((std::isnan(per_row[0]) && std::isnan(per_row[1])));
+    CHECK(empty.mean({0}).shape() == Shape{0});  // nothing to average, and nothing to return
+}
+
 TEST_CASE("sum keeps float32 accuracy over a long axis", "[ops][reduce]") {
     auto x = Tensor::full({1 << 20}, 0.1f);
     CHECK(x.sum().item() == Approx(0.1 * (1 << 20)).epsilon(1e-6));

@@ -116,12 +116,12 @@ Tensor mean(const Tensor& x, const std::vector<int64_t>& axes, bool keepdim) {
     const std::vector<int64_t> ax = normalize_axes(axes, x.dim(), "mean");
     int64_t count = 1;
     for (int64_t a : ax) count *= x.shape()[static_cast<size_t>(a)];
-    return mul(sum(x, ax, keepdim), count > 0 ? 1.0f / static_cast<float>(count) : 0.0f);
+    return mul(sum(x, ax, keepdim), 1.0f / static_cast<float>(count));  // over nothing: 0 * inf = NaN, as 0 / 0
 }
 
 Tensor mean(const Tensor& x) {
     check(x.defined(), "mean", "the operand is undefined");
-    return mul(sum(x), x.numel() > 0 ? 1.0f / static_cast<float>(x.numel()) : 0.0f);
+    return mul(sum(x), 1.0f / static_cast<float>(x.numel()));
 }
 
 Tensor max(const Tensor& x, int64_t axis, bool keepdim) {
