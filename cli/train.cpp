@@ -151,6 +151,7 @@ int run_train(const TrainFlags& flags) {
             if (flags.lr <= 0) options.lr = 1e-3;
         }
         dir = flags.out.empty() ? "runs/" + flags.model + "-" + flags.task : flags.out;
+        options.validate();
         std::fprintf(stderr, "Training %s on %s into %s (%d %s)\n", flags.model.c_str(), options.task.c_str(),
                      dir.c_str(), get_num_threads(), get_num_threads() == 1 ? "thread" : "threads");
         result = models::train(config, options, dir, std::ref(display), &g_stop);

@@ -124,9 +124,8 @@ TrainingOptions TrainingOptions::from_json(const std::string& text) {
     return o;
 }
 
-namespace {
-
-void validate(const TrainingOptions& o) {
+void TrainingOptions::validate() const {
+    const TrainingOptions& o = *this;
     check(o.task == "g2p" || is_synthetic_task(o.task), kOptionsOp, "unknown task \"", o.task,
           "\" (g2p, copy, reverse or sort)");
     check(o.schedule == "noam" || o.schedule == "constant", kOptionsOp, "schedule must be noam or constant, got \"",
@@ -148,6 +147,8 @@ void validate(const TrainingOptions& o) {
     check(o.eval_every_steps >= 0 && o.eval_max_len > 0 && o.dev_limit >= 0 && o.log_every > 0, kOptionsOp,
           "eval_every_steps and dev_limit must be non-negative, eval_max_len and log_every positive");
 }
+
+namespace {
 
 // ---- progress: what a checkpoint needs beyond the weights and the optimizer ----
 
@@ -493,14 +494,10 @@ EvalResult evaluate(Seq2SeqModel& model, const std::vector<Example>& examples, c
 
 TrainingResult train(const ModelConfig& model_config, const TrainingOptions& options, const std::string& out_dir,
                      const TrainingListener& listener, const std::atomic<bool>* stop_requested) {
-    validate(options);
+    options.validate();
     Run run;
     run.options = options;
     run.dir = out_dir;
-    std::error_code ec;
-    fs::create_directories(out_dir, ec);
-    check(!ec && fs::is_directory(out_dir), "train", "cannot create the output directory ", out_dir,
-          ec ? ": " + ec.message() : "");
     check(!fs::exists(run.model_path()) && !fs::exists(run.training_path()), "train", out_dir,
           " already holds a checkpoint: resume it (--resume) or choose another directory");
     run.data = load_dataset(options);
@@ -519,6 +516,12 @@ TrainingResult train(const ModelConfig& model_config, const TrainingOptions& opt
     if (options.average_decay > 0)
         run.average = std::make_unique<nn::WeightAverage>(run.model->named_parameters(), options.average_decay);
     run.stream = std::make_unique<BatchStream>(training_examples(run), options.batches, options.seed);
+    // The directory comes last, so that a run refused above (bad data, a bad config, too little
+    // memory) leaves nothing behind.
+    std::error_code ec;
+    fs::create_directories(out_dir, ec);
+    check(!ec && fs::is_directory(out_dir), "train", "cannot create the output directory ", out_dir,
+          ec ? ": " + ec.message() : "");
     return run_loop(run, listener, stop_requested);
 }
 
@@ -536,7 +539,7 @@ TrainingResult resume(const std::string& dir, int64_t epochs, double minutes, in
         run.options.minutes = minutes;
         run.options.max_steps = max_steps;
     }
-    validate(run.options);
+    run.options.validate();
     run.progress = progress_from(training.metadata("progress"), run.training_path());
     LoadedModel loaded = load_model(run.model_path());
     check(loaded.step == run.progress.step, "resume", dir, ": model.safetensors is from step ", loaded.step,

@@ -2,8 +2,8 @@
 # The train, eval, predict and summary programs end to end, on a tiny model and a synthetic task:
 # a short run, Ctrl-C (it saves, says how to resume and exits 130), resuming it, evaluating and
 # predicting from the checkpoint; every recipe in configs/ is accepted; and a missing checkpoint,
-# a missing or bad config, a bad flag, a negative number and a beam out of range give a clear
-# message and a non-zero exit.
+# a missing or bad config or dictionary, a bad flag, a negative number and a beam out of range
+# give a clear message and a non-zero exit, and a refused run leaves no directory behind.
 set -uo pipefail
 seqgrad=$1
 configs=$2
@@ -78,7 +78,12 @@ out=$("$seqgrad" train --task reverse --model transformer --config "$work/typo.j
 status=$?
 [ $status -ne 0 ] || fail "a config with an unknown key should exit non-zero"
 echo "$out" | grep -q 'unknown key "epoch"' || fail "no message naming the unknown key: $out"
-[ ! -e "$work/y/model.safetensors" ] || fail "a rejected config still wrote a checkpoint"
+[ ! -e "$work/y" ] || fail "a rejected config still created the output directory"
+out=$("$seqgrad" train --task g2p --model transformer --dictionary "$work/no_such.dict" --max-steps 1 --out "$work/d" 2>&1)
+status=$?
+[ $status -ne 0 ] || fail "a missing dictionary should exit non-zero"
+echo "$out" | grep -q "no_such.dict: cannot open" || fail "no message naming the missing dictionary: $out"
+[ ! -e "$work/d" ] || fail "a run refused for its data still created the output directory"
 out=$("$seqgrad" train --bogus 2>&1); status=$?
 [ $status -ne 0 ] || fail "a bad flag should exit non-zero"
 echo "$out" | grep -q -- "--bogus" || fail "no message naming the bad flag: $out"

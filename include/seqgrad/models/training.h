@@ -59,6 +59,8 @@ struct TrainingOptions {
     std::string to_json() const;
     // Unknown keys are an error (a typo in a config file).
     static TrainingOptions from_json(const std::string& text);
+    // Throws an Error naming the first option out of range (train() and resume() call it).
+    void validate() const;
 };
 
 struct EvalResult {
