@@ -245,8 +245,12 @@ Tensor Transformer::decode(const IntTensor& tgt_in, const Tensor& memory, const 
 }
 
 Tensor Transformer::forward(const IntTensor& src, const IntTensor& tgt_in) {
-    check(src.dim() == 2 && tgt_in.dim() == 2 && src.size(0) == tgt_in.size(0), kOp,
-          "source and target batches differ: src ", src.shape(), ", tgt_in ", tgt_in.shape());
+    // Both inputs are checked before anything runs, so that a refused call draws no dropout masks.
+    // (encode and decode check their own input again: they are also called on their own.)
+    check_ids(src, config().src_vocab, "src");
+    check_ids(tgt_in, config().tgt_vocab, "tgt_in");
+    check(tgt_in.size(0) == src.size(0), kOp, "tgt_in must be [", src.size(0), ", len] for src ", src.shape(),
+          ", got ", tgt_in.shape());
     const EncoderOutput encoded = encode(src);
     return decode(tgt_in, encoded.memory, encoded.src_mask);
 }

@@ -440,8 +440,19 @@ TEST_CASE("bad input is a clear seqgrad::Error", "[transformer]") {
                       Contains("tgt_in id -1"));
 
     CHECK_THROWS_WITH(model.forward(src, IntTensor::from_vector({1, 4, 5}, {3, 1})),
-                      Contains("source and target batches differ"));
-    CHECK_THROWS_WITH(model.forward(IntTensor::from_vector({4, 5}, {2}), tgt_in), Contains("Transformer"));
+                      Contains("tgt_in must be [2, len] for src [2, 2], got [3, 1]"));
+    {  // refused before any dropout mask is drawn
+        ModelConfig with_dropout = small_config("post");
+        with_dropout.dropout = 0.1f;
+        Transformer dropping(with_dropout, gen);
+        const Generator::State random_before = dropping.random().state();
+        CHECK_THROWS(dropping.forward(src, IntTensor::from_vector({1, 4, 5}, {3, 1})));
+        CHECK(dropping.random().state() == random_before);
+        dropping.forward(src, tgt_in);
+        CHECK(dropping.random().state() != random_before);  // (a call that runs does draw)
+    }
+    CHECK_THROWS_WITH(model.forward(IntTensor::from_vector({4, 5}, {2}), tgt_in),
+                      Contains("Transformer: src must be [batch >= 1, len >= 1], got [2]"));
 
     CHECK_THROWS_WITH(model.forward(IntTensor::full({1, 11}, 4), IntTensor::full({1, 2}, 4)),
                       Contains("src length 11 exceeds max_seq_len 10"));
