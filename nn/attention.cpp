@@ -90,8 +90,10 @@ Tensor MultiHeadAttention::rotate(const Tensor& x, int64_t position) const {
 
 KeysValues MultiHeadAttention::project_keys_values(const Tensor& key, const Tensor& value,
                                                    int64_t position) const {
-    check(key.dim() == 3 && value.dim() == 3 && key.size(0) == value.size(0) && key.size(1) == value.size(1),
-          "MultiHeadAttention", "key ", key.shape(), " and value ", value.shape(), " do not fit");
+    check(key.dim() == 3 && value.dim() == 3, "MultiHeadAttention", "key and value must be [batch, length, ", d_model,
+          "], got ", key.shape(), " and ", value.shape());
+    check(key.size(0) == value.size(0) && key.size(1) == value.size(1), "MultiHeadAttention", "key ", key.shape(),
+          " and value ", value.shape(), " differ in batch or length");
     return {rotate(wk->forward(key), position), wv->forward(value)};  // [B, Tk, d] each
 }
 

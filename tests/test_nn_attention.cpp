@@ -56,6 +56,12 @@ TEST_CASE("MultiHeadAttention has wq, wk, wv, wo and returns weights [B, H, Tq, 
     CHECK_THROWS_WITH(MultiHeadAttention(6, 4, gen), Contains("multiple of n_heads"));
     CHECK_THROWS_WITH(mha.forward(q, kv, kv, IntTensor::full({3, 1, 1, 4}, 1)),
                       Contains("MultiHeadAttention") && Contains("broadcast"));
+    CHECK_THROWS_WITH(mha.forward(q, random_tensor({5, 8}, 4), random_tensor({5, 8}, 5)),
+                      Contains("key and value must be [batch, length, 8], got [5, 8] and [5, 8]"));
+    CHECK_THROWS_WITH(mha.forward(q, kv, random_tensor({3, 6, 8}, 6)),
+                      Contains("key [3, 5, 8] and value [3, 6, 8] differ in batch or length"));
+    CHECK_THROWS_WITH(mha.forward(q, random_tensor({2, 5, 8}, 7), random_tensor({2, 5, 8}, 8)),
+                      Contains("keys [2, 5, 8] do not fit queries [3, 4, 8]"));
 }
 
 TEST_CASE("a query whose keys are all masked gets uniform weights, not NaN", "[nn][attention]") {
