@@ -11,6 +11,7 @@ mkdir -p "$work"
 cmake --install "$build_dir" --prefix "$work/prefix" > "$work/install.log"
 test -f "$work/prefix/lib/libseqgrad.a"
 test -f "$work/prefix/include/seqgrad/seqgrad.h"
+"$work/prefix/bin/seqgrad" --help | grep -q "train" || { echo "the installed seqgrad program does not run"; exit 1; }
 
 cmake -S "$here/project" -B "$work/cmake-build" -DCMAKE_PREFIX_PATH="$work/prefix" -DCMAKE_BUILD_TYPE=Release > "$work/configure.log"
 cmake --build "$work/cmake-build" > "$work/build.log"
