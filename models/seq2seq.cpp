@@ -3,7 +3,6 @@
 #include "seqgrad/models/seq2seq.h"
 
 #include <algorithm>
-#include <numeric>
 
 #include "seqgrad/core/ops.h"
 
@@ -42,28 +41,7 @@ std::vector<int64_t> source_lengths(const IntTensor& src, const char* op) {
 }
 
 Tensor select_rows(const Tensor& x, int64_t axis, const std::vector<int64_t>& rows) {
-    check(x.defined() && x.dim() >= 1, "select_rows", "needs a tensor of rank >= 1");
-    axis = normalize_axis(axis, x.dim(), "select_rows");
-    const int64_t count = x.size(axis);
-    for (int64_t row : rows)
-        check(row >= 0 && row < count, "select_rows", "row ", row, " is outside [0, ", count, ") of axis ", axis,
-              " of ", x.shape());
-    // An embedding lookup is a row gather with a scatter-add backward: bring `axis` to the
-    // front, view the rest as one row, gather, and put the axes back.
-    std::vector<int64_t> order(static_cast<size_t>(x.dim()));
-    std::iota(order.begin(), order.end(), 0);
-    order.erase(order.begin() + axis);
-    order.insert(order.begin(), axis);
-    const Tensor front = axis == 0 ? x : permute(x, order);
-    const Tensor table = reshape(front, {count, x.numel() / std::max<int64_t>(count, 1)});
-    const IntTensor ids = IntTensor::from_vector(rows, {static_cast<int64_t>(rows.size())});
-    Shape gathered_shape = front.shape();
-    gathered_shape[0] = static_cast<int64_t>(rows.size());
-    const Tensor gathered = reshape(embedding(table, ids), gathered_shape);
-    if (axis == 0) return gathered;
-    std::vector<int64_t> inverse(order.size());
-    for (size_t i = 0; i < order.size(); ++i) inverse[static_cast<size_t>(order[i])] = static_cast<int64_t>(i);
-    return permute(gathered, inverse);
+    return index_select(x, axis, IntTensor::from_vector(rows, {static_cast<int64_t>(rows.size())}));
 }
 
 IntTensor select_rows(const IntTensor& x, const std::vector<int64_t>& rows) {

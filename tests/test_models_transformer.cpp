@@ -311,7 +311,7 @@ TEST_CASE("selecting rows of a decoding state (beam search) continues as decodin
     const Tensor expected = model.forward(rows_of(kSrc, rows), rows_of(tgt_in, rows));
     CHECK(testing::max_abs_diff(stepped, at_position(expected, 2)) < 1e-5f);
 
-    CHECK_THROWS_WITH(state->select_rows({4}), Contains("row 4 is outside [0, 4)"));
+    CHECK_THROWS_WITH(state->select_rows({4}), Contains("index 4 at position 0 is outside [0, 4)"));
     CHECK_THROWS_WITH(model.decode_step(*state, IntTensor::full({3}, 4)), Contains("one token per row"));
     CHECK_THROWS_WITH(model.decode_step(*state, IntTensor::full({4}, 9)), Contains("tokens id 9"));
     for (int64_t t = own.length(); t < 10; ++t) model.decode_step(*state, IntTensor::full({4}, 4));

@@ -1,4 +1,4 @@
-// Embedding lookup and masked_fill.
+// Embedding lookup, index_select and masked_fill.
 #include "helpers.h"
 
 using namespace seqgrad;
@@ -28,6 +28,48 @@ TEST_CASE("an id outside the vocabulary is an error, not a read out of bounds", 
                       Catch::Contains("embedding") && Catch::Contains("id 5") && Catch::Contains("[5, 3]"));
     CHECK_THROWS_AS(embedding(w, IntTensor::from_vector({-1}, {1})), Error);
     CHECK_THROWS_AS(embedding(Tensor::zeros({5}), IntTensor::from_vector({1}, {1})), Error);
+}
+
+TEST_CASE("index_select picks slices along any axis and scatter-adds their gradients", "[ops][indexing]") {
+    auto x = Tensor::from_vector({0, 1, 2, 10, 11, 12}, {2, 3}, true);
+    CHECK(index_select(x, 0, IntTensor::from_vector({1, 1, 0}, {3})).to_vector() ==
+          std::vector<float>{10, 11, 12, 10, 11, 12, 0, 1, 2});
+    auto columns = index_select(x, -1, IntTensor::from_vector({2, 0, 2, 2}, {4}));
+    CHECK(columns.shape() == Shape{2, 4});
+    CHECK(columns.to_vector() == std::vector<float>{2, 0, 2, 2, 12, 10, 12, 12});
+    columns.sum().backward();
+    CHECK(x.grad().to_vector() == std::vector<float>{1, 0, 3, 1, 0, 3});  // column 2 was picked three times
+    // A middle axis: [2, 3, 2] -> [2, 2, 2].
+    auto y = Tensor::from_vector({0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}, {2, 3, 2});
+    CHECK(index_select(y, 1, IntTensor::from_vector({2, 0}, {2})).to_vector() ==
+          std::vector<float>{4, 5, 0, 1, 10, 11, 6, 7});
+    CHECK(index_select(y, 1, IntTensor::from_vector({}, {0})).shape() == Shape{2, 0, 2});
+}
+
+TEST_CASE("index_select passes gradcheck on every axis, with repeats", "[ops][indexing][gradcheck]") {
+    auto x = random_tensor({3, 4, 5}, 2);
+    const IntTensor picks[] = {IntTensor::from_vector({2, 0, 2}, {3}), IntTensor::from_vector({3, 3, 1, 0, 3}, {5}),
+                               IntTensor::from_vector({4, 0, 1, 4}, {4})};
+    for (int64_t axis = 0; axis < 3; ++axis) {
+        const IntTensor& idx = picks[axis];
+        require_gradcheck([&](const std::vector<Tensor>& in) { return index_select(in[0], axis, idx); }, {x});
+        require_gradcheck([&](const std::vector<Tensor>& in) { return index_select(in[0], axis - 3, idx); }, {x});
+    }
+    // It equals embedding on a matrix's rows, values and gradients alike.
+    auto w = random_tensor({5, 3}, 3);
+    const IntTensor ids = IntTensor::from_vector({4, 1, 1, 0}, {4});
+    CHECK(index_select(w, 0, ids).to_vector() == embedding(w, ids).to_vector());
+}
+
+TEST_CASE("index_select refuses indices out of range or not one-dimensional", "[ops][indexing][errors]") {
+    auto x = Tensor::zeros({2, 3});
+    CHECK_THROWS_WITH(index_select(x, 1, IntTensor::from_vector({0, 3}, {2})),
+                      Catch::Contains("index_select: index 3 at position 1 is outside [0, 3) of axis 1 of [2, 3]"));
+    CHECK_THROWS_WITH(index_select(x, 0, IntTensor::from_vector({-1}, {1})), Catch::Contains("index -1"));
+    CHECK_THROWS_WITH(index_select(x, 0, IntTensor::from_vector({0, 1}, {1, 2})),
+                      Catch::Contains("indices must be one-dimensional, got [1, 2]"));
+    CHECK_THROWS_WITH(index_select(x, 2, IntTensor::from_vector({0}, {1})), Catch::Contains("out of range"));
+    CHECK_THROWS_WITH(index_select(Tensor(), 0, IntTensor::from_vector({0}, {1})), Catch::Contains("undefined"));
 }
 
 TEST_CASE("masked_fill fills where the broadcast mask is set and blocks the gradient there", "[ops][indexing]") {

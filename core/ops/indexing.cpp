@@ -1,5 +1,5 @@
-// Indexing: embedding lookup (a gather whose gradient scatter-adds into the table) and
-// masked_fill.
+// Indexing: embedding lookup (a gather whose gradient scatter-adds into the table),
+// index_select (the same along any axis) and masked_fill.
 #include "kernels.h"
 #include "seqgrad/core/autograd.h"
 #include "seqgrad/core/ops.h"
@@ -32,6 +32,43 @@ Tensor embedding(const Tensor& weight, const IntTensor& ids) {
             for (int64_t j = 0; j < dim; ++j) row[j] += grow[j];
         }
         return std::vector<Tensor>{gw};
+    });
+}
+
+Tensor index_select(const Tensor& x, int64_t axis, const IntTensor& indices) {
+    check(x.defined(), "index_select", "the operand is undefined");
+    axis = normalize_axis(axis, x.dim(), "index_select");
+    check(indices.dim() == 1, "index_select", "indices must be one-dimensional, got ", indices.shape());
+    const Shape& shape = x.shape();
+    const int64_t count = shape[static_cast<size_t>(axis)], picked = indices.numel();
+    const int64_t* pi = indices.data();
+    for (int64_t i = 0; i < picked; ++i)
+        check(pi[i] >= 0 && pi[i] < count, "index_select", "index ", pi[i], " at position ", i, " is outside [0, ",
+              count, ") of axis ", axis, " of ", shape);
+    // x as [outer, count, inner]: each (outer, picked index) pair is one contiguous block of inner.
+    const int64_t outer = shape.numel(0, static_cast<size_t>(axis));
+    const int64_t inner = shape.numel(static_cast<size_t>(axis) + 1, shape.size());
+    Shape out_shape = shape;
+    out_shape[static_cast<size_t>(axis)] = picked;
+    Tensor out = Tensor::empty(out_shape);
+    const float* px = x.data();
+    float* po = out.data();
+    for (int64_t o = 0; o < outer; ++o)
+        for (int64_t i = 0; i < picked; ++i)
+            std::memcpy(po + (o * picked + i) * inner, px + (o * count + pi[i]) * inner,
+                        static_cast<size_t>(inner) * sizeof(float));
+    return record("index_select", out, {x}, [indices, shape, outer, count, picked, inner](const Tensor& g) {
+        Tensor gx = Tensor::zeros(shape);
+        const float* pg = g.data();
+        float* pgx = gx.data();
+        const int64_t* p = indices.data();
+        for (int64_t o = 0; o < outer; ++o)
+            for (int64_t i = 0; i < picked; ++i) {
+                float* to = pgx + (o * count + p[i]) * inner;
+                const float* from = pg + (o * picked + i) * inner;
+                for (int64_t j = 0; j < inner; ++j) to[j] += from[j];
+            }
+        return std::vector<Tensor>{gx};
     });
 }
 

@@ -82,6 +82,10 @@ std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t axis);  // eq
 Tensor embedding(const Tensor& weight, const IntTensor& ids);
 // x where mask is zero, `value` where it is not; mask broadcasts to x.
 Tensor masked_fill(const Tensor& x, const IntTensor& mask, float value);
+// The slices of x at `indices` (one-dimensional; repeats allowed) along `axis`, as
+// torch.index_select: the result has x's shape with that axis indices.numel() long. The gradient
+// scatter-adds back, so a repeated index collects the gradients of all its copies.
+Tensor index_select(const Tensor& x, int64_t axis, const IntTensor& indices);
 
 // ---- neural-network operations (core/ops/softmax.cpp, norm.cpp, loss.cpp, lstm.cpp, dropout.cpp) ----
 Tensor softmax(const Tensor& x, int64_t axis = -1);

@@ -36,8 +36,9 @@ void check_token_ids(const IntTensor& ids, int64_t vocab, const char* op, const 
 // <pad> followed by a real token (the batch is not right-padded, and the lengths would lie).
 std::vector<int64_t> source_lengths(const IntTensor& src, const char* op);
 
-// x's entries rows[0], rows[1], ... along `axis` (a row may repeat), recorded for autograd. Beam
-// search expands each source row to its hypotheses and reorders them with it.
+// x's entries rows[0], rows[1], ... along `axis` (a row may repeat): index_select with the rows
+// given as a vector. Beam search expands each source row to its hypotheses and reorders them
+// with it.
 Tensor select_rows(const Tensor& x, int64_t axis, const std::vector<int64_t>& rows);
 IntTensor select_rows(const IntTensor& x, const std::vector<int64_t>& rows);  // along axis 0
 
