@@ -44,6 +44,11 @@ TEST_CASE("index_select picks slices along any axis and scatter-adds their gradi
     CHECK(index_select(y, 1, IntTensor::from_vector({2, 0}, {2})).to_vector() ==
           std::vector<float>{4, 5, 0, 1, 10, 11, 6, 7});
     CHECK(index_select(y, 1, IntTensor::from_vector({}, {0})).shape() == Shape{2, 0, 2});
+    auto flat = Tensor::zeros({3, 0}, true);  // no elements at all
+    auto none = index_select(flat, 0, IntTensor::from_vector({2, 0}, {2}));
+    CHECK(none.shape() == Shape{2, 0});
+    none.sum().backward();
+    CHECK(flat.grad().shape() == Shape{3, 0});
 }
 
 TEST_CASE("index_select passes gradcheck on every axis, with repeats", "[ops][indexing][gradcheck]") {

@@ -53,10 +53,11 @@ Tensor index_select(const Tensor& x, int64_t axis, const IntTensor& indices) {
     Tensor out = Tensor::empty(out_shape);
     const float* px = x.data();
     float* po = out.data();
-    for (int64_t o = 0; o < outer; ++o)
-        for (int64_t i = 0; i < picked; ++i)
-            std::memcpy(po + (o * picked + i) * inner, px + (o * count + pi[i]) * inner,
-                        static_cast<size_t>(inner) * sizeof(float));
+    if (inner > 0)  // (an empty tensor has no storage to copy from)
+        for (int64_t o = 0; o < outer; ++o)
+            for (int64_t i = 0; i < picked; ++i)
+                std::memcpy(po + (o * picked + i) * inner, px + (o * count + pi[i]) * inner,
+                            static_cast<size_t>(inner) * sizeof(float));
     return record("index_select", out, {x}, [indices, shape, outer, count, picked, inner](const Tensor& g) {
         Tensor gx = Tensor::zeros(shape);
         const float* pg = g.data();
