@@ -8,6 +8,32 @@
 
 namespace seqgrad {
 
+namespace {
+
+// The gather behind embedding and index_select, on x viewed as [outer, count, inner]:
+// out[o, i, :] = x[o, index[i], :] for i < picked. Indices are checked by the caller.
+void gather_blocks(const float* x, float* out, const int64_t* index, int64_t picked, int64_t outer, int64_t count,
+                   int64_t inner) {
+    if (inner == 0) return;  // (an empty tensor has no storage to copy from)
+    for (int64_t o = 0; o < outer; ++o)
+        for (int64_t i = 0; i < picked; ++i)
+            std::memcpy(out + (o * picked + i) * inner, x + (o * count + index[i]) * inner,
+                        static_cast<size_t>(inner) * sizeof(float));
+}
+
+// Its gradient: gx[o, index[i], :] += g[o, i, :], in order, so a repeated index sums its copies.
+void scatter_add_blocks(const float* g, float* gx, const int64_t* index, int64_t picked, int64_t outer,
+                        int64_t count, int64_t inner) {
+    for (int64_t o = 0; o < outer; ++o)
+        for (int64_t i = 0; i < picked; ++i) {
+            float* to = gx + (o * count + index[i]) * inner;
+            const float* from = g + (o * picked + i) * inner;
+            for (int64_t j = 0; j < inner; ++j) to[j] += from[j];
+        }
+}
+
+}  // namespace
+
 Tensor embedding(const Tensor& weight, const IntTensor& ids) {
     check(weight.defined(), "embedding", "the weight is undefined");
     check(weight.dim() == 2, "embedding", "weight must be [vocab, dim], got ", weight.shape());
@@ -19,18 +45,10 @@ Tensor embedding(const Tensor& weight, const IntTensor& ids) {
     Shape out_shape = ids.shape();
     out_shape.push_back(dim);
     Tensor out = Tensor::empty(out_shape);
-    for (int64_t i = 0; i < ids.numel(); ++i)
-        std::memcpy(out.data() + i * dim, weight.data() + pid[i] * dim, static_cast<size_t>(dim) * sizeof(float));
+    gather_blocks(weight.data(), out.data(), pid, ids.numel(), 1, vocab, dim);
     return record("embedding", out, {weight}, [ids, vocab, dim](const Tensor& g) {
         Tensor gw = Tensor::zeros({vocab, dim});
-        const float* pg = g.data();
-        float* pw = gw.data();
-        const int64_t* p = ids.data();
-        for (int64_t i = 0; i < ids.numel(); ++i) {
-            float* row = pw + p[i] * dim;
-            const float* grow = pg + i * dim;
-            for (int64_t j = 0; j < dim; ++j) row[j] += grow[j];
-        }
+        scatter_add_blocks(g.data(), gw.data(), ids.data(), ids.numel(), 1, vocab, dim);
         return std::vector<Tensor>{gw};
     });
 }
@@ -45,30 +63,15 @@ Tensor index_select(const Tensor& x, int64_t axis, const IntTensor& indices) {
     for (int64_t i = 0; i < picked; ++i)
         check(pi[i] >= 0 && pi[i] < count, "index_select", "index ", pi[i], " at position ", i, " is outside [0, ",
               count, ") of axis ", axis, " of ", shape);
-    // x as [outer, count, inner]: each (outer, picked index) pair is one contiguous block of inner.
     const int64_t outer = shape.numel(0, static_cast<size_t>(axis));
     const int64_t inner = shape.numel(static_cast<size_t>(axis) + 1, shape.size());
     Shape out_shape = shape;
     out_shape[static_cast<size_t>(axis)] = picked;
     Tensor out = Tensor::empty(out_shape);
-    const float* px = x.data();
-    float* po = out.data();
-    if (inner > 0)  // (an empty tensor has no storage to copy from)
-        for (int64_t o = 0; o < outer; ++o)
-            for (int64_t i = 0; i < picked; ++i)
-                std::memcpy(po + (o * picked + i) * inner, px + (o * count + pi[i]) * inner,
-                            static_cast<size_t>(inner) * sizeof(float));
+    gather_blocks(x.data(), out.data(), pi, picked, outer, count, inner);
     return record("index_select", out, {x}, [indices, shape, outer, count, picked, inner](const Tensor& g) {
         Tensor gx = Tensor::zeros(shape);
-        const float* pg = g.data();
-        float* pgx = gx.data();
-        const int64_t* p = indices.data();
-        for (int64_t o = 0; o < outer; ++o)
-            for (int64_t i = 0; i < picked; ++i) {
-                float* to = pgx + (o * count + p[i]) * inner;
-                const float* from = pg + (o * picked + i) * inner;
-                for (int64_t j = 0; j < inner; ++j) to[j] += from[j];
-            }
+        scatter_add_blocks(g.data(), gx.data(), indices.data(), picked, outer, count, inner);
         return std::vector<Tensor>{gx};
     });
 }
