@@ -41,7 +41,6 @@ std::vector<std::string> panel_titles(const models::ModelConfig& config, size_t 
 }
 
 void run_attention(const AttentionFlags& flags) {
-    check(flags.beam >= 1, "attention", "--beam must be at least 1, got ", flags.beam);
     check(flags.max_len >= 1, "attention", "--max-len must be at least 1, got ", flags.max_len);
     models::LoadedModel loaded = models::load_model(flags.checkpoint);
     models::Seq2SeqModel& model = *loaded.model;

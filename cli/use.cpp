@@ -30,7 +30,6 @@ struct UseFlags {
 int64_t words_per_batch(int64_t beam) { return std::clamp<int64_t>(2048 / beam, 1, 256); }
 
 models::DecodeOptions decode_options_of(const UseFlags& f) {
-    check(f.beam >= 1, "decode", "--beam must be at least 1, got ", f.beam);
     check(f.max_len >= 1, "decode", "--max-len must be at least 1, got ", f.max_len);
     models::DecodeOptions o;
     o.beam_size = f.beam;
