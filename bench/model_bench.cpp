@@ -22,7 +22,7 @@
 //   tokens_per_second       target tokens (batch x tgt_len) per second
 //   gflops                  model FLOPs per second, in billions: 3x the forward pass's matrix
 //                           products (backward costs two products per forward one), counted
-//                           from the shapes by forward_flops() below; elementwise work, the
+//                           from the shapes by the model kind's forward_flops() (registry.h); elementwise work, the
 //                           softmaxes and Adam are not counted
 //   mfu                     gflops over the sgemm peak measured at start-up (bench_common.h)
 //   peak_mib                the most tensor memory in use during the timed steps (parameters,
@@ -47,6 +47,7 @@
 #include "seqgrad/core/random.h"
 #include "seqgrad/core/tensor.h"
 #include "seqgrad/models/model.h"
+#include "seqgrad/models/registry.h"
 #include "seqgrad/nn/optim.h"
 
 namespace seqgrad_bench {
@@ -91,38 +92,6 @@ ModelConfig bench_config(const std::string& model, const BenchShape& s) {
     c.decoder = "init_state";
     c.attention = "dot";
     return c;
-}
-
-// The multiply-adds of the forward pass's matrix products, times 2. Causal self-attention is
-// counted in full (both engines compute the masked half too).
-double forward_flops(const ModelConfig& c, const BenchShape& s) {
-    const double b = static_cast<double>(s.batch), src = static_cast<double>(s.src_len),
-                 tgt = static_cast<double>(s.tgt_len), vocab = static_cast<double>(s.tgt_vocab);
-    const double ns = b * src, nt = b * tgt;  // source and target tokens
-    if (c.model == "transformer") {
-        const double d = static_cast<double>(c.d_model), f = static_cast<double>(c.d_ff);
-        // Encoder layer: Q, K, V, O projections; scores and weighted values; the two FFN products.
-        const double encoder = 8 * ns * d * d + 4 * b * src * src * d + 4 * ns * d * f;
-        // Decoder layer: self-attention as above over the target; cross-attention's Q and O on
-        // the target and K and V on the source; its scores and values; the FFN.
-        const double decoder = 8 * nt * d * d + 4 * b * tgt * tgt * d + 4 * nt * d * d + 4 * ns * d * d +
-                               4 * b * tgt * src * d + 4 * nt * d * f;
-        return static_cast<double>(c.n_enc_layers) * encoder + static_cast<double>(c.n_dec_layers) * decoder +
-               2 * nt * d * vocab;
-    }
-    // An LSTM layer does 8 h (in + h) FLOPs per token and direction (the four gates' input and
-    // recurrent products).
-    const double h = static_cast<double>(c.hidden_size);
-    const double layers = static_cast<double>(c.num_layers);
-    const auto lstm = [h](double in) { return 8 * h * (in + h); };
-    const double output = 2 * nt * h * vocab;
-    if (c.model == "seq2seq") return ns * layers * lstm(h) + nt * layers * lstm(h) + output;
-    // attn_seq2seq: a bidirectional encoder (layers above the first read 2h), fc from 2h to h,
-    // a decoder whose first layer reads [embedding; context] (2h), and dot attention (scores
-    // and context, 2 S h each per target token).
-    const double encoder = 2 * ns * (lstm(h) + (layers - 1) * lstm(2 * h)) + 2 * ns * 2 * h * h;
-    const double decoder = nt * (lstm(2 * h) + (layers - 1) * lstm(h)) + 4 * nt * src * h;
-    return encoder + decoder + output;
 }
 
 struct Batch {
@@ -176,7 +145,8 @@ void train_step(benchmark::State& state, const std::string& model_name, const Be
     }
     const seqgrad::AllocatorStats after = seqgrad::allocator_stats();
 
-    const double flops = 3 * forward_flops(config, shape);
+    const double flops =
+        3 * seqgrad::models::model_kind(config.model).forward_flops(config, shape.batch, shape.src_len, shape.tgt_len);
     set_plain_rate_counter(state, "tokens_per_second", static_cast<double>(shape.batch * shape.tgt_len));
     set_rate_counter(state, "gflops", flops);
     state.counters["mfu"] = benchmark::Counter(flops / sgemm_peak_flops(), benchmark::Counter::kIsIterationInvariantRate);
@@ -240,8 +210,8 @@ void decode(benchmark::State& state, const BenchShape& shape, bool cached) {
 
 void register_model_benchmarks() {
     for (const BenchShape& shape : kShapes) {
-        for (const char* model : {"transformer", "attn_seq2seq", "seq2seq"}) {
-            const std::string name = std::string("train_step/") + model + "/" + shape.name;
+        for (const seqgrad::models::ModelKind& kind : seqgrad::models::model_kinds()) {
+            const std::string name = "train_step/" + kind.name + "/" + shape.name, model = kind.name;
             benchmark::RegisterBenchmark(name.c_str(), [model, &shape](benchmark::State& state) {
                 train_step(state, model, shape);
             })->UseRealTime()->Unit(benchmark::kMillisecond);

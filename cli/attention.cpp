@@ -6,9 +6,9 @@
 #include "commands.h"
 #include "seqgrad/core/autograd.h"
 #include "seqgrad/core/error.h"
-#include "seqgrad/models/checkpoint.h"
+#include "seqgrad/training/checkpoint.h"
 #include "seqgrad/models/decoding.h"
-#include "seqgrad/models/training.h"
+#include "seqgrad/training/tasks.h"
 #include "svg.h"
 
 namespace seqgrad::cli {
@@ -22,31 +22,21 @@ struct AttentionFlags {
     int64_t max_len = 40;
 };
 
-// One title per attention map: the Transformer's come layer by layer, each layer's heads in order
-// (Seq2SeqModel::last_attention).
-std::vector<std::string> panel_titles(const models::ModelConfig& config, size_t maps) {
+// One title per attention map: the model's own (Seq2SeqModel::attention_layout), or numbers.
+std::vector<std::string> panel_titles(const models::AttentionLayout& layout, size_t maps) {
+    if (layout.titles.size() == maps) return layout.titles;
     std::vector<std::string> titles;
-    const auto heads = static_cast<size_t>(config.n_heads);
-    const bool per_head = config.model == "transformer" && heads > 0 &&
-                          maps == static_cast<size_t>(config.n_dec_layers) * heads;
-    for (size_t i = 0; i < maps; ++i) {
-        if (per_head)
-            titles.push_back("layer " + std::to_string(i / heads + 1) + " head " + std::to_string(i % heads + 1));
-        else if (maps == 1)
-            titles.push_back(config.model == "attn_seq2seq" ? config.attention + " attention" : "attention");
-        else
-            titles.push_back("map " + std::to_string(i + 1));
-    }
+    for (size_t i = 0; i < maps; ++i) titles.push_back(maps == 1 ? "attention" : "map " + std::to_string(i + 1));
     return titles;
 }
 
 void run_attention(const AttentionFlags& flags) {
     check(flags.max_len >= 1, "attention", "--max-len must be at least 1, got ", flags.max_len);
-    models::LoadedModel loaded = models::load_model(flags.checkpoint);
+    training::LoadedModel loaded = training::load_model(flags.checkpoint);
     models::Seq2SeqModel& model = *loaded.model;
     const models::ModelConfig& config = model.config();
 
-    const std::vector<std::string> source = models::source_symbols(loaded.task, flags.word);
+    const std::vector<std::string> source = training::source_symbols(loaded.task, flags.word);
     check(!source.empty(), "attention", "the word is empty");
     for (const std::string& symbol : source)
         if (!loaded.source_vocab.contains(symbol))
@@ -74,10 +64,10 @@ void run_attention(const AttentionFlags& flags) {
     for (size_t step = 0; step < outputs.size(); ++step) {
         model.decode_step(*state, IntTensor::from_vector({inputs[step]}, {1}));
         const std::vector<Tensor> maps = model.last_attention(*state);
-        check(!maps.empty(), "attention", "model ", config.model, " has no attention to draw",
-              config.model == "seq2seq" ? "" : " (its last_attention() returned nothing after a decoding step)");
+        check(!maps.empty(), "attention", "model ", config.model,
+              " has no attention to draw (its last_attention() returned nothing after a decoding step)");
         if (panels.empty()) {
-            titles = panel_titles(config, maps.size());
+            titles = panel_titles(model.attention_layout(), maps.size());
             for (const std::string& title : titles) panels.push_back({title, {}});
         }
         check(maps.size() == panels.size(), "attention", "the model gave ", maps.size(), " attention maps at step ",
@@ -102,7 +92,7 @@ void run_attention(const AttentionFlags& flags) {
     figure.row_axis = "output symbols";
     figure.scale_label = "attention weight";
     figure.panels = std::move(panels);
-    figure.panels_per_row = config.model == "transformer" ? static_cast<size_t>(config.n_heads) : 1;
+    figure.panels_per_row = std::max<size_t>(model.attention_layout().maps_per_row, 1);
     svg::write_file(flags.out, svg::heatmap_svg(figure));
     std::printf("%s -> %s\nwrote %s (%zu attention maps, %zu x %zu)\n", flags.word.c_str(), pronunciation.c_str(),
                 flags.out.c_str(), figure.panels.size(), outputs.size(), source.size());

@@ -5,18 +5,17 @@
 #include <filesystem>
 #include <map>
 
-#include <nlohmann/json.hpp>
-
 #include "commands.h"
 #include "seqgrad/core/error.h"
 #include "seqgrad/core/safetensors.h"
+#include "seqgrad/models/model.h"
+#include "seqgrad/training/checkpoint.h"
 #include "svg.h"
 
 namespace seqgrad::cli {
 namespace {
 
 namespace fs = std::filesystem;
-using Json = nlohmann::json;
 
 struct CurvesFlags {
     std::vector<std::string> runs;
@@ -37,40 +36,27 @@ std::string directory_name(const std::string& directory) {
     return path.filename().string();
 }
 
-// The "model" key of the config in the run's model.safetensors, or "" if there is none to read.
+// The kind of model the run trained (its model.safetensors' config), or "" if there is none to read.
 std::string model_name_of(const std::string& directory) {
     const fs::path file = fs::path(directory) / "model.safetensors";
     if (!fs::exists(file)) return "";
-    const SafetensorsFile model = SafetensorsFile::load(file.string());
-    if (!model.metadata().count("config")) return "";
-    const Json config = Json::parse(model.metadata("config"), nullptr, false);
-    if (config.is_discarded() || !config.is_object() || !config.contains("model") || !config.at("model").is_string())
+    try {
+        return models::ModelConfig::from_json(SafetensorsFile::load(file.string()).metadata("config")).model;
+    } catch (const Error&) {
         return "";
-    return config.at("model").get<std::string>();
+    }
 }
 
 RunCurve read_run(const std::string& directory) {
     check(fs::is_directory(directory), "curves", directory, " is not a directory");
     const fs::path training = fs::path(directory) / "training.safetensors";
     check(fs::exists(training), "curves", directory, " has no training.safetensors (is it a training run's directory?)");
-    const SafetensorsFile file = SafetensorsFile::load(training.string());
     RunCurve run;
     run.directory = directory;
     run.model = model_name_of(directory);
     if (run.model.empty()) run.model = directory_name(directory);
-
-    const Json progress = Json::parse(file.metadata("progress"), nullptr, false);
-    const std::string where = training.string() + ": metadata \"progress\"";
-    check(!progress.is_discarded() && progress.is_object(), "curves", where, " is not a JSON object");
-    check(progress.contains("history") && progress.at("history").is_array(), "curves", where, " has no \"history\" list");
-    for (const Json& entry : progress.at("history")) {
-        check(entry.is_object() && entry.contains("minutes") && entry.at("minutes").is_number() && entry.contains("dev") &&
-                  entry.at("dev").is_object(),
-              "curves", where, ": a history entry lacks \"minutes\" or \"dev\": ", entry.dump());
-        // A WER of NaN (no word evaluated) is written as null: there is no point to draw.
-        const Json& wer = entry.at("dev").contains("wer") ? entry.at("dev").at("wer") : Json();
-        if (wer.is_number()) run.points.push_back({entry.at("minutes").get<double>(), wer.get<double>()});
-    }
+    for (const training::HistoryEntry& entry : training::load_training_state(training.string()).progress.history)
+        if (std::isfinite(entry.dev.wer)) run.points.push_back({entry.minutes, entry.dev.wer});  // NaN: no word scored
     return run;
 }
 

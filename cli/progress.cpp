@@ -26,8 +26,8 @@ void ProgressDisplay::finish_line() {
     bar_drawn_ = false;
 }
 
-void ProgressDisplay::operator()(const models::TrainingEvent& e) {
-    using Kind = models::TrainingEvent::Kind;
+void ProgressDisplay::operator()(const training::TrainingEvent& e) {
+    using Kind = training::TrainingEvent::Kind;
     if (e.kind == Kind::step) {
         std::string left = "";
         if (e.budget_fraction > 0) left = " | left " + format_duration(e.elapsed_seconds * (1 - e.budget_fraction) / e.budget_fraction);

@@ -5,14 +5,14 @@
 #include <chrono>
 #include <string>
 
-#include "seqgrad/models/training.h"
+#include "seqgrad/training/trainer.h"
 
 namespace seqgrad::cli {
 
 class ProgressDisplay {
 public:
     explicit ProgressDisplay(int64_t log_every);
-    void operator()(const models::TrainingEvent& event);
+    void operator()(const training::TrainingEvent& event);
     void finish_line();  // ends a bar in progress, before other output
 
 private:

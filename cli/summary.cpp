@@ -9,6 +9,7 @@
 
 #include "commands.h"
 #include "seqgrad/core/error.h"
+#include "seqgrad/models/registry.h"
 #include "seqgrad/models/summary.h"
 
 namespace seqgrad::cli {
@@ -34,7 +35,7 @@ std::string read_text_file(const std::string& path) {
 // leaves out (the vocabulary sizes, which training takes from the data) keeps its default.
 models::ModelConfig config_of(const SummaryFlags& flags) {
     if (flags.config_file.empty()) {
-        check(!flags.model.empty(), "summary", "--model is required (transformer, attn_seq2seq or seq2seq)");
+        check(!flags.model.empty(), "summary", "--model is required (", models::model_kind_names(), ")");
         return models::summary_default_config(flags.model);
     }
     nlohmann::json file = nlohmann::json::parse(read_text_file(flags.config_file), nullptr, false);
@@ -50,16 +51,13 @@ models::ModelConfig config_of(const SummaryFlags& flags) {
     }
     check(!model.empty(), "summary", "--model is required when ", flags.config_file, " names no \"model\"");
 
-    nlohmann::json merged = nlohmann::json::parse(models::summary_default_config(model).to_json());
-    // The per-stack layer counts default to n_layers; keeping the defaults' would hide the file's n_layers.
-    merged.erase("n_enc_layers");
-    merged.erase("n_dec_layers");
-    merged.update(file);
+    models::ModelConfig config = models::summary_default_config(model);
     try {
-        return models::ModelConfig::from_json(merged.dump());
+        config.update_from_json(file.dump());  // the file's keys over the defaults
     } catch (const Error& e) {
         throw Error(flags.config_file + ": " + e.what());
     }
+    return config;
 }
 
 void run_summary(const SummaryFlags& flags) {
@@ -81,8 +79,9 @@ void add_summary_command(CLI::App& app) {
         "(heads, scores, weights, merged), each module's own parameter count, and the parameters by group. Without "
         "--config the Transformer is paper-sized (d_model 512, 8 heads, 6 layers, d_ff 2048) and the LSTM models have "
         "hidden size 256 and 2 layers, all with vocabularies of 10000 (source) and 12000 (target).");
-    cmd->add_option("--model", flags->model, "transformer, attn_seq2seq or seq2seq")
-        ->check(CLI::IsMember({"transformer", "attn_seq2seq", "seq2seq"}));
+    std::vector<std::string> kinds;
+    for (const models::ModelKind& kind : models::model_kinds()) kinds.push_back(kind.name);
+    cmd->add_option("--model", flags->model, models::model_kind_names())->check(CLI::IsMember(kinds));
     cmd->add_option("--config", flags->config_file, "A model config (JSON, as for train); its keys replace the defaults")
         ->check(CLI::ExistingFile);
     cmd->add_option("--batch", flags->shapes.batch, "Rows of the dummy batch")->capture_default_str();

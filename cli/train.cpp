@@ -10,8 +10,10 @@
 #include "commands.h"
 #include "progress.h"
 #include "seqgrad/core/threads.h"
-#include "seqgrad/models/checkpoint.h"
-#include "seqgrad/models/training.h"
+#include "seqgrad/models/registry.h"
+#include "seqgrad/training/checkpoint.h"
+#include "seqgrad/training/tasks.h"
+#include "seqgrad/training/trainer.h"
 
 namespace seqgrad::cli {
 namespace {
@@ -42,25 +44,6 @@ struct TrainFlags {
     int64_t show = 8;  // dev words to show at the end
 };
 
-// The recipe a model starts from before a config file or flags change it.
-models::ModelConfig default_model_config(const std::string& model) {
-    models::ModelConfig c;
-    c.model = model;
-    c.src_vocab = c.tgt_vocab = 4;  // filled in from the data
-    c.d_model = 256;
-    c.n_heads = 4;
-    c.n_layers = c.n_enc_layers = c.n_dec_layers = 3;
-    c.d_ff = 1024;
-    c.max_seq_len = 64;
-    c.norm = "pre";
-    c.dropout = 0.1f;
-    c.hidden_size = 256;
-    c.num_layers = 2;
-    c.decoder = "init_state";
-    c.attention = "dot";
-    return c;
-}
-
 std::string read_file(const std::string& path) {
     std::ifstream in(path);
     check(in.good(), "train", "cannot read the config file ", path);
@@ -70,18 +53,18 @@ std::string read_file(const std::string& path) {
 }
 
 // Shows some dev words with the predictions of the best weights.
-void show_examples(const std::string& dir, const models::TrainingOptions& options, int64_t count) {
+void show_examples(const std::string& dir, const training::TrainingOptions& options, int64_t count) {
     if (count <= 0) return;
-    models::LoadedModel loaded = models::load_model(dir);
-    const models::Dataset data = models::load_dataset(options);
-    std::vector<models::Example> sample;
+    training::LoadedModel loaded = training::load_model(dir);
+    const training::Dataset data = training::load_dataset(options);
+    std::vector<training::Example> sample;
     const size_t stride = std::max<size_t>(1, data.dev.size() / static_cast<size_t>(count));
     for (size_t i = 0; i < data.dev.size() && static_cast<int64_t>(sample.size()) < count; i += stride)
         sample.push_back(data.dev[i]);
     std::vector<std::vector<std::string>> predictions;
     models::DecodeOptions decode_options;
     decode_options.max_len = options.eval_max_len;
-    models::evaluate(*loaded.model, sample, loaded.source_vocab, loaded.target_vocab, decode_options, 256, &predictions);
+    training::evaluate(*loaded.model, sample, loaded.source_vocab, loaded.target_vocab, decode_options, 256, &predictions);
     std::printf("Some dev words (prediction | reference):\n");
     for (size_t i = 0; i < sample.size(); ++i) {
         std::string predicted, reference;
@@ -99,42 +82,39 @@ int run_train(const TrainFlags& flags) {
     ProgressDisplay display(100);
     g_stop = false;
     std::signal(SIGINT, on_interrupt);
-    models::TrainingResult result;
+    training::TrainingResult result;
     std::string dir;
-    models::TrainingOptions options;
+    training::TrainingOptions options;
     if (!flags.resume.empty()) {
         check(flags.model.empty() && flags.config_file.empty(), "train",
               "--resume continues a run with its own model and options; drop --model and --config");
         dir = flags.resume;
         std::fprintf(stderr, "Resuming %s\n", dir.c_str());
-        result = models::resume(dir, flags.epochs, flags.minutes, flags.max_steps, std::ref(display), &g_stop);
-        options = models::TrainingOptions::from_json(SafetensorsFile::load(dir + "/training.safetensors").metadata("training"));
+        result = training::resume(dir, flags.epochs, flags.minutes, flags.max_steps, std::ref(display), &g_stop);
+        options = training::load_training_state(dir + "/training.safetensors").options;
     } else {
-        check(!flags.model.empty(), "train", "--model is required (transformer, attn_seq2seq or seq2seq)");
-        models::ModelConfig config = default_model_config(flags.model);
+        check(!flags.model.empty(), "train", "--model is required (", models::model_kind_names(), ")");
+        const models::ModelKind& kind = models::model_kind(flags.model);
+        models::ModelConfig config = kind.recipe;
         if (!flags.config_file.empty()) {
             auto json = nlohmann::json::parse(read_file(flags.config_file), nullptr, false);
             check(!json.is_discarded() && json.is_object(), "train", flags.config_file, " is not a JSON object");
             if (json.contains("training")) {
                 const auto training = json.at("training");
                 json.erase("training");
-                options = models::TrainingOptions::from_json(training.dump());
+                options = training::TrainingOptions::from_json(training.dump());
             }
-            // The file's model keys over the defaults. The defaults' per-stack depths go, so
-            // that a file giving only n_layers sets both stacks.
-            auto merged = nlohmann::json::parse(config.to_json());
-            merged.erase("n_enc_layers");
-            merged.erase("n_dec_layers");
-            merged.update(json);
-            check(merged.at("model") == flags.model, "train", flags.config_file, " describes model ", merged.at("model").dump(),
-                  " but --model is ", flags.model);
+            check(!json.contains("model") || json.at("model") == flags.model, "train", flags.config_file,
+                  " describes model ", json.value("model", nlohmann::json()).dump(), " but --model is ", flags.model);
             try {
-                config = models::ModelConfig::from_json(merged.dump());
+                config.update_from_json(json.dump());  // the file's model keys over the recipe
             } catch (const Error& e) {
                 throw Error(flags.config_file + ": " + e.what());
             }
         } else {
-            config = models::ModelConfig::from_json(config.to_json());  // validates --model
+            // The kind's recipe trains with its own schedule and rate.
+            options.schedule = kind.schedule;
+            if (flags.lr <= 0) options.lr = kind.lr;
         }
         options.task = flags.task;
         if (!flags.dictionary.empty()) options.dictionary = flags.dictionary;
@@ -146,15 +126,11 @@ int run_train(const TrainFlags& flags) {
         if (flags.lr > 0) options.lr = flags.lr;
         if (flags.dev_limit >= 0) options.dev_limit = flags.dev_limit;
         if (flags.eval_every >= 0) options.eval_every_steps = flags.eval_every;
-        if (config.model != "transformer" && options.schedule == "noam" && flags.config_file.empty()) {
-            options.schedule = "constant";  // the recurrent models' recipe: Adam at a fixed rate
-            if (flags.lr <= 0) options.lr = 1e-3;
-        }
         dir = flags.out.empty() ? "runs/" + flags.model + "-" + flags.task : flags.out;
         options.validate();
         std::fprintf(stderr, "Training %s on %s into %s (%d %s)\n", flags.model.c_str(), options.task.c_str(),
                      dir.c_str(), get_num_threads(), get_num_threads() == 1 ? "thread" : "threads");
-        result = models::train(config, options, dir, std::ref(display), &g_stop);
+        result = training::train(config, options, dir, std::ref(display), &g_stop);
     }
     display.finish_line();
     std::signal(SIGINT, SIG_DFL);
@@ -178,8 +154,13 @@ int run_train(const TrainFlags& flags) {
 void add_train_command(CLI::App& app, int& exit_status) {
     auto flags = std::make_shared<TrainFlags>();
     CLI::App* cmd = app.add_subcommand("train", "Train a model on a task (or resume a run), evaluating on dev as it goes");
+    std::string kinds;
+    for (const models::ModelKind& kind : models::model_kinds()) kinds += "  " + kind.name + ": " + kind.description + "\n";
+    cmd->footer("Models:\n" + kinds + "\nA --config file holds model keys and an optional \"training\" object.\n\nModel keys "
+                "(each model reads its own; docs/parity.md):\n" + models::ModelConfig::describe() +
+                "\nTraining keys:\n" + training::TrainingOptions::describe());
     cmd->add_option("--task", flags->task, "g2p (CMUdict), copy, reverse or sort")->capture_default_str();
-    cmd->add_option("--model", flags->model, "transformer, attn_seq2seq or seq2seq");
+    cmd->add_option("--model", flags->model, models::model_kind_names());
     cmd->add_option("--config", flags->config_file,
                     "JSON file: model keys (docs/parity.md) and an optional \"training\" object of training options");
     cmd->add_option("--out", flags->out, "Checkpoint directory (default runs/<model>-<task>)");

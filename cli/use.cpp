@@ -8,8 +8,10 @@
 #include "commands.h"
 #include "progress.h"
 #include "seqgrad/core/threads.h"
-#include "seqgrad/models/checkpoint.h"
-#include "seqgrad/models/training.h"
+#include "seqgrad/training/batching.h"
+#include "seqgrad/training/checkpoint.h"
+#include "seqgrad/training/evaluate.h"
+#include "seqgrad/training/tasks.h"
 
 namespace seqgrad::cli {
 namespace {
@@ -40,11 +42,11 @@ models::DecodeOptions decode_options_of(const UseFlags& f) {
 
 // The training options of the run that wrote the checkpoint (for its task's data), or the
 // defaults for the model's task.
-models::TrainingOptions run_options(const std::string& checkpoint, const std::string& task) {
+training::TrainingOptions run_options(const std::string& checkpoint, const std::string& task) {
     const std::filesystem::path training = std::filesystem::path(checkpoint) / "training.safetensors";
-    models::TrainingOptions options;
+    training::TrainingOptions options;
     if (std::filesystem::is_directory(checkpoint) && std::filesystem::exists(training))
-        options = models::TrainingOptions::from_json(SafetensorsFile::load(training.string()).metadata("training"));
+        options = training::load_training_state(training.string()).options;
     options.task = task;
     return options;
 }
@@ -52,11 +54,11 @@ models::TrainingOptions run_options(const std::string& checkpoint, const std::st
 int run_eval(const UseFlags& f) {
     if (f.threads > 0) set_num_threads(f.threads);
     check(f.split == "dev" || f.split == "test", "eval", "--split must be dev or test, got ", f.split);
-    models::LoadedModel loaded = models::load_model(f.checkpoint);
-    models::TrainingOptions options = run_options(f.checkpoint, loaded.task);
+    training::LoadedModel loaded = training::load_model(f.checkpoint);
+    training::TrainingOptions options = run_options(f.checkpoint, loaded.task);
     if (!f.dictionary.empty()) options.dictionary = f.dictionary;
-    const models::Dataset data = models::load_dataset(options);
-    const models::EvalResult r = models::evaluate(*loaded.model, data.split(f.split), loaded.source_vocab,
+    const training::Dataset data = training::load_dataset(options);
+    const training::EvalResult r = training::evaluate(*loaded.model, data.split(f.split), loaded.source_vocab,
                                                   loaded.target_vocab, decode_options_of(f), words_per_batch(f.beam));
     std::printf("%s %s (%s, step %lld, beam %lld): WER %.2f%%  PER %.2f%%  (%lld words)\n", loaded.task.c_str(),
                 f.split.c_str(), loaded.path.c_str(), static_cast<long long>(loaded.step), static_cast<long long>(f.beam),
@@ -66,16 +68,16 @@ int run_eval(const UseFlags& f) {
 
 int run_predict(UseFlags f) {
     if (f.threads > 0) set_num_threads(f.threads);
-    models::LoadedModel loaded = models::load_model(f.checkpoint);
+    training::LoadedModel loaded = training::load_model(f.checkpoint);
     if (f.words.empty())
         for (std::string line; std::getline(std::cin, line);)
             if (line.find_first_not_of(" \t\r") != std::string::npos) f.words.push_back(line.substr(0, line.find_last_not_of(" \t\r") + 1));
     check(!f.words.empty(), "predict", "no words given (as arguments or on standard input)");
-    std::vector<models::Example> examples;
+    std::vector<training::Example> examples;
     for (const std::string& word : f.words) {
-        models::Example e;
+        training::Example e;
         e.name = word;
-        e.source = models::source_symbols(loaded.task, word);
+        e.source = training::source_symbols(loaded.task, word);
         check(!e.source.empty(), "predict", "an empty word");
         for (const std::string& s : e.source)
             if (!loaded.source_vocab.contains(s))
@@ -84,11 +86,11 @@ int run_predict(UseFlags f) {
         examples.push_back(std::move(e));
     }
     std::vector<std::vector<std::string>> predictions;
-    const auto encoded = models::encode_for_evaluation(examples, loaded.source_vocab, loaded.target_vocab);
-    models::BatchOptions batch_options;
+    const auto encoded = training::encode_for_evaluation(examples, loaded.source_vocab, loaded.target_vocab);
+    training::BatchOptions batch_options;
     batch_options.max_sentences = words_per_batch(f.beam);
     predictions.resize(examples.size());
-    for (const models::Batch& batch : models::make_eval_batches(encoded, batch_options)) {
+    for (const training::Batch& batch : training::make_eval_batches(encoded, batch_options)) {
         const auto hypotheses = models::decode(*loaded.model, batch.src, decode_options_of(f));
         for (size_t row = 0; row < hypotheses.size(); ++row)
             predictions[static_cast<size_t>(batch.example_index[row])] = loaded.target_vocab.decode(hypotheses[row].tokens);

@@ -1,5 +1,6 @@
 // The one place seqgrad calls sgemm. OpenBLAS runs single-threaded (threads.cpp); a product large
-// enough to be worth it is split here into one block of rows (or columns) per thread of the pool.
+// enough to be worth it is split here into one block of rows (or columns) per thread of the pool,
+// while attention's per-head products (already spread over the pool) come as single blocks.
 #include "blas.h"
 
 #include <algorithm>
@@ -14,14 +15,14 @@ namespace {
 // Multiply-adds below which a product runs on one thread: waking a worker costs about as much.
 constexpr double kSplitWork = 1 << 20;
 
-void sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
-           int64_t ldb, float* c, int64_t ldc, bool accumulate) {
+}  // namespace
+
+void gemm_block(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
+                int64_t ldb, float* c, int64_t ldc, bool accumulate) {
     cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, static_cast<int>(m),
                 static_cast<int>(n), static_cast<int>(k), 1.0f, a, static_cast<int>(lda), b, static_cast<int>(ldb),
                 accumulate ? 1.0f : 0.0f, c, static_cast<int>(ldc));
 }
-
-}  // namespace
 
 void check_blas_size(int64_t n, const char* op) {
     check(n <= INT_MAX, op, "a matrix extent of ", n, " exceeds what BLAS can index");
@@ -37,7 +38,7 @@ void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, con
     const int64_t lda = ta ? m : k, ldb = tb ? k : n, ldc = n;
     const double work = static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
     if (work < kSplitWork || get_num_threads() == 1 || ThreadPool::in_worker()) {
-        sgemm(ta, tb, m, n, k, a, lda, b, ldb, c, ldc, accumulate);
+        gemm_block(ta, tb, m, n, k, a, lda, b, ldb, c, ldc, accumulate);
         return;
     }
     // Split the longer side of C into blocks of whole 16-row (or column) tiles, one per thread.
@@ -47,10 +48,11 @@ void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, con
     parallel_for(tiles, 1, [&](int64_t first_tile, int64_t end_tile) {
         const int64_t begin = first_tile * 16, end = std::min(side, end_tile * 16);
         if (by_rows)  // rows [begin, end) of A (or of A^T) and C
-            sgemm(ta, tb, end - begin, n, k, ta ? a + begin : a + begin * lda, lda, b, ldb, c + begin * ldc, ldc,
-                  accumulate);
+            gemm_block(ta, tb, end - begin, n, k, ta ? a + begin : a + begin * lda, lda, b, ldb, c + begin * ldc, ldc,
+                       accumulate);
         else  // columns [begin, end) of B (or of B^T) and C
-            sgemm(ta, tb, m, end - begin, k, a, lda, tb ? b + begin * ldb : b + begin, ldb, c + begin, ldc, accumulate);
+            gemm_block(ta, tb, m, end - begin, k, a, lda, tb ? b + begin * ldb : b + begin, ldb, c + begin, ldc,
+                       accumulate);
     });
 }
 

@@ -21,4 +21,10 @@ void check_blas_size(int64_t n, const char* op);
 void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, const float* b, float* c,
           bool accumulate);
 
+// The same on the calling thread alone, with row strides of its own (lda, ldb, ldc): a block of
+// larger matrices, such as one attention head's columns (ops/attention.cpp). Extents must be
+// positive.
+void gemm_block(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
+                int64_t ldb, float* c, int64_t ldc, bool accumulate);
+
 }  // namespace seqgrad::detail

@@ -3,6 +3,7 @@
 #include "seqgrad/models/attn_seq2seq.h"
 
 #include "seqgrad/core/ops.h"
+#include "seqgrad/models/common.h"
 
 namespace seqgrad::models {
 
@@ -14,42 +15,16 @@ DecoderWithAttention::DecoderWithAttention(int64_t vocab_size, int64_t hidden_si
           attention_kind, "\"; expected dot or additive");
     // Registered first, as the PyTorch model's __init__ does (make_fixtures.py), so
     // named_parameters() lists them in its order.
-    if (attention_kind == "additive") {
-        additive_ = std::make_shared<nn::AttentionParams>(hidden_size, gen);
-        attention = register_module<nn::Seq2SeqAttention>("attention", additive_);
-    } else {
+    if (attention_kind == "additive")
+        attention = register_module<nn::Seq2SeqAttention>("attention",
+                                                          std::make_shared<nn::AttentionParams>(hidden_size, gen));
+    else
         attention = register_module<nn::Seq2SeqAttention>("attention",
                                                           std::make_shared<nn::AttentionSimple>(hidden_size));
-    }
     embedding = register_module("embedding", std::make_shared<nn::Embedding>(vocab_size, hidden_size, gen));
     // Input [embedding; context], 2h.
     rnn = register_module("rnn", std::make_shared<nn::LSTM>(2 * hidden_size, hidden_size, num_layers, false, gen));
     fc = register_module("fc", std::make_shared<nn::Linear>(hidden_size, vocab_size, gen));
-}
-
-Tensor DecoderWithAttention::precompute_keys(const Tensor& encoder_outputs) const {
-    if (!additive_) return Tensor();
-    const int64_t h = rnn->hidden_size;
-    const Tensor w_encoder = slice(additive_->attn->weight, 1, h, 2 * h);  // [h, h]
-    return linear(encoder_outputs, w_encoder, Tensor());                   // [B, S, h]
-}
-
-Tensor DecoderWithAttention::attention_weights(const Tensor& query, const AttnSeq2SeqState& state) const {
-    if (!additive_) return attention->forward(query, state.encoder_outputs, state.src_mask);
-    // AttentionParams scores v · tanh(attn([q; e_j])), and attn([q; e_j]) = q W_q^T + b + e_j W_e^T
-    // with attn.weight = [W_q | W_e]. AttentionParams::forward would compute e_j W_e^T, the
-    // largest product of the step ([B, S, h] by [h, h]), again at every step; it is the same every
-    // step, so encode() computed it once (encoder_keys) and a step adds only the query's part.
-    const int64_t batch = query.size(0), h = rnn->hidden_size;
-    check(state.encoder_keys.defined(), "DecoderWithAttention",
-          "additive attention needs the state's encoder_keys (AttnSeq2Seq::encode computes them)");
-    const Tensor w_query = slice(additive_->attn->weight, 1, 0, h);                                // [h, h]
-    const Tensor from_query = reshape(linear(query, w_query, additive_->attn->bias), {batch, 1, h});  // [B, 1, h]
-    const Tensor energy = tanh(add(from_query, state.encoder_keys));                              // [B, S, h]
-    const Tensor scores = sum(mul(energy, additive_->v), {2});                                    // [B, S]
-    IntTensor padding = IntTensor::zeros(state.src_mask.shape());  // masked_fill fills where nonzero
-    for (int64_t i = 0; i < padding.numel(); ++i) padding.data()[i] = state.src_mask.data()[i] == 0 ? 1 : 0;
-    return softmax(masked_fill(scores, padding, nn::kMaskFill), 1);
 }
 
 AttnDecoderOutput DecoderWithAttention::forward(const IntTensor& tokens, const AttnSeq2SeqState& state) const {
@@ -64,7 +39,7 @@ AttnDecoderOutput DecoderWithAttention::forward(const IntTensor& tokens, const A
         // The query is the previous state's top layer, hidden[-1] (the bridged encoder
         // state at t = 0).
         const Tensor query = reshape(slice(hidden, 0, layers - 1, layers), {batch, h});
-        const Tensor a = attention_weights(query, state);                                      // [B, S]
+        const Tensor a = attention->weights(query, state.encoder_keys, state.src_mask);        // [B, S]
         const Tensor context = matmul(reshape(a, {batch, 1, src_len}), state.encoder_outputs);  // [B, 1, h]
         const nn::LSTMOutput out =
             rnn->forward(concat({embedded[static_cast<size_t>(t)], context}, 2), {}, hidden, cell);
@@ -84,7 +59,9 @@ AttnSeq2SeqState AttnSeq2SeqState::select(const std::vector<int64_t>& rows) cons
     out.hidden = select_rows(hidden, 1, rows);
     out.cell = select_rows(cell, 1, rows);
     out.encoder_outputs = select_rows(encoder_outputs, 0, rows);
-    if (encoder_keys.defined()) out.encoder_keys = select_rows(encoder_keys, 0, rows);
+    // Dot attention's keys are the outputs themselves: selected once.
+    out.encoder_keys =
+        encoder_keys.impl() == encoder_outputs.impl() ? out.encoder_outputs : select_rows(encoder_keys, 0, rows);
     out.src_mask = select_rows(src_mask, rows);
     return out;
 }
@@ -110,27 +87,20 @@ AttnSeq2SeqState AttnSeq2Seq::encode(const IntTensor& src) const {
     state.hidden = sum(reshape(encoded.hidden, {layers, 2, batch, h}), {1});  // [layers, B, h]
     state.cell = sum(reshape(encoded.cell, {layers, 2, batch, h}), {1});
     state.encoder_outputs = encoded.outputs;  // [B, S, h]
-    state.encoder_keys = decoder->precompute_keys(encoded.outputs);
-    state.src_mask = IntTensor::zeros(src.shape());
-    for (int64_t i = 0; i < src.numel(); ++i) state.src_mask.data()[i] = src.data()[i] != kPad ? 1 : 0;
+    state.encoder_keys = decoder->attention->keys(encoded.outputs);
+    state.src_mask = source_mask(src);
     return state;
 }
 
 AttnDecoderOutput AttnSeq2Seq::forward_with_attention(const IntTensor& src, const IntTensor& tgt_in) const {
-    check_token_ids(src, config().src_vocab, "AttnSeq2Seq", "src");
-    check_token_ids(tgt_in, config().tgt_vocab, "AttnSeq2Seq", "tgt_in");
-    check(src.size(0) == tgt_in.size(0), "AttnSeq2Seq", "src ", src.shape(), " and tgt_in ", tgt_in.shape(),
-          " have different batch sizes");
+    check_source_and_target(src, tgt_in, config(), "AttnSeq2Seq");
     // Teacher forcing at every step, <pad> inputs included (the loss ignores their logits).
     return decoder->forward(tgt_in, encode(src));
 }
 
 Tensor AttnSeq2Seq::forward(const IntTensor& src, const IntTensor& tgt_in) {
     if (is_training() && teacher_forcing_ratio() < 1) {
-        check_token_ids(src, config().src_vocab, "AttnSeq2Seq", "src");
-        check_token_ids(tgt_in, config().tgt_vocab, "AttnSeq2Seq", "tgt_in");
-        check(src.size(0) == tgt_in.size(0), "AttnSeq2Seq", "src ", src.shape(), " and tgt_in ", tgt_in.shape(),
-              " have different batch sizes");
+        check_source_and_target(src, tgt_in, config(), "AttnSeq2Seq");
         AttnSeq2SeqState state = encode(src);
         return decode_with_teacher_forcing(tgt_in, teacher_forcing_ratio(), random(), [&](const IntTensor& tokens) {
             AttnSeq2SeqStep next = step(tokens, state);
@@ -190,6 +160,35 @@ AttnSeq2SeqStep AttnSeq2Seq::step(const IntTensor& prev_tokens, const AttnSeq2Se
     const int64_t src_len = state.encoder_outputs.size(1);
     return {reshape(out.logits, {batch, config().tgt_vocab}), next,
             reshape(out.attention_weights, {batch, src_len})};
+}
+
+// ---- the registry's entry ----
+
+ModelKind attn_seq2seq_kind() {
+    ModelKind kind;
+    kind.name = "attn_seq2seq";
+    kind.description = "the attention encoder-decoder in the manner of Bahdanau et al. (2015)";
+    kind.keys = {"hidden_size", "num_layers", "attention"};
+    kind.make = [](const ModelConfig& c, Generator& gen) { return std::make_shared<AttnSeq2Seq>(c, gen); };
+    kind.width = [](const ModelConfig& c) { return c.hidden_size; };
+    kind.forward_flops = [](const ModelConfig& c, int64_t batch, int64_t src_len, int64_t tgt_len) {
+        // A bidirectional encoder (layers above the first read 2h), fc from 2h to h, a decoder whose
+        // first layer reads [embedding; context] (2h), and dot attention's scores and context
+        // (2 S h multiply-adds each per target token).
+        const int64_t h = c.hidden_size;
+        const double layers = static_cast<double>(c.num_layers), hh = static_cast<double>(h);
+        const double source = static_cast<double>(batch * src_len), target = static_cast<double>(batch * tgt_len);
+        const double encoder =
+            2 * source * (lstm_layer_flops(h, h) + (layers - 1) * lstm_layer_flops(2 * h, h)) + 2 * source * 2 * hh * hh;
+        const double decoder = target * (lstm_layer_flops(2 * h, h) + (layers - 1) * lstm_layer_flops(h, h)) +
+                               4 * target * static_cast<double>(src_len) * hh;
+        return encoder + decoder + 2 * target * hh * static_cast<double>(c.tgt_vocab);
+    };
+    kind.recipe.model = kind.name;
+    kind.recipe.src_vocab = kind.recipe.tgt_vocab = 4;  // filled in from the data
+    kind.schedule = "constant";  // Adam at a fixed rate
+    kind.lr = 1e-3;
+    return kind;
 }
 
 }  // namespace seqgrad::models

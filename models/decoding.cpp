@@ -10,16 +10,6 @@
 
 namespace seqgrad::models {
 
-std::unique_ptr<DecodingState> Seq2SeqModel::start_decoding(const IntTensor&) {
-    throw Error("decoding: step-by-step decoding is not available for model \"" + config_.model + "\"");
-}
-
-Tensor Seq2SeqModel::decode_step(DecodingState&, const IntTensor&) {
-    throw Error("decoding: step-by-step decoding is not available for model \"" + config_.model + "\"");
-}
-
-std::vector<Tensor> Seq2SeqModel::last_attention(const DecodingState&) const { return {}; }
-
 float length_penalty(int64_t length, float alpha) {
     return std::pow((5.0f + static_cast<float>(length)) / 6.0f, alpha);
 }

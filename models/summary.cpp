@@ -20,6 +20,7 @@
 
 #include "seqgrad/core/autograd.h"
 #include "seqgrad/core/error.h"
+#include "seqgrad/models/registry.h"
 #include "seqgrad/nn/trace.h"
 
 namespace seqgrad::models {
@@ -410,21 +411,10 @@ std::string format_summary(const ModelSummary& summary, bool every_layer) {
 }
 
 ModelConfig summary_default_config(const std::string& model) {
-    check(model == "transformer" || model == "seq2seq" || model == "attn_seq2seq", kOp, "unknown model \"", model,
-          "\" (expected transformer, seq2seq or attn_seq2seq)");
-    ModelConfig c;
-    c.model = model;
+    ModelConfig c;  // the papers' sizes: for the Transformer, the base model of Vaswani et al. (2017)
+    c.model = model_kind(model).name;
     c.src_vocab = 10000;
     c.tgt_vocab = 12000;
-    // The paper-sized Transformer: the base model of Vaswani et al. (2017).
-    c.d_model = 512;
-    c.n_heads = 8;
-    c.n_layers = c.n_enc_layers = c.n_dec_layers = 6;
-    c.d_ff = 2048;
-    c.norm = "post";
-    c.activation = "relu";
-    c.hidden_size = 256;
-    c.num_layers = 2;
     return c;
 }
 

@@ -7,7 +7,7 @@
 #include <cmath>
 
 #include "seqgrad/core/ops.h"
-#include "seqgrad/models/seq2seq.h"  // check_token_ids, select_rows (shared by the models)
+#include "seqgrad/models/common.h"
 #include "seqgrad/nn/init.h"
 
 namespace seqgrad::models {
@@ -16,22 +16,26 @@ namespace {
 const char* kOp = "Transformer";
 const char* kForeignState = "the decoding state was not made by a Transformer's start_decoding";
 
+// The config's choices (validated by check_transformer_config) as the layers take them.
 nn::Activation activation_of(const ModelConfig& config) {
-    check(config.activation == "relu" || config.activation == "gelu", kOp,
-          "activation must be relu or gelu, got \"", config.activation, "\"");
     return config.activation == "gelu" ? nn::Activation::gelu : nn::Activation::relu;
 }
 
-bool pre_norm_of(const ModelConfig& config) {
-    check(config.norm == "post" || config.norm == "pre", kOp, "norm must be post or pre, got \"", config.norm, "\"");
-    return config.norm == "pre";
+nn::PositionalKind positional_kind_of(const ModelConfig& config) {
+    return config.positional == "learned" ? nn::PositionalKind::learned : nn::PositionalKind::sinusoidal;
 }
 
-// The sublayers every layer builds alike, from the config.
+bool pre_norm_of(const ModelConfig& config) { return config.norm == "pre"; }
+
+// The sublayers every layer builds alike, from the config. With rotary positions (positional
+// "rope"), self-attention rotates its queries and keys; cross-attention compares positions of two
+// different sequences and does not.
 std::shared_ptr<nn::MultiHeadAttention> make_attention(const ModelConfig& config, Generator& gen,
-                                                       const std::shared_ptr<Generator>& dropout_generator) {
+                                                       const std::shared_ptr<Generator>& dropout_generator,
+                                                       bool self_attention) {
+    const bool rotary = self_attention && config.positional == "rope";
     return std::make_shared<nn::MultiHeadAttention>(config.d_model, config.n_heads, gen, config.dropout,
-                                                    dropout_generator);
+                                                    dropout_generator, rotary);
 }
 
 std::shared_ptr<nn::FeedForward> make_feed_forward(const ModelConfig& config, Generator& gen,
@@ -69,7 +73,7 @@ Tensor residual(const Tensor& x, const nn::LayerNorm& norm, const nn::Dropout& d
 
 EncoderLayer::EncoderLayer(const ModelConfig& config, Generator& gen, std::shared_ptr<Generator> dropout_generator)
     : pre_norm(pre_norm_of(config)) {
-    attention = register_module("attention", make_attention(config, gen, dropout_generator));
+    attention = register_module("attention", make_attention(config, gen, dropout_generator, true));
     attention_norm = register_module("attention_norm", std::make_shared<nn::LayerNorm>(config.d_model));
     feed_forward = register_module("feed_forward", make_feed_forward(config, gen, dropout_generator));
     ffn_norm = register_module("ffn_norm", std::make_shared<nn::LayerNorm>(config.d_model));
@@ -87,9 +91,9 @@ Tensor EncoderLayer::forward(const Tensor& x, const IntTensor& src_mask) const {
 
 DecoderLayer::DecoderLayer(const ModelConfig& config, Generator& gen, std::shared_ptr<Generator> dropout_generator)
     : pre_norm(pre_norm_of(config)) {
-    self_attention = register_module("self_attention", make_attention(config, gen, dropout_generator));
+    self_attention = register_module("self_attention", make_attention(config, gen, dropout_generator, true));
     self_attn_norm = register_module("self_attn_norm", std::make_shared<nn::LayerNorm>(config.d_model));
-    cross_attention = register_module("cross_attention", make_attention(config, gen, dropout_generator));
+    cross_attention = register_module("cross_attention", make_attention(config, gen, dropout_generator, false));
     cross_attn_norm = register_module("cross_attn_norm", std::make_shared<nn::LayerNorm>(config.d_model));
     feed_forward = register_module("feed_forward", make_feed_forward(config, gen, dropout_generator));
     ffn_norm = register_module("ffn_norm", std::make_shared<nn::LayerNorm>(config.d_model));
@@ -115,12 +119,13 @@ Tensor DecoderLayer::forward(const Tensor& x, const Tensor& memory, const IntTen
 Tensor DecoderLayer::step(const Tensor& x, DecoderLayerCache& cache, const IntTensor& src_mask,
                           const IntTensor& self_mask) const {
     auto self_attend = [&](const Tensor& y) {
-        const nn::KeysValues now = self_attention->project_keys_values(y, y);  // [B, 1, d_model]
         nn::KeysValues& past = cache.self_attention;
+        const int64_t position = past.keys.defined() ? past.keys.size(1) : 0;  // for rotary positions
+        const nn::KeysValues now = self_attention->project_keys_values(y, y, position);  // [B, 1, d_model]
         past = !past.keys.defined()
                    ? now
                    : nn::KeysValues{concat({past.keys, now.keys}, 1), concat({past.values, now.values}, 1)};
-        return self_attention->attend(y, past, self_mask).output;
+        return self_attention->attend(y, past, self_mask, position).output;
     };
     auto cross_attend = [&](const Tensor& y) {
         const nn::AttentionOutput attended = cross_attention->attend(y, cache.cross_attention, src_mask);
@@ -157,21 +162,9 @@ Tensor OutputProjection::forward(const Tensor& x) const {
 Transformer::Transformer(const ModelConfig& config, Generator& gen) : Seq2SeqModel(config) {
     check(config.model.empty() || config.model == "transformer", kOp, "the config is for a \"", config.model,
           "\" model");
-    check(config.src_vocab > 0 && config.tgt_vocab > 0, kOp, "vocabulary sizes must be positive, got src_vocab ",
-          config.src_vocab, " and tgt_vocab ", config.tgt_vocab);
-    check(config.n_heads > 0 && config.d_model > 0 && config.d_model % config.n_heads == 0, kOp, "d_model ",
-          config.d_model, " is not divisible by n_heads ", config.n_heads);
-    // The sinusoidal table pairs features (sin, cos); the PyTorch model (make_fixtures.py) fails on
-    // an odd width too.
-    check(config.d_model % 2 == 0, kOp, "d_model must be even for the sinusoidal positional encoding, got ",
-          config.d_model);
-    check(config.d_ff > 0 && config.max_seq_len > 0, kOp, "d_ff and max_seq_len must be positive, got ", config.d_ff,
-          " and ", config.max_seq_len);
-    check(config.n_enc_layers >= 0 && config.n_dec_layers >= 0, kOp, "layer counts must not be negative, got ",
-          config.n_enc_layers, " and ", config.n_dec_layers);
-    check(!config.share_embeddings || config.src_vocab == config.tgt_vocab, kOp,
-          "share_embeddings needs equal vocabularies, got src_vocab ", config.src_vocab, " and tgt_vocab ",
-          config.tgt_vocab);
+    ModelConfig named = config;  // a config built in code may leave the kind out
+    named.model = "transformer";
+    named.validate();  // every key's range, then check_transformer_config
     const bool pre_norm = pre_norm_of(config);
     const int64_t d = config.d_model;
     // Every dropout mask comes from the model's one generator (model.h's random(), which a
@@ -183,7 +176,9 @@ Transformer::Transformer(const ModelConfig& config, Generator& gen) : Seq2SeqMod
     tgt_embedding = config.share_embeddings
                         ? src_embedding  // PyTorch: self.tgt_embedding = self.src_embedding
                         : register_module("tgt_embedding", std::make_shared<nn::Embedding>(config.tgt_vocab, d, gen));
-    pos_encoder = register_module("pos_encoder", std::make_shared<nn::PositionalEncoding>(d, config.max_seq_len));
+    if (config.positional != "rope")  // rotary positions live in self-attention instead
+        pos_encoder = register_module("pos_encoder", std::make_shared<nn::PositionalEncoding>(
+                                                         d, config.max_seq_len, positional_kind_of(config)));
     dropout = register_module("dropout", std::make_shared<nn::Dropout>(config.dropout, dropout_generator));
     encoder_layers = register_module("encoder_layers", std::make_shared<nn::ModuleList<EncoderLayer>>());
     for (int64_t i = 0; i < config.n_enc_layers; ++i)
@@ -199,12 +194,18 @@ Transformer::Transformer(const ModelConfig& config, Generator& gen) : Seq2SeqMod
                                            ? std::make_shared<OutputProjection>(tgt_embedding->weight, gen)
                                            : std::make_shared<OutputProjection>(d, config.tgt_vocab, gen));
 
-    // Xavier-uniform on every matrix (a tied one once), biases and LayerNorm left as they are.
-    nn::init_xavier_uniform(*this, gen);
+    // Xavier-uniform on every matrix (a tied one once), biases and LayerNorm left as they are; a
+    // learned positional table starts from the sinusoidal one.
+    for (const auto& [name, param] : named_parameters())
+        if (param.dim() > 1 && name != "pos_encoder.weight") nn::xavier_uniform(param, gen);
 }
 
 void Transformer::check_ids(const IntTensor& ids, int64_t vocab, const char* what) const {
     check_token_ids(ids, vocab, kOp, what);
+    check_length(ids, what);
+}
+
+void Transformer::check_length(const IntTensor& ids, const char* what) const {
     check(ids.size(1) <= config().max_seq_len, kOp, what, " length ", ids.size(1), " exceeds max_seq_len ",
           config().max_seq_len);
 }
@@ -214,6 +215,7 @@ Tensor Transformer::embed(const nn::Embedding& table, const IntTensor& ids, int6
     // (entries in [-1, 1]) rather than of Xavier's small values; §3.4 of the paper.
     const float scale = static_cast<float>(std::sqrt(static_cast<double>(config().d_model)));
     const Tensor x = mul(table.forward(ids), scale);  // [B, len, d_model]
+    if (!pos_encoder) return dropout->forward(x);  // rotary positions: applied in self-attention
     // pe[position, position + len) [len, d_model], broadcast over the batch. (PositionalEncoding's
     // forward adds pe[0, len); decoding one position at a time needs the offset.)
     const Tensor pe = slice(pos_encoder->table, 0, position, position + ids.size(1));
@@ -247,10 +249,9 @@ Tensor Transformer::decode(const IntTensor& tgt_in, const Tensor& memory, const 
 Tensor Transformer::forward(const IntTensor& src, const IntTensor& tgt_in) {
     // Both inputs are checked before anything runs, so that a refused call draws no dropout masks.
     // (encode and decode check their own input again: they are also called on their own.)
-    check_ids(src, config().src_vocab, "src");
-    check_ids(tgt_in, config().tgt_vocab, "tgt_in");
-    check(tgt_in.size(0) == src.size(0), kOp, "tgt_in must be [", src.size(0), ", len] for src ", src.shape(),
-          ", got ", tgt_in.shape());
+    check_source_and_target(src, tgt_in, config(), kOp);
+    check_length(src, "src");
+    check_length(tgt_in, "tgt_in");
     const EncoderOutput encoded = encode(src);
     return decode(tgt_in, encoded.memory, encoded.src_mask);
 }
@@ -306,6 +307,15 @@ Tensor Transformer::decode_step(DecodingState& decoding_state, const IntTensor& 
     return reshape(output->forward(x), {batch, config().tgt_vocab});
 }
 
+AttentionLayout Transformer::attention_layout() const {
+    AttentionLayout layout;
+    for (int64_t layer = 0; layer < config().n_dec_layers; ++layer)
+        for (int64_t head = 0; head < config().n_heads; ++head)
+            layout.titles.push_back("layer " + std::to_string(layer + 1) + " head " + std::to_string(head + 1));
+    layout.maps_per_row = static_cast<size_t>(config().n_heads);
+    return layout;
+}
+
 std::vector<Tensor> Transformer::last_attention(const DecodingState& decoding_state) const {
     const auto* state = dynamic_cast<const TransformerDecodingState*>(&decoding_state);
     check(state != nullptr, kOp, kForeignState);
@@ -328,6 +338,59 @@ std::vector<std::pair<std::string, std::string>> Transformer::tied_aliases() con
         aliases.emplace_back("output.weight",
                              config().share_embeddings ? "src_embedding.weight" : "tgt_embedding.weight");
     return aliases;
+}
+
+// ---- the registry's entry ----
+
+void check_transformer_config(const ModelConfig& c) {
+    check(c.d_model % c.n_heads == 0, kOp, "d_model ", c.d_model, " is not divisible by n_heads ", c.n_heads);
+    if (c.positional == "rope") {
+        check((c.d_model / c.n_heads) % 2 == 0, kOp, "rotary positions pair a head's features, so d_model / n_heads "
+              "must be even, got ", c.d_model / c.n_heads);
+    } else {
+        // The sinusoidal table pairs features (sin, cos), and a learned table starts from it; the
+        // PyTorch model (make_fixtures.py) fails on an odd width too.
+        check(c.d_model % 2 == 0, kOp, "d_model must be even for the ", c.positional, " positional encoding, got ",
+              c.d_model);
+    }
+    check(!c.share_embeddings || c.src_vocab == c.tgt_vocab, kOp,
+          "share_embeddings needs equal vocabularies, got src_vocab ", c.src_vocab, " and tgt_vocab ", c.tgt_vocab);
+}
+
+ModelKind transformer_kind() {
+    ModelKind kind;
+    kind.name = "transformer";
+    kind.description = "the Transformer of Vaswani et al. (2017), Post-LN or Pre-LN";
+    kind.keys = {"d_model", "n_heads", "n_layers", "n_enc_layers", "n_dec_layers", "d_ff", "max_seq_len",
+                 "norm", "activation", "positional", "share_embeddings", "tie_output"};
+    kind.validate = check_transformer_config;
+    kind.make = [](const ModelConfig& c, Generator& gen) { return std::make_shared<Transformer>(c, gen); };
+    kind.width = [](const ModelConfig& c) { return c.d_model; };
+    kind.forward_flops = [](const ModelConfig& c, int64_t batch, int64_t src_len, int64_t tgt_len) {
+        const double b = static_cast<double>(batch), src = static_cast<double>(src_len),
+                     tgt = static_cast<double>(tgt_len);
+        const double ns = b * src, nt = b * tgt;  // source and target tokens
+        const double d = static_cast<double>(c.d_model), f = static_cast<double>(c.d_ff);
+        // Encoder layer: Q, K, V, O projections; scores and weighted values; the two FFN products.
+        const double encoder = 8 * ns * d * d + 4 * b * src * src * d + 4 * ns * d * f;
+        // Decoder layer: self-attention as above over the target; cross-attention's Q and O on
+        // the target and K and V on the source; its scores and values; the FFN.
+        const double decoder = 8 * nt * d * d + 4 * b * tgt * tgt * d + 4 * nt * d * d + 4 * ns * d * d +
+                               4 * b * tgt * src * d + 4 * nt * d * f;
+        return static_cast<double>(c.n_enc_layers) * encoder + static_cast<double>(c.n_dec_layers) * decoder +
+               2 * nt * d * static_cast<double>(c.tgt_vocab);
+    };
+    // A small Pre-LN Transformer that trains in minutes on two cores.
+    ModelConfig& r = kind.recipe;
+    r.model = kind.name;
+    r.src_vocab = r.tgt_vocab = 4;  // filled in from the data
+    r.d_model = 256;
+    r.n_heads = 4;
+    r.n_layers = r.n_enc_layers = r.n_dec_layers = 3;
+    r.d_ff = 1024;
+    r.max_seq_len = 64;
+    r.norm = "pre";
+    return kind;
 }
 
 }  // namespace seqgrad::models

@@ -13,15 +13,12 @@ namespace {
 
 bool has_mask(const IntTensor& mask) { return mask.numel() > 0; }
 
-// The PyTorch models write masked_fill(mask == 0, -1e9); core's masked_fill fills where its mask is
-// nonzero, so it gets the complement.
+// Scores set to -1e9 where the mask is 0 (the PyTorch models' masked_fill(mask == 0, -1e9)).
 Tensor mask_scores(const Tensor& scores, const IntTensor& mask, const char* op) {
     if (!has_mask(mask)) return scores;
     check(broadcast_shapes(scores.shape(), mask.shape(), op) == scores.shape(), op, "mask ", mask.shape(),
           " does not broadcast to the scores ", scores.shape());
-    IntTensor masked_out = IntTensor::zeros(mask.shape());
-    for (int64_t i = 0; i < mask.numel(); ++i) masked_out.data()[i] = mask.data()[i] == 0 ? 1 : 0;
-    return masked_fill(scores, masked_out, kMaskFill);
+    return where(mask, scores, kAttentionMaskFill);
 }
 
 Tensor divide_by_sqrt(const Tensor& x, int64_t n) {
@@ -151,17 +148,20 @@ AttentionOutput MultiHeadAttention::forward(const Tensor& query, const Tensor& k
 
 namespace {
 
-void check_scorer_inputs(const Tensor& query, const Tensor& encoder_outputs, const IntTensor& src_mask,
-                         int64_t hidden, const char* op) {
+void check_scorer_inputs(const Tensor& query, const Tensor& keys, const IntTensor& src_mask, int64_t hidden,
+                         const char* op) {
     check(query.dim() == 2 && query.size(1) == hidden, op, "query must be [batch, ", hidden, "], got ",
           query.shape());
-    check(encoder_outputs.dim() == 3 && encoder_outputs.size(0) == query.size(0) &&
-              encoder_outputs.size(2) == hidden,
-          op, "encoder outputs must be [", query.size(0), ", src_len, ", hidden, "], got ",
-          encoder_outputs.shape());
-    check(!has_mask(src_mask) || src_mask.shape() == Shape{encoder_outputs.size(0), encoder_outputs.size(1)},
-          op, "src_mask must be [batch, src_len] = [", encoder_outputs.size(0), ", ", encoder_outputs.size(1),
-          "], got ", src_mask.shape());
+    check(keys.dim() == 3 && keys.size(0) == query.size(0) && keys.size(2) == hidden, op,
+          "encoder outputs must be [", query.size(0), ", src_len, ", hidden, "], got ", keys.shape());
+    check(!has_mask(src_mask) || src_mask.shape() == Shape{keys.size(0), keys.size(1)}, op,
+          "src_mask must be [batch, src_len] = [", keys.size(0), ", ", keys.size(1), "], got ", src_mask.shape());
+}
+
+void check_encoder_outputs(const Tensor& encoder_outputs, int64_t hidden, const char* op) {
+    check(encoder_outputs.defined() && encoder_outputs.dim() == 3 && encoder_outputs.size(2) == hidden, op,
+          "encoder outputs must be [batch, src_len, ", hidden, "], got ",
+          encoder_outputs.defined() ? encoder_outputs.shape() : Shape{});
 }
 
 }  // namespace
@@ -170,12 +170,16 @@ AttentionSimple::AttentionSimple(int64_t hidden_size_) : hidden_size(hidden_size
     check(hidden_size > 0, "AttentionSimple", "hidden size must be positive, got ", hidden_size);
 }
 
-Tensor AttentionSimple::forward(const Tensor& query, const Tensor& encoder_outputs,
-                                const IntTensor& src_mask) const {
-    check_scorer_inputs(query, encoder_outputs, src_mask, hidden_size, "AttentionSimple");
-    const int64_t batch = query.size(0), src_len = encoder_outputs.size(1);
+Tensor AttentionSimple::keys(const Tensor& encoder_outputs) const {
+    check_encoder_outputs(encoder_outputs, hidden_size, "AttentionSimple");
+    return encoder_outputs;
+}
+
+Tensor AttentionSimple::weights(const Tensor& query, const Tensor& keys, const IntTensor& src_mask) const {
+    check_scorer_inputs(query, keys, src_mask, hidden_size, "AttentionSimple");
+    const int64_t batch = query.size(0), src_len = keys.size(1);
     const Tensor q = reshape(query, {batch, 1, hidden_size});
-    Tensor scores = reshape(matmul(q, encoder_outputs, false, true), {batch, src_len});  // [B, S]
+    Tensor scores = reshape(matmul(q, keys, false, true), {batch, src_len});  // [B, S]
     scores = divide_by_sqrt(scores, hidden_size);
     Tensor weights = softmax(mask_scores(scores, src_mask, "AttentionSimple"), 1);
     trace(*this, weights);
@@ -187,18 +191,23 @@ AttentionParams::AttentionParams(int64_t hidden_size, Generator& gen) {
     v = register_parameter("v", Tensor::uniform({hidden_size}, 0.0f, 1.0f, gen));
 }
 
-Tensor AttentionParams::forward(const Tensor& query, const Tensor& encoder_outputs,
-                                const IntTensor& src_mask) const {
+Tensor AttentionParams::keys(const Tensor& encoder_outputs) const {
     const int64_t hidden = v.size(0);
-    check_scorer_inputs(query, encoder_outputs, src_mask, hidden, "AttentionParams");
-    // attn([q; e]) = q W_q^T + e W_e^T + b with attn.weight = [W_q | W_e]: the PyTorch model's
-    // concatenation of the repeated query with every encoder output, without building [B, S, 2h].
-    const Tensor w_query = slice(attn->weight, 1, 0, hidden);       // [h, h]
+    check_encoder_outputs(encoder_outputs, hidden, "AttentionParams");
     const Tensor w_enc = slice(attn->weight, 1, hidden, 2 * hidden);  // [h, h]
+    return linear(encoder_outputs, w_enc, Tensor());                  // [B, S, h]
+}
+
+Tensor AttentionParams::weights(const Tensor& query, const Tensor& keys, const IntTensor& src_mask) const {
+    const int64_t hidden = v.size(0);
+    check_scorer_inputs(query, keys, src_mask, hidden, "AttentionParams");
+    // The query's part of attn([q; e]) added to every key: the PyTorch model's concatenation of the
+    // repeated query with every encoder output, without building [B, S, 2h].
+    const Tensor w_query = slice(attn->weight, 1, 0, hidden);  // [h, h]
     const Tensor from_query = reshape(linear(query, w_query, attn->bias), {query.size(0), 1, hidden});
-    const Tensor energy = tanh(add(from_query, linear(encoder_outputs, w_enc, Tensor())));  // [B, S, h]
+    const Tensor energy = tanh(add(from_query, keys));  // [B, S, h]
     trace(*this, "energy", energy);
-    const Tensor scores = sum(mul(energy, v), {2});                                           // [B, S]
+    const Tensor scores = sum(mul(energy, v), {2});  // [B, S]
     Tensor weights = softmax(mask_scores(scores, src_mask, "AttentionParams"), 1);
     trace(*this, weights);
     return weights;

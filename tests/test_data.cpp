@@ -11,10 +11,11 @@
 #include <map>
 #include <set>
 
-#include "seqgrad/models/data.h"
 #include "seqgrad/models/model.h"
+#include "seqgrad/training.h"
 
 using namespace seqgrad::models;
+using namespace seqgrad::training;
 using seqgrad::Error;
 using seqgrad::Generator;
 using Catch::Matchers::Contains;

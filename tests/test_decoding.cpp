@@ -2,6 +2,7 @@
 #include "helpers.h"
 
 #include "seqgrad/models/decoding.h"
+#include "seqgrad/models/registry.h"
 
 using namespace seqgrad;
 using namespace seqgrad::models;

@@ -6,11 +6,11 @@
 #include <cmath>
 #include <sstream>
 
-#include "seqgrad/models/metrics.h"
+#include "seqgrad/training/metrics.h"
 
 using seqgrad::Error;
-using seqgrad::models::edit_distance;
-using seqgrad::models::ErrorRates;
+using seqgrad::training::edit_distance;
+using seqgrad::training::ErrorRates;
 using Phones = std::vector<std::string>;
 
 namespace {

@@ -345,6 +345,109 @@ TEST_CASE("the Transformer's loss passes gradcheck through attention, norms and 
     }
 }
 
+// ---- positions ----
+
+TEST_CASE("the positional choice: a sinusoidal buffer, a learned table that starts as it, or none (rope)",
+          "[transformer][positional]") {
+    ModelConfig config = small_config("pre");
+    Generator gen(5);
+    Transformer sinusoidal(config, gen);
+    REQUIRE(sinusoidal.pos_encoder);
+    for (const auto& [name, t] : sinusoidal.state_dict()) CHECK(name != "pos_encoder.pe");  // a buffer, not saved
+    config.positional = "learned";
+    Transformer learned(config, gen);
+    const auto params = learned.named_parameters();
+    const auto table = std::find_if(params.begin(), params.end(), [](const auto& p) { return p.first == "pos_encoder.weight"; });
+    REQUIRE(table != params.end());
+    CHECK(table->second.shape() == Shape{config.max_seq_len, config.d_model});
+    CHECK(table->second.to_vector() == nn::sinusoidal_table(config.max_seq_len, config.d_model).to_vector());
+    config.positional = "rope";
+    Transformer rope(config, gen);
+    CHECK_FALSE(rope.pos_encoder);
+    CHECK((*rope.encoder_layers)[0]->attention->rotary);
+    CHECK((*rope.decoder_layers)[0]->self_attention->rotary);
+    CHECK_FALSE((*rope.decoder_layers)[0]->cross_attention->rotary);
+    CHECK(names_of(rope.named_parameters()) == names_of(sinusoidal.named_parameters()));
+}
+
+TEST_CASE("positions change the answer: the same weights give other logits under each choice",
+          "[transformer][positional]") {
+    NoGradGuard no_grad;
+    const IntTensor tgt_in = kTgt.slice_last(0, kTgt.size(1) - 1);
+    std::vector<std::vector<float>> logits;
+    for (const std::string positional : {"sinusoidal", "rope"}) {
+        ModelConfig config = small_config("post");
+        config.positional = positional;
+        Generator gen(9);  // the same draws: rope differs from sinusoidal only in where positions enter
+        Transformer model(config, gen);
+        model.eval();
+        logits.push_back(model.forward(kSrc, tgt_in).to_vector());
+    }
+    float largest = 0;
+    for (size_t i = 0; i < logits[0].size(); ++i) largest = std::max(largest, std::fabs(logits[0][i] - logits[1][i]));
+    CHECK(largest > 1e-3f);
+}
+
+TEST_CASE("with learned and rotary positions, decoding step by step gives decode()'s logits",
+          "[transformer][positional][decoding]") {
+    NoGradGuard no_grad;
+    for (const std::string positional : {"learned", "rope"}) {
+        for (const std::string norm : {"post", "pre"}) {
+            INFO(positional << " " << norm);
+            ModelConfig config = small_config(norm, 2, 2);
+            config.d_model = 8;
+            config.positional = positional;
+            Generator gen(13);
+            Transformer model(config, gen);
+            model.eval();
+            const IntTensor tgt_in = kTgt.slice_last(0, kTgt.size(1) - 1);
+            const EncoderOutput encoded = model.encode(kSrc);
+            const Tensor full = model.decode(tgt_in, encoded.memory, encoded.src_mask);
+            const std::unique_ptr<DecodingState> state = model.start_decoding(kSrc);
+            for (int64_t t = 0; t < tgt_in.size(1); ++t) {
+                INFO("step " << t);
+                const Tensor logits = model.decode_step(*state, column(tgt_in, t));
+                CHECK(testing::max_abs_diff(logits, at_position(full, t)) < 1e-5f);
+            }
+        }
+    }
+}
+
+TEST_CASE("the loss passes gradcheck through a learned table and rotary self-attention",
+          "[transformer][positional][gradcheck]") {
+    ModelConfig config = small_config("pre");
+    config.src_vocab = config.tgt_vocab = 6;
+    const IntTensor src = IntTensor::from_vector({4, 5, 0, 5, 4, 4}, {2, 3});
+    const IntTensor tgt = IntTensor::from_vector({1, 4, 2, 0, 1, 5, 5, 2}, {2, 4});
+    const IntTensor tgt_in = tgt.slice_last(0, 3), tgt_out = tgt.slice_last(1, 4);
+    {
+        config.positional = "learned";
+        Generator gen(7);
+        Transformer model(config, gen);
+        auto loss = [&] { return sequence_loss(model.forward(src, tgt_in), tgt_out, 0.1f); };
+        testing::require_gradcheck_in_place(loss, {model.pos_encoder->table, model.src_embedding->weight});
+    }
+    {
+        config.positional = "rope";
+        Generator gen(7);
+        Transformer model(config, gen);
+        auto loss = [&] { return sequence_loss(model.forward(src, tgt_in), tgt_out, 0.1f); };
+        testing::require_gradcheck_in_place(loss, {(*model.encoder_layers)[0]->attention->wq->weight,
+                                                   (*model.decoder_layers)[0]->self_attention->wk->weight});
+    }
+}
+
+TEST_CASE("a config's positional choice is checked", "[transformer][positional][errors]") {
+    ModelConfig config = small_config("pre");
+    config.positional = "alibi";
+    Generator gen(1);
+    CHECK_THROWS_WITH(Transformer(config, gen), Contains("positional") && Contains("alibi"));
+    config.positional = "rope";
+    config.d_model = 6;
+    config.n_heads = 2;  // heads of 3 features: rotation pairs features
+    CHECK_THROWS_WITH(Transformer(config, gen), Contains("d_model / n_heads must be even"));
+}
+
 // ---- weight tying ----
 
 TEST_CASE("a tied weight is one parameter, listed once, whose gradient sums its uses", "[transformer][tying]") {

@@ -20,11 +20,7 @@ Composed composed_attention(const Tensor& q, const Tensor& k, const Tensor& v, i
     const int64_t b = q.size(0), tq = q.size(1), tk = k.size(1), d = q.size(2), dh = d / heads;
     auto split = [&](const Tensor& x, int64_t t) { return transpose(reshape(x, {b, t, heads, dh}), 1, 2); };
     Tensor scores = div(matmul(split(q, tq), split(k, tk), false, true), Tensor::scalar(std::sqrt(float(dh))));
-    if (mask.numel() > 0) {
-        IntTensor masked_out = IntTensor::zeros(mask.shape());
-        for (int64_t i = 0; i < mask.numel(); ++i) masked_out.data()[i] = mask.data()[i] == 0 ? 1 : 0;
-        scores = masked_fill(scores, masked_out, kAttentionMaskFill);
-    }
+    if (mask.numel() > 0) scores = where(mask, scores, kAttentionMaskFill);
     const Tensor weights = softmax(scores, -1);
     const Tensor dropped = p > 0 && training ? dropout(weights, p, training, *gen) : weights;
     const Tensor context = reshape(transpose(matmul(dropped, split(v, tk)), 1, 2), {b, tq, d});

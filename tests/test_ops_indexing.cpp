@@ -1,4 +1,4 @@
-// Embedding lookup, index_select and masked_fill.
+// Embedding lookup, index_select and where.
 #include "helpers.h"
 
 using namespace seqgrad;
@@ -77,25 +77,25 @@ TEST_CASE("index_select refuses indices out of range or not one-dimensional", "[
     CHECK_THROWS_WITH(index_select(Tensor(), 0, IntTensor::from_vector({0}, {1})), Catch::Contains("undefined"));
 }
 
-TEST_CASE("masked_fill fills where the broadcast mask is set and blocks the gradient there", "[ops][indexing]") {
+TEST_CASE("where fills where the broadcast mask is not set and blocks the gradient there", "[ops][indexing]") {
     auto x = Tensor::from_vector({1, 2, 3, 4, 5, 6}, {2, 3}, true);
-    auto mask = IntTensor::from_vector({0, 1, 0}, {3});
-    auto y = masked_fill(x, mask, -1e9f);
+    auto mask = IntTensor::from_vector({1, 0, 1}, {3});
+    auto y = where(mask, x, -1e9f);
     CHECK(y.to_vector() == std::vector<float>{1, -1e9f, 3, 4, -1e9f, 6});
     y.sum().backward();
     CHECK(x.grad().to_vector() == std::vector<float>{1, 0, 1, 1, 0, 1});
 }
 
-TEST_CASE("masked_fill passes gradcheck with broadcast masks", "[ops][indexing][gradcheck]") {
+TEST_CASE("where passes gradcheck with broadcast masks", "[ops][indexing][gradcheck]") {
     auto x = random_tensor({2, 2, 3, 4}, 1);
     for (const IntTensor& mask : {IntTensor::from_vector({1, 0, 0, 1, 0, 0, 0, 1}, {2, 1, 1, 4}),
                                   IntTensor::from_vector({0, 1, 1, 0, 0, 1, 1, 1, 0, 0, 0, 0}, {3, 4}),
                                   IntTensor::from_vector({1}, {1})})
-        require_gradcheck([&](const std::vector<Tensor>& in) { return masked_fill(in[0], mask, 0.5f); }, {x});
+        require_gradcheck([&](const std::vector<Tensor>& in) { return where(mask, in[0], 0.5f); }, {x});
 }
 
 TEST_CASE("a mask that does not broadcast to the input is an error", "[ops][indexing][errors]") {
-    CHECK_THROWS_WITH(masked_fill(Tensor::zeros({2, 3}), IntTensor::zeros({2}), 0),
-                      Catch::Contains("masked_fill") && Catch::Contains("[2, 3]"));
-    CHECK_THROWS_AS(masked_fill(Tensor::zeros({2, 3}), IntTensor::zeros({4, 2, 3}), 0), Error);
+    CHECK_THROWS_WITH(where(IntTensor::zeros({2}), Tensor::zeros({2, 3}), 0),
+                      Catch::Contains("where") && Catch::Contains("[2, 3]"));
+    CHECK_THROWS_AS(where(IntTensor::zeros({4, 2, 3}), Tensor::zeros({2, 3}), 0), Error);
 }

@@ -6,6 +6,7 @@
 
 #include <sstream>
 
+#include "seqgrad/models/registry.h"
 #include "seqgrad/models/summary.h"
 #include "seqgrad/models/transformer.h"
 #include "seqgrad/nn/trace.h"

@@ -6,7 +6,7 @@
 // each with serial sgemm calls.
 //
 // The composition it replaces, per head h (the Transformer's multi-head attention):
-//   weights_h = softmax(masked_fill(q_h k_h^T / sqrt(head_size), mask == 0, -1e9))
+//   weights_h = softmax(where(mask, q_h k_h^T / sqrt(head_size), -1e9))
 //   context_h = dropout(weights_h) v_h
 // test_ops_attention.cpp checks the two against each other, forward and backward.
 #include <algorithm>
@@ -55,9 +55,7 @@ struct Problem {
 // C [m, n] (row stride ldc) = op(A) op(B), one thread, row-major.
 void small_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
                 int64_t ldb, float* c, int64_t ldc) {
-    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, static_cast<int>(m),
-                static_cast<int>(n), static_cast<int>(k), 1.0f, a, static_cast<int>(lda), b, static_cast<int>(ldb), 0.0f,
-                c, static_cast<int>(ldc));
+    detail::gemm_block(ta, tb, m, n, k, a, lda, b, ldb, c, ldc, false);
 }
 
 Problem describe(const Tensor& q, const Tensor& k, const Tensor& v, int64_t heads, const IntTensor& mask) {

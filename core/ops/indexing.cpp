@@ -1,5 +1,5 @@
 // Indexing: embedding lookup (a gather whose gradient scatter-adds into the table),
-// index_select (the same along any axis) and masked_fill.
+// index_select (the same along any axis) and where.
 #include "kernels.h"
 #include "seqgrad/core/autograd.h"
 #include "seqgrad/core/ops.h"
@@ -76,16 +76,16 @@ Tensor index_select(const Tensor& x, int64_t axis, const IntTensor& indices) {
     });
 }
 
-Tensor masked_fill(const Tensor& x, const IntTensor& mask, float value) {
-    check(x.defined(), "masked_fill", "the operand is undefined");
-    check(broadcast_shapes(x.shape(), mask.shape(), "masked_fill") == x.shape(), "masked_fill", "mask ",
-          mask.shape(), " does not broadcast to the input's shape ", x.shape());
-    Tensor fill = Tensor::empty(mask.shape());  // 1 where the mask is set
-    for (int64_t i = 0; i < mask.numel(); ++i) fill.data()[i] = mask.data()[i] != 0 ? 1.0f : 0.0f;
-    Tensor out = detail::broadcast_zip(x, fill, x.shape(), [value](float v, float m) { return m != 0 ? value : v; });
-    return record("masked_fill", out, {x}, [fill](const Tensor& g) {
+Tensor where(const IntTensor& mask, const Tensor& x, float value) {
+    check(x.defined(), "where", "the operand is undefined");
+    check(broadcast_shapes(x.shape(), mask.shape(), "where") == x.shape(), "where", "mask ", mask.shape(),
+          " does not broadcast to the input's shape ", x.shape());
+    Tensor keep = Tensor::empty(mask.shape());  // 1 where the mask is set
+    for (int64_t i = 0; i < mask.numel(); ++i) keep.data()[i] = mask.data()[i] != 0 ? 1.0f : 0.0f;
+    Tensor out = detail::broadcast_zip(x, keep, x.shape(), [value](float v, float m) { return m != 0 ? v : value; });
+    return record("where", out, {x}, [keep](const Tensor& g) {
         return std::vector<Tensor>{
-            detail::broadcast_zip(g, fill, g.shape(), [](float gv, float m) { return m != 0 ? 0.0f : gv; })};
+            detail::broadcast_zip(g, keep, g.shape(), [](float gv, float m) { return m != 0 ? gv : 0.0f; })};
     });
 }
 

@@ -1,0 +1,146 @@
+// Every differentiable operation, as a free function. Each one validates its arguments (a bad
+// shape or id throws seqgrad::Error naming the operation and the shapes), computes its result,
+// and records its backward beside the forward in core/ops/<family>.cpp.
+#pragma once
+
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include "seqgrad/core/tensor.h"
+
+namespace seqgrad {
+
+class Generator;
+
+// ---- elementwise (core/ops/elementwise.cpp); binary operations broadcast as NumPy does ----
+Tensor add(const Tensor& a, const Tensor& b);
+Tensor sub(const Tensor& a, const Tensor& b);
+Tensor mul(const Tensor& a, const Tensor& b);
+Tensor div(const Tensor& a, const Tensor& b);
+Tensor neg(const Tensor& x);
+Tensor add(const Tensor& a, float b);
+Tensor mul(const Tensor& a, float b);
+Tensor exp(const Tensor& x);
+Tensor log(const Tensor& x);
+Tensor sqrt(const Tensor& x);
+Tensor pow(const Tensor& x, float exponent);
+Tensor tanh(const Tensor& x);
+Tensor sigmoid(const Tensor& x);
+Tensor relu(const Tensor& x);
+Tensor gelu(const Tensor& x);  // the exact form, x * Phi(x), as PyTorch's default
+
+Tensor operator+(const Tensor& a, const Tensor& b);
+Tensor operator-(const Tensor& a, const Tensor& b);
+Tensor operator*(const Tensor& a, const Tensor& b);
+Tensor operator/(const Tensor& a, const Tensor& b);
+Tensor operator-(const Tensor& x);
+Tensor operator+(const Tensor& a, float b);
+Tensor operator+(float a, const Tensor& b);
+Tensor operator-(const Tensor& a, float b);
+Tensor operator-(float a, const Tensor& b);
+Tensor operator*(const Tensor& a, float b);
+Tensor operator*(float a, const Tensor& b);
+Tensor operator/(const Tensor& a, float b);
+Tensor operator/(float a, const Tensor& b);
+
+// The shape two operands broadcast to; throws Error naming `op` if they do not.
+Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op);
+// Sums a gradient over the axes that broadcasting added or stretched, back to `shape`.
+Tensor sum_to(const Tensor& grad, const Shape& shape);
+
+// ---- reductions (core/ops/reduce.cpp) ----
+Tensor sum(const Tensor& x);
+Tensor sum(const Tensor& x, const std::vector<int64_t>& axes, bool keepdim = false);
+Tensor mean(const Tensor& x);
+Tensor mean(const Tensor& x, const std::vector<int64_t>& axes, bool keepdim = false);
+// The largest value along an axis; the gradient goes to the first maximal element.
+Tensor max(const Tensor& x, int64_t axis, bool keepdim = false);
+// Index of the largest value along an axis (not differentiable).
+IntTensor argmax(const Tensor& x, int64_t axis);
+
+// ---- matrix products (core/ops/matmul.cpp), through cblas_sgemm ----
+// a [..., M, K] times b [..., K, N] (either transposed in place by a flag: no copy), batch axes
+// broadcast. Both operands have rank >= 2.
+Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_a = false, bool transpose_b = false);
+// x [..., in] W^T + bias, with weight [out, in] and bias [out] (may be undefined), as nn.Linear.
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias);
+
+// ---- shapes (core/ops/shape.cpp) ----
+Tensor reshape(const Tensor& x, const Shape& shape);  // a view; one extent may be -1
+Tensor transpose(const Tensor& x, int64_t axis0, int64_t axis1);  // copies
+Tensor permute(const Tensor& x, const std::vector<int64_t>& order);  // copies
+// Indices [start, stop) along an axis (negative values count from the end, as Python's).
+Tensor slice(const Tensor& x, int64_t axis, int64_t start, int64_t stop);
+Tensor concat(const std::vector<Tensor>& xs, int64_t axis);
+Tensor stack(const std::vector<Tensor>& xs, int64_t axis);
+std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, int64_t axis);
+std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t axis);  // equal parts
+
+// ---- indexing (core/ops/indexing.cpp) ----
+// Rows of weight [V, D] for ids of any shape: [..., D]; the gradient scatter-adds into weight.
+Tensor embedding(const Tensor& weight, const IntTensor& ids);
+// x where mask is nonzero, `value` where it is zero (torch.where(mask != 0, x, value)); mask
+// broadcasts to x. Every mask in seqgrad means the same: nonzero = keep (attend to) this element.
+Tensor where(const IntTensor& mask, const Tensor& x, float value);
+// The slices of x at `indices` (one-dimensional; repeats allowed) along `axis`, as
+// torch.index_select: the result has x's shape with that axis indices.numel() long. The gradient
+// scatter-adds back, so a repeated index collects the gradients of all its copies.
+Tensor index_select(const Tensor& x, int64_t axis, const IntTensor& indices);
+
+// ---- neural-network operations (core/ops/softmax.cpp, norm.cpp, loss.cpp, lstm.cpp, dropout.cpp) ----
+Tensor softmax(const Tensor& x, int64_t axis = -1);
+Tensor log_softmax(const Tensor& x, int64_t axis = -1);
+// Over the last axis: (x - mean) / sqrt(biased var + eps) * gamma + beta. Fused.
+Tensor layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps);
+// Zeroes each element with probability p and scales the rest by 1 / (1 - p) when training;
+// the identity otherwise.
+Tensor dropout(const Tensor& x, float p, bool training, Generator& gen);
+// Mean over positions whose target is not ignore_index of
+//   (1 - smoothing) * -log p[target] + smoothing * mean_c(-log p[c])
+// (PyTorch's F.cross_entropy); logits [..., V], targets [...]. Fused with log-softmax.
+// With every target ignored the loss is 0 and so is its gradient.
+Tensor cross_entropy(const Tensor& logits, const IntTensor& targets, int64_t ignore_index = -100,
+                     float label_smoothing = 0.0f);
+
+struct LstmState {
+    Tensor h;  // [B, H]
+    Tensor c;  // [B, H]
+};
+// One step of PyTorch's LSTM cell: gates = x W_ih^T + b_ih + h W_hh^T + b_hh, in the order
+// i, f, g, o; c' = f * c + i * g; h' = o * tanh(c'). The gate nonlinearities are fused.
+LstmState lstm_cell(const Tensor& x, const LstmState& state, const Tensor& w_ih, const Tensor& w_hh,
+                    const Tensor& b_ih, const Tensor& b_hh);
+
+struct LstmSequence {
+    Tensor outputs;  // [B, T, H]
+    Tensor h, c;     // the final state [B, H]
+};
+// A whole LSTM layer in one direction over a right-padded batch, as one operation. input_gates
+// [B, T, 4H] is x W_ih^T + b_ih + b_hh at every step (one product for the whole sequence, made by
+// the caller); each step adds h W_hh^T and applies lstm_cell's gates. Steps run t = 0..T-1, or
+// T-1..0 when `reverse`. Row b's steps t >= lengths[b] are padding (lengths empty: none): its
+// state passes through unchanged and its output there is zero, as pack_padded_sequence does, so
+// the reverse pass starts at the row's last real token. h0, c0 [B, H]. Equal to a loop of
+// lstm_cell; its backward makes one product for W_hh's gradient rather than one per step.
+LstmSequence lstm_sequence(const Tensor& input_gates, const Tensor& h0, const Tensor& c0, const Tensor& w_hh,
+                           const std::vector<int64_t>& lengths = {}, bool reverse = false);
+
+// ---- attention (core/ops/attention.cpp) ----
+// Masked attention scores become this before the softmax (docs/parity.md), so a row whose keys
+// are all masked gets uniform weights, never NaN.
+inline constexpr float kAttentionMaskFill = -1e9f;
+// Multi-head scaled dot-product attention, fused, on the [batch, length, heads * head_size]
+// layout that projections produce (no split into heads before, no merge after). Per head h:
+//   weights_h = softmax(where(mask, q_h k_h^T / sqrt(head_size), -1e9))
+//   context_h = dropout(weights_h) v_h
+// q [B, Tq, D], k and v [B, Tk, D] with D = heads * head_size; mask (nonzero = attend)
+// broadcastable to [B, heads, Tq, Tk], or an empty IntTensor for none. Returns the context
+// [B, Tq, D]; `weights`, if given, receives the weights [B, heads, Tq, Tk] (after the softmax,
+// before dropout), a second differentiable output. Dropout (training with p > 0) takes one draw from `gen`
+// and masks exactly as dropout() would mask the weights tensor, so the result equals the
+// composition of the primitive operations.
+Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t heads, const IntTensor& mask,
+                 float dropout_p = 0.0f, bool training = false, Generator* gen = nullptr, Tensor* weights = nullptr);
+
+}  // namespace seqgrad

@@ -1,0 +1,29 @@
+// The parts of the option tables (internal/option_table.h) that do not depend on the struct.
+#include "seqgrad/internal/option_table.h"
+
+#include <cstdio>
+
+namespace seqgrad::internal {
+
+Json parse_json(const std::string& text, const std::string& what) {
+    try {
+        return Json::parse(text);
+    } catch (const Json::parse_error& e) {
+        throw Error(what + ": not valid JSON: " + e.what());
+    }
+}
+
+std::string format_number(double value, bool as_float) {
+    if (std::isfinite(value) && value == std::round(value) && std::fabs(value) < 1e15)
+        return std::to_string(static_cast<int64_t>(value));
+    // The shortest of %.{1..17}g that reads back as the same number.
+    char text[32];
+    for (int digits = 1; digits <= 17; ++digits) {
+        std::snprintf(text, sizeof text, "%.*g", digits, value);
+        const double back = std::strtod(text, nullptr);
+        if (as_float ? static_cast<float>(back) == static_cast<float>(value) : back == value) break;
+    }
+    return text;
+}
+
+}  // namespace seqgrad::internal

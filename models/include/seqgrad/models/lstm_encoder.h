@@ -1,0 +1,46 @@
+// The LSTM encoder that both recurrent models share (seq2seq.h, attn_seq2seq.h): an embedding and
+// an LSTM over each row's real tokens, unidirectional or bidirectional.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "seqgrad/nn/layers.h"
+#include "seqgrad/nn/lstm.h"
+#include "seqgrad/nn/module.h"
+
+namespace seqgrad::models {
+
+// What the Encoder hands on, as PyTorch's `outputs, (hidden, cell) = self.rnn(embedded)`.
+struct Encoding {
+    Tensor outputs;  // [B, S, hidden]: the LSTM's outputs (zero at padding); bidirectional:
+                     // tanh(fc(outputs [B, S, 2 * hidden]))
+    Tensor hidden;   // [layers * directions, B, hidden], PyTorch's order: index layer * D + direction
+    Tensor cell;     // the same
+};
+
+// The Encoder: an embedding, then an LSTM over each row's real tokens (pack_padded_sequence:
+// the final state is taken at the last real token, the reverse direction starts there, outputs at
+// padding are zero). Seq2Seq's is unidirectional; AttnSeq2Seq's is bidirectional and brings the
+// outputs back to `hidden` with fc: outputs = tanh(fc(lstm outputs)).
+//
+// Parameters: embedding.weight [vocab, h]; rnn.{weight_ih,weight_hh,bias_ih,bias_hh}_l{k} (and
+// _reverse); fc.{weight [h, 2h], bias [h]} when bidirectional.
+class Encoder : public nn::Module {
+public:
+    Encoder(int64_t vocab_size, int64_t hidden_size, int64_t num_layers, bool bidirectional, Generator& gen);
+    // src [B, S], right-padded; checked with check_token_ids and source_lengths.
+    Encoding forward(const IntTensor& src) const;
+
+    std::shared_ptr<nn::Embedding> embedding;
+    std::shared_ptr<nn::LSTM> rnn;
+    std::shared_ptr<nn::Linear> fc;  // bidirectional only, else null
+};
+
+// The FLOPs of one LSTM layer per token and direction: the four gates' input and recurrent
+// products, 2 x 4h (input + h) multiply-adds.
+inline double lstm_layer_flops(int64_t input, int64_t hidden) {
+    return 8.0 * static_cast<double>(hidden) * static_cast<double>(input + hidden);
+}
+
+}  // namespace seqgrad::models

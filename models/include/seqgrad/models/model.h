@@ -1,0 +1,127 @@
+// What every sequence model shares: the token-id conventions, the config of docs/parity.md, and
+// the interface that training and every decoder are written against. The models themselves are
+// registered in registry.h.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "seqgrad/core/random.h"
+#include "seqgrad/core/tensor.h"
+#include "seqgrad/nn/module.h"
+
+namespace seqgrad::models {
+
+// Token ids (docs/parity.md). Batches are right-padded with kPad.
+inline constexpr int64_t kPad = 0;
+inline constexpr int64_t kSos = 1;
+inline constexpr int64_t kEos = 2;
+inline constexpr int64_t kUnk = 3;
+
+// A model's configuration: the JSON keys of docs/parity.md, "model" (the kind, registry.h) among
+// them. The defaults below are those of the papers (the Transformer of Vaswani et al. (2017), the
+// base model); each key, its range and its meaning are listed once, in config.cpp, and each model
+// kind names the keys it reads.
+struct ModelConfig {
+    std::string model;  // the kind: "transformer", "attn_seq2seq" or "seq2seq"
+    int64_t src_vocab = 0;
+    int64_t tgt_vocab = 0;
+    float dropout = 0.1f;
+
+    // Transformer
+    int64_t d_model = 512;
+    int64_t n_heads = 8;
+    int64_t n_layers = 6;
+    int64_t n_enc_layers = 6;  // default n_layers
+    int64_t n_dec_layers = 6;  // default n_layers
+    int64_t d_ff = 2048;
+    int64_t max_seq_len = 5000;
+    std::string norm = "post";              // "post" (the paper) or "pre" (Pre-LN)
+    std::string activation = "relu";        // or "gelu"
+    std::string positional = "sinusoidal";  // or "learned" (a trained table), "rope" (rotary, in attention)
+    bool share_embeddings = false;          // one embedding for source and target (same vocabulary)
+    bool tie_output = false;                // output projection weight = target embedding
+
+    // LSTM models
+    int64_t hidden_size = 256;
+    int64_t num_layers = 2;
+    std::string decoder = "init_state";  // seq2seq: or "context_input"
+    std::string attention = "dot";       // attn_seq2seq: or "additive"
+
+    // Parses and validates a config: types, ranges, known values, and the checks of its kind.
+    // Known keys that the kind does not read (another model's) are ignored. With `strict`, any
+    // other key is an error (a typo in a user's config file); otherwise unknown keys are collected
+    // in `ignored_keys`.
+    static ModelConfig from_json(const std::string& text, bool strict = true,
+                                 std::vector<std::string>* ignored_keys = nullptr);
+    // The same keys read over this config: the ones the text leaves out keep their values here.
+    void update_from_json(const std::string& text);
+    std::string to_json() const;  // the keys that concern this model, as docs/parity.md names them
+    // Throws an Error for a config the model cannot be built from.
+    void validate() const;
+    // Every key with its type, default, range and meaning, one a line.
+    static std::string describe();
+};
+
+// What a model carries from one decoding step to the next for a batch of N hypotheses (the
+// encoder's output, recurrent states, cached keys and values). Beam search reorders its rows.
+class DecodingState {
+public:
+    virtual ~DecodingState() = default;
+    // Keeps row rows[i] as the new row i (rows may repeat: a beam that splits).
+    virtual void select_rows(const std::vector<int64_t>& rows) = 0;
+};
+
+// How a picture lays out the maps that last_attention() returns.
+struct AttentionLayout {
+    std::vector<std::string> titles;  // one per map; empty: "attention", or "map 1", "map 2", ...
+    size_t maps_per_row = 1;
+};
+
+// A sequence-to-sequence model: forward(src [B, S], tgt_in [B, T]) -> logits [B, T, tgt_vocab],
+// and the small interface every decoder (greedy, beam search) is written against: start a state
+// from the source batch, then step one token at a time.
+class Seq2SeqModel : public nn::Module {
+public:
+    explicit Seq2SeqModel(ModelConfig config) : config_(std::move(config)) {}
+    const ModelConfig& config() const { return config_; }
+    virtual Tensor forward(const IntTensor& src, const IntTensor& tgt_in) = 0;
+
+    // Encodes src [N, S] and returns the state before the first target token.
+    virtual std::unique_ptr<DecodingState> start_decoding(const IntTensor& src);
+    // Feeds tokens [N] (the previous outputs, kSos first) and returns the next logits [N, V].
+    virtual Tensor decode_step(DecodingState& state, const IntTensor& tokens);
+    // The longest output decode_step can produce (the Transformer's positional table bounds it).
+    virtual int64_t max_decode_length() const { return INT64_MAX; }
+    // The attention weights of the last step, for pictures: one [N, S] tensor per map (the
+    // Transformer's: per layer and head), or none if the model does not keep them.
+    virtual std::vector<Tensor> last_attention(const DecodingState& state) const;
+    virtual AttentionLayout attention_layout() const { return {}; }
+
+    // The generator behind every random choice the model makes in training (dropout masks,
+    // teacher forcing), shared by its layers; a checkpoint saves its state so that a resumed
+    // run draws the same numbers.
+    Generator& random() { return *random_; }
+    const std::shared_ptr<Generator>& random_ptr() const { return random_; }
+
+    // The teacher forcing ratio: in training, the probability that a step of a recurrent
+    // decoder reads the true previous token rather than its own prediction (drawn once per step
+    // for the whole batch). 1 (the default) always reads the truth; the Transformer decodes all
+    // positions at once and always does.
+    void set_teacher_forcing_ratio(float ratio);
+    float teacher_forcing_ratio() const { return teacher_forcing_ratio_; }
+
+private:
+    ModelConfig config_;
+    std::shared_ptr<Generator> random_ = std::make_shared<Generator>(0x5eed);
+    float teacher_forcing_ratio_ = 1.0f;
+};
+
+// The loss of docs/parity.md: cross-entropy over logits [B, T, V] against tgt_out [B, T],
+// ignoring kPad, with label smoothing.
+Tensor sequence_loss(const Tensor& logits, const IntTensor& tgt_out, float label_smoothing);
+
+}  // namespace seqgrad::models

@@ -1,0 +1,51 @@
+// The model kinds, registered in one place (registry.cpp): each kind's name, the config keys it
+// reads, its checks, its constructor, the recipe `seqgrad train` starts from, and what the
+// schedule and the benchmarks need to know of it. Adding a model is a file of its own and one line
+// in registry.cpp; the program, training, the summary and the benchmarks ask this registry.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "seqgrad/core/random.h"
+#include "seqgrad/models/model.h"
+
+namespace seqgrad::models {
+
+struct ModelKind {
+    std::string name;         // the config's "model"
+    std::string description;  // one line, for help texts
+    // The config keys the model reads, beyond "model", "src_vocab", "tgt_vocab" and "dropout".
+    std::vector<std::string> keys;
+    // Checks across keys that a key's own range cannot express (d_model divisible by n_heads).
+    std::function<void(const ModelConfig&)> validate;
+    std::function<std::shared_ptr<Seq2SeqModel>(const ModelConfig&, Generator&)> make;
+    // The width d of the Noam schedule: lr * d^-0.5 * min(t^-0.5, t * warmup^-1.5).
+    std::function<int64_t(const ModelConfig&)> width;
+    // 2 x the multiply-adds of the forward pass's matrix products over a batch (for GFLOP/s and
+    // MFU); masked halves of attention are counted in full.
+    std::function<double(const ModelConfig&, int64_t batch, int64_t src_len, int64_t tgt_len)> forward_flops;
+
+    // What `seqgrad train` starts from without a config file: the model (vocabulary sizes come
+    // from the data) and the schedule and rate it trains with.
+    ModelConfig recipe;
+    std::string schedule = "noam";
+    double lr = 1.0;
+};
+
+// Every kind, in the order help texts list them.
+const std::vector<ModelKind>& model_kinds();
+// The kind of that name; an Error names the known ones.
+const ModelKind& model_kind(const std::string& name);
+// "transformer, attn_seq2seq or seq2seq"
+std::string model_kind_names();
+
+// Builds the model a config names, with weights initialised from `gen`.
+std::shared_ptr<Seq2SeqModel> make_model(const ModelConfig& config, Generator& gen);
+// The kind's width of the config (ModelKind::width).
+int64_t model_width(const ModelConfig& config);
+
+}  // namespace seqgrad::models

@@ -1,0 +1,178 @@
+// The Transformer of "Attention Is All You Need" (Vaswani et al., 2017): EncoderLayer,
+// DecoderLayer and the encoder-decoder model, in Post-LN (the paper) or Pre-LN, with the parameter
+// names of docs/parity.md, optional weight tying, and incremental decoding with cached keys and values.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "seqgrad/models/model.h"
+#include "seqgrad/models/registry.h"
+#include "seqgrad/nn/attention.h"
+#include "seqgrad/nn/layers.h"
+#include "seqgrad/nn/module.h"
+#include "seqgrad/nn/positional.h"
+
+namespace seqgrad::models {
+
+// One encoder layer: self-attention, then the position-wise feed-forward network, each wrapped
+// in a residual connection with its LayerNorm (attention_norm, ffn_norm) and dropout.
+//   Post-LN: x = norm(x + dropout(sublayer(x)))     Pre-LN: x = x + dropout(sublayer(norm(x)))
+class EncoderLayer : public nn::Module {
+public:
+    EncoderLayer(const ModelConfig& config, Generator& gen, std::shared_ptr<Generator> dropout_generator);
+    // x [B, S, d_model], src_mask [B, 1, 1, S] -> [B, S, d_model]
+    Tensor forward(const Tensor& x, const IntTensor& src_mask) const;
+
+    std::shared_ptr<nn::MultiHeadAttention> attention;
+    std::shared_ptr<nn::LayerNorm> attention_norm;
+    std::shared_ptr<nn::FeedForward> feed_forward;
+    std::shared_ptr<nn::LayerNorm> ffn_norm;
+    std::shared_ptr<nn::Dropout> dropout;
+    bool pre_norm;
+};
+
+// One decoder layer's part of the incremental decoding state.
+struct DecoderLayerCache {
+    nn::KeysValues self_attention;   // [B, t, d_model] each: one more position per step
+    nn::KeysValues cross_attention;  // [B, S, d_model] each: projected from the memory once
+    Tensor cross_attention_weights;  // [B, H, 1, S]: the last step's, for last_attention()
+};
+
+// One decoder layer: masked self-attention, cross-attention (queries from the decoder, keys and
+// values from the encoder's output) and the feed-forward network, each a residual sublayer as in
+// EncoderLayer.
+class DecoderLayer : public nn::Module {
+public:
+    DecoderLayer(const ModelConfig& config, Generator& gen, std::shared_ptr<Generator> dropout_generator);
+    // x [B, T, d_model], memory [B, S, d_model], src_mask [B, 1, 1, S], tgt_mask [B, 1, T, T]
+    // -> [B, T, d_model]
+    Tensor forward(const Tensor& x, const Tensor& memory, const IntTensor& src_mask,
+                   const IntTensor& tgt_mask) const;
+    // The same layer for one new position, x [B, 1, d_model] -> [B, 1, d_model], reading and
+    // growing `cache`; self_mask [B, 1, 1, t + 1] selects the cached keys.
+    Tensor step(const Tensor& x, DecoderLayerCache& cache, const IntTensor& src_mask,
+                const IntTensor& self_mask) const;
+
+    std::shared_ptr<nn::MultiHeadAttention> self_attention;
+    std::shared_ptr<nn::LayerNorm> self_attn_norm;
+    std::shared_ptr<nn::MultiHeadAttention> cross_attention;
+    std::shared_ptr<nn::LayerNorm> cross_attn_norm;
+    std::shared_ptr<nn::FeedForward> feed_forward;
+    std::shared_ptr<nn::LayerNorm> ffn_norm;
+    std::shared_ptr<nn::Dropout> dropout;
+    bool pre_norm;
+
+private:
+    // The three residual sublayers around the two attentions given, shared by forward and step.
+    template <typename SelfAttend, typename CrossAttend>
+    Tensor run(const Tensor& x, SelfAttend&& self_attend, CrossAttend&& cross_attend) const;
+};
+
+// The projection to the target vocabulary, logits = x W^T + b, named as nn.Linear ("output.weight",
+// "output.bias"). With tie_output, W is the target embedding's table: it is registered there only,
+// so named_parameters() and state_dict() list it once and an optimizer updates it once.
+class OutputProjection : public nn::Module {
+public:
+    OutputProjection(int64_t d_model, int64_t vocab, Generator& gen);  // its own weight
+    OutputProjection(const Tensor& tied_weight, Generator& gen);        // W borrowed, [vocab, d_model]
+    Tensor forward(const Tensor& x) const;                              // [..., d_model] -> [..., vocab]
+
+    Tensor weight;  // [vocab, d_model]
+    Tensor bias;    // [vocab]
+};
+
+// What the encoder hands to the decoder.
+struct EncoderOutput {
+    Tensor memory;       // [B, S, d_model]: the encoder stack's output (after encoder_norm in Pre-LN)
+    IntTensor src_mask;  // [B, 1, 1, S]: src != <pad>, the key mask of cross-attention
+};
+
+// The Transformer's decoding state after t steps (model.h's DecodingState): what the decoder
+// would otherwise recompute at every step.
+class TransformerDecodingState : public DecodingState {
+public:
+    void select_rows(const std::vector<int64_t>& rows) override;
+    int64_t length() const { return tokens.size(1); }  // t
+
+    Tensor memory;                          // [B, S, d_model]
+    IntTensor src_mask;                     // [B, 1, 1, S]
+    IntTensor tokens;                       // [B, t]: the target tokens fed so far
+    std::vector<DecoderLayerCache> layers;  // one per decoder layer
+};
+
+// The Transformer (docs/parity.md, "transformer"):
+//   x = dropout(embedding(ids) * sqrt(d_model) + pe[:len])
+//   memory = encoder_layers(x_src, src_mask)                  (+ encoder_norm in Pre-LN)
+//   logits = output(decoder_layers(x_tgt, memory, src_mask, tgt_mask))  (+ decoder_norm in Pre-LN)
+// src_mask = src != <pad> over keys; tgt_mask = (tgt_in != <pad> over keys) AND causal.
+// Positions (config.positional): "sinusoidal" pe, a buffer (the paper); "learned" pe, the parameter
+// pos_encoder.weight [max_seq_len, d_model], which starts as the sinusoidal table; or "rope": no pe,
+// and every self-attention rotates its queries and keys by their positions (nn::apply_rotary).
+// Every other matrix is initialised Xavier-uniform.
+//
+// Weight tying (config.share_embeddings, config.tie_output): a tied tensor is registered once,
+// under the first name PyTorch's named_parameters() gives it ("src_embedding.weight", else
+// "tgt_embedding.weight"); the other names are aliases (tied_aliases()) that state_dict() leaves
+// out, as safetensors files (which cannot hold one tensor twice) do. Its gradient is the sum of
+// its uses.
+class Transformer : public Seq2SeqModel {
+public:
+    // Throws Error for a config the model cannot be built from (d_model not a multiple of n_heads
+    // or odd, share_embeddings with different vocabularies, ...).
+    Transformer(const ModelConfig& config, Generator& gen);
+
+    // src [B, S], tgt_in [B, T] -> logits [B, T, tgt_vocab]; forward = decode(encode(src)).
+    Tensor forward(const IntTensor& src, const IntTensor& tgt_in) override;
+
+    // The encoder half: src [B, S] -> memory [B, S, d_model] and its mask.
+    EncoderOutput encode(const IntTensor& src) const;
+    // The decoder half, teacher-forced over all of tgt_in [B, T]: -> logits [B, T, tgt_vocab].
+    Tensor decode(const IntTensor& tgt_in, const Tensor& memory, const IntTensor& src_mask) const;
+
+    // Incremental decoding (model.h): start_decoding(src) encodes; decode_step(state, tokens [B])
+    // feeds each row's next input token and returns logits [B, tgt_vocab] for the following one,
+    // those decode() gives at the same position. Keys and values are cached, so a step costs
+    // O(t) instead of recomputing the whole prefix. last_attention(): the last step's
+    // cross-attention weights, one [B, S] tensor per layer and head (layer-major).
+    std::unique_ptr<DecodingState> start_decoding(const IntTensor& src) override;
+    Tensor decode_step(DecodingState& state, const IntTensor& tokens) override;
+    int64_t max_decode_length() const override { return config().max_seq_len; }  // one position a step
+    std::vector<Tensor> last_attention(const DecodingState& state) const override;
+    AttentionLayout attention_layout() const override;  // "layer L head H", a row per layer
+
+    // (alias, registered name) for each tied name that state_dict() leaves out, e.g.
+    // ("output.weight", "tgt_embedding.weight"): what a loader renames in a checkpoint that lists
+    // both (PyTorch's state_dict does). Empty without tying.
+    std::vector<std::pair<std::string, std::string>> tied_aliases() const;
+
+    std::shared_ptr<nn::Embedding> src_embedding;
+    std::shared_ptr<nn::Embedding> tgt_embedding;  // the same module as src_embedding when shared
+    std::shared_ptr<nn::PositionalEncoding> pos_encoder;  // null with rotary positions
+    std::shared_ptr<nn::Dropout> dropout;
+    std::shared_ptr<nn::ModuleList<EncoderLayer>> encoder_layers;
+    std::shared_ptr<nn::ModuleList<DecoderLayer>> decoder_layers;
+    std::shared_ptr<nn::LayerNorm> encoder_norm;  // Pre-LN only, else null
+    std::shared_ptr<nn::LayerNorm> decoder_norm;  // Pre-LN only, else null
+    std::shared_ptr<OutputProjection> output;
+
+private:
+    // ids [B, len] at positions position.. -> dropout(embedding(ids) * sqrt(d_model) + pe[position:
+    // position + len]), [B, len, d_model]
+    Tensor embed(const nn::Embedding& table, const IntTensor& ids, int64_t position = 0) const;
+    // Throws Error unless ids is [B, len] with 1 <= len <= max_seq_len and ids in [0, vocab).
+    void check_ids(const IntTensor& ids, int64_t vocab, const char* what) const;
+    void check_length(const IntTensor& ids, const char* what) const;  // len <= max_seq_len
+};
+
+// The checks across keys of a Transformer config: d_model divisible by n_heads, an even width for
+// the positional encoding, equal vocabularies when shared. The registry's ModelKind::validate.
+void check_transformer_config(const ModelConfig& config);
+
+// The registry's entry for "transformer" (registry.h).
+ModelKind transformer_kind();
+
+}  // namespace seqgrad::models

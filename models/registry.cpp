@@ -1,0 +1,40 @@
+// The model kinds: one line each. A kind's definition (its keys, checks, constructor and recipe)
+// sits in its model's file.
+#include "seqgrad/models/registry.h"
+
+#include "seqgrad/models/attn_seq2seq.h"
+#include "seqgrad/models/seq2seq.h"
+#include "seqgrad/models/transformer.h"
+
+namespace seqgrad::models {
+
+const std::vector<ModelKind>& model_kinds() {
+    static const std::vector<ModelKind> kinds = {
+        transformer_kind(),
+        attn_seq2seq_kind(),
+        seq2seq_kind(),
+    };
+    return kinds;
+}
+
+std::string model_kind_names() {
+    const std::vector<ModelKind>& kinds = model_kinds();
+    std::string names;
+    for (size_t i = 0; i < kinds.size(); ++i)
+        names += (i == 0 ? "" : i + 1 == kinds.size() ? " or " : ", ") + kinds[i].name;
+    return names;
+}
+
+const ModelKind& model_kind(const std::string& name) {
+    for (const ModelKind& kind : model_kinds())
+        if (kind.name == name) return kind;
+    throw Error("model config: unknown model \"" + name + "\" (" + model_kind_names() + ")");
+}
+
+std::shared_ptr<Seq2SeqModel> make_model(const ModelConfig& config, Generator& gen) {
+    return model_kind(config.model).make(config, gen);
+}
+
+int64_t model_width(const ModelConfig& config) { return model_kind(config.model).width(config); }
+
+}  // namespace seqgrad::models

@@ -1,0 +1,178 @@
+// Model files (state_dict tensors with the config, vocabularies and task in the metadata) and the
+// training state beside them (checkpoint.h).
+#include "seqgrad/training/checkpoint.h"
+
+#include <filesystem>
+
+#include "seqgrad/internal/option_table.h"
+#include "seqgrad/models/registry.h"
+
+namespace seqgrad::training {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr const char* kModelFormat = "seqgrad-model-1";
+constexpr const char* kTrainingFormat = "seqgrad-training-1";
+
+}  // namespace
+
+// ---- model files ----
+
+void save_model(const std::string& path, const models::Seq2SeqModel& model, const Vocabulary& source_vocab,
+                const Vocabulary& target_vocab, const std::string& task, int64_t step) {
+    SafetensorsFile file;
+    file.set_metadata("format", kModelFormat);
+    file.set_metadata("config", model.config().to_json());
+    file.set_metadata("source_vocab", source_vocab.to_json());
+    file.set_metadata("target_vocab", target_vocab.to_json());
+    file.set_metadata("task", task);
+    file.set_metadata("step", std::to_string(step));
+    for (const auto& [name, tensor] : model.state_dict()) file.put(name, tensor);
+    file.save(path);
+}
+
+std::string model_file_of(const std::string& checkpoint) {
+    std::error_code ec;
+    if (!fs::is_directory(checkpoint, ec)) return checkpoint;
+    const fs::path best = fs::path(checkpoint) / "best.safetensors";
+    if (fs::exists(best, ec)) return best.string();
+    return (fs::path(checkpoint) / "model.safetensors").string();
+}
+
+LoadedModel load_model(const std::string& path) {
+    std::error_code ec;
+    check(fs::exists(path, ec), "checkpoint", "no checkpoint at ", path);
+    const std::string file_path = model_file_of(path);
+    check(fs::exists(file_path, ec), "checkpoint", path, " is a directory without model.safetensors or best.safetensors");
+    const SafetensorsFile file = SafetensorsFile::load(file_path);
+    try {
+        check(file.metadata().count("format") && file.metadata("format") == kModelFormat, "checkpoint",
+              "not a seqgrad model file (metadata \"format\" should be \"", kModelFormat, "\")");
+        LoadedModel loaded;
+        loaded.path = file_path;
+        loaded.source_vocab = Vocabulary::from_json(file.metadata("source_vocab"));
+        loaded.target_vocab = Vocabulary::from_json(file.metadata("target_vocab"));
+        loaded.task = file.metadata("task");
+        loaded.step = std::stoll(file.metadata("step"));
+        const models::ModelConfig config = models::ModelConfig::from_json(file.metadata("config"));
+        check(config.src_vocab == loaded.source_vocab.size() && config.tgt_vocab == loaded.target_vocab.size(),
+              "checkpoint", "the config's vocabulary sizes (", config.src_vocab, ", ", config.tgt_vocab,
+              ") differ from the stored vocabularies (", loaded.source_vocab.size(), ", ", loaded.target_vocab.size(), ")");
+        Generator gen(0);
+        loaded.model = models::make_model(config, gen);
+        std::map<std::string, Tensor> state;
+        for (const std::string& name : file.names()) state.emplace(name, file.tensor(name));
+        loaded.model->load_state_dict(state);
+        loaded.model->eval();
+        return loaded;
+    } catch (const std::invalid_argument&) {
+        throw Error(file_path + ": metadata \"step\" is not a number");
+    } catch (const Error& e) {
+        throw Error(file_path + ": " + e.what());
+    }
+}
+
+// ---- the training state ----
+
+namespace {
+
+using internal::OptionTable;
+
+const OptionTable<EvalResult>& eval_table() {
+    static const OptionTable<EvalResult> table = OptionTable<EvalResult>("evaluation")
+                                                     .add("wer", "word (sequence) error rate, %", &EvalResult::wer)
+                                                     .required()
+                                                     .add("per", "phone (token) error rate, %", &EvalResult::per)
+                                                     .required()
+                                                     .add("words", "examples scored", &EvalResult::words)
+                                                     .required();
+    return table;
+}
+
+const OptionTable<HistoryEntry>& history_table() {
+    using H = HistoryEntry;
+    static const OptionTable<H> table = OptionTable<H>("history entry")
+                                            .add("step", "optimizer steps", &H::step)
+                                            .required()
+                                            .add("epoch", "epochs finished", &H::epoch)
+                                            .required()
+                                            .add("minutes", "training time, all sessions", &H::minutes)
+                                            .required()
+                                            .add("train_loss", "mean loss since the previous entry", &H::train_loss)
+                                            .required()
+                                            .object("dev", "the dev evaluation", eval_table(), &H::dev)
+                                            .required();
+    return table;
+}
+
+const OptionTable<Progress>& progress_table() {
+    using P = Progress;
+    static const OptionTable<P> table =
+        OptionTable<P>("progress")
+            .add("step", "optimizer steps taken", &P::step)
+            .required()
+            .add("epoch", "epochs finished", &P::stream, &BatchStreamState::epoch)
+            .required()
+            .add("next_batch", "batches of this epoch handed out", &P::stream, &BatchStreamState::next_batch)
+            .required()
+            .add("random", "the model generator's state", &P::random)
+            .required()
+            .add("seconds", "training time, all sessions", &P::seconds)
+            .required()
+            .add("has_best", "whether best_dev holds an evaluation", &P::has_best)
+            .required()
+            .object("best_dev", "the best dev evaluation", eval_table(), &P::best_dev)
+            .required()
+            .object("last_dev", "the latest dev evaluation", eval_table(), &P::last_dev)
+            .required()
+            .add("loss_sum", "losses since the last history entry", &P::loss_sum)
+            .required()
+            .add("loss_steps", "steps since the last history entry", &P::loss_steps)
+            .required()
+            // These two are absent in checkpoints from before lr_decay: their defaults apply.
+            .add("lr_scale", "lr_decay's factors so far", &P::lr_scale)
+            .add("scheduled_best_wer", "the best WER of the scheduled evaluations (-1: none)",
+                 &P::scheduled_best_wer)
+            .list("history", "every dev evaluation", history_table(), &P::history)
+            .required();
+    return table;
+}
+
+}  // namespace
+
+std::string Progress::to_json() const { return progress_table().write(*this).dump(); }
+
+Progress Progress::from_json(const std::string& text) { return progress_table().read(text); }
+
+void save_training_state(const std::string& path, const TrainingOptions& options, const Progress& progress,
+                         const std::map<std::string, Tensor>& state) {
+    SafetensorsFile training;
+    training.set_metadata("format", kTrainingFormat);
+    training.set_metadata("training", options.to_json());
+    training.set_metadata("progress", progress.to_json());
+    training.set_metadata("step", std::to_string(progress.step));
+    for (const auto& [name, tensor] : state) training.put(name, tensor);
+    training.save(path);
+}
+
+TrainingState load_training_state(const std::string& path) {
+    const SafetensorsFile file = SafetensorsFile::load(path);
+    TrainingState state;
+    try {
+        state.options = TrainingOptions::from_json(file.metadata("training"));
+    } catch (const Error& e) {
+        throw Error(path + ": metadata \"training\": " + e.what());
+    }
+    try {
+        state.progress = Progress::from_json(file.metadata("progress"));
+    } catch (const Error& e) {
+        throw Error(path + ": metadata \"progress\" is damaged: " + e.what());
+    }
+    for (const std::string& name : file.names())
+        (name.rfind("average", 0) == 0 ? state.average : state.optimizer).emplace(name, file.tensor(name));
+    return state;
+}
+
+}  // namespace seqgrad::training

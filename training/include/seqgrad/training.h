@@ -1,0 +1,16 @@
+// Training: tasks and their data, vocabularies, batching, options, checkpoints, the training loop,
+// evaluation and metrics.
+#pragma once
+
+#include "seqgrad/training/batching.h"
+#include "seqgrad/training/checkpoint.h"
+#include "seqgrad/training/dataset.h"
+#include "seqgrad/training/evaluate.h"
+#include "seqgrad/training/g2p.h"
+#include "seqgrad/training/metrics.h"
+#include "seqgrad/training/options.h"
+#include "seqgrad/training/synthetic.h"
+#include "seqgrad/training/tasks.h"
+#include "seqgrad/training/text.h"
+#include "seqgrad/training/trainer.h"
+#include "seqgrad/training/vocabulary.h"

@@ -1,0 +1,91 @@
+// Examples as token ids, and length-bucketed batches: for training (shuffled, replayable from a
+// seed and a position) and for evaluation (sorted, no randomness).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "seqgrad/core/random.h"
+#include "seqgrad/core/tensor.h"
+#include "seqgrad/training/dataset.h"
+#include "seqgrad/training/vocabulary.h"
+
+namespace seqgrad::training {
+
+// An example as ids: the source, one reference, and which Example it came from.
+struct EncodedExample {
+    std::vector<int64_t> source;
+    std::vector<int64_t> target;  // without <s> and </s>
+    int64_t index = 0;            // position of its Example in the split
+};
+
+// For training: one per (example, reference) pair, so every pronunciation is learned.
+std::vector<EncodedExample> encode_for_training(const std::vector<Example>& examples,
+                                                const Vocabulary& source_vocab,
+                                                const Vocabulary& target_vocab);
+// For evaluation: one per example (target = its first reference, or empty if it has none),
+// so each word is decoded once and scored against all its references.
+std::vector<EncodedExample> encode_for_evaluation(const std::vector<Example>& examples,
+                                                  const Vocabulary& source_vocab,
+                                                  const Vocabulary& target_vocab);
+
+struct Batch {
+    IntTensor src;                       // [B, S], right-padded with kPad
+    IntTensor tgt;                       // [B, T+1]: <s> y1 .. yn </s> then kPad
+    std::vector<int64_t> example_index;  // [B]: EncodedExample::index of each row
+    int64_t source_tokens = 0;           // real (non-pad) source tokens
+    int64_t target_tokens = 0;           // predicted positions: the y's and each </s>
+};
+
+struct BatchOptions {
+    int64_t max_sentences = 256;  // rows per batch; 0 for no limit
+    // Cells in src plus tgt, padding included (B * (S + T + 1)); 0 for no limit. An example
+    // larger than this on its own still gets a batch.
+    int64_t max_tokens = 0;
+    // Examples shuffled together, then sorted by length and cut into batches: large enough that
+    // batches hold similar lengths (little padding), small enough that their mix stays random.
+    int64_t chunk_size = 16384;  // 0: all examples in one chunk
+};
+
+// Builds the batch of the given rows of `examples`. An empty source is an Error.
+Batch make_batch(const std::vector<EncodedExample>& examples, const std::vector<int64_t>& rows);
+
+// One training epoch's batches: shuffled, sorted by length within chunks, cut by the limits, then
+// the batch order shuffled. Every example is in exactly one batch; the same generator state gives
+// the same batches.
+std::vector<std::vector<int64_t>> plan_batches(const std::vector<EncodedExample>& examples,
+                                               const BatchOptions& options, Generator& gen);
+std::vector<Batch> make_batches(const std::vector<EncodedExample>& examples,
+                                const BatchOptions& options, Generator& gen);
+// Evaluation batches: sorted by length (least padding), no randomness.
+std::vector<Batch> make_eval_batches(const std::vector<EncodedExample>& examples,
+                                     const BatchOptions& options);
+
+// Where a BatchStream is, for a checkpoint: resuming from it replays the same batches.
+struct BatchStreamState {
+    int64_t epoch = 0;       // epochs finished
+    int64_t next_batch = 0;  // batches of the current epoch already handed out
+};
+
+// Training batches, epoch after epoch. Epoch e is planned with a generator seeded from
+// (seed, e) alone, so the stream can be restored at any batch without replaying earlier ones.
+class BatchStream {
+public:
+    BatchStream(std::vector<EncodedExample> examples, BatchOptions options, uint64_t seed);
+
+    Batch next();  // moves on to the next epoch after the last batch of this one
+    BatchStreamState state() const { return state_; }
+    void restore(const BatchStreamState& state);  // Error if next_batch is past the epoch's end
+    int64_t batches_in_epoch() const { return static_cast<int64_t>(plan_.size()); }
+    int64_t examples() const { return static_cast<int64_t>(examples_.size()); }
+
+private:
+    std::vector<EncodedExample> examples_;
+    BatchOptions options_;
+    uint64_t seed_;
+    BatchStreamState state_;
+    std::vector<std::vector<int64_t>> plan_;  // the current epoch's batches, as rows
+};
+
+}  // namespace seqgrad::training

@@ -1,0 +1,97 @@
+// Checkpoints. A checkpoint is a directory:
+//   model.safetensors     the latest weights; metadata: the model config, both vocabularies, the
+//                         task, the step
+//   best.safetensors      the same, for the weights with the best dev WER so far
+//   training.safetensors  the optimizer's state (and the weight average's), and in its metadata
+//                         the training options and the run's Progress (step, data position,
+//                         random state, dev history), so a run resumes exactly where it stopped
+// Every file is written atomically (a temporary, fsync, rename): an interrupted run never leaves a
+// broken file. model.safetensors and training.safetensors both record the step; resuming from a
+// pair that disagrees is an error.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "seqgrad/core/random.h"
+#include "seqgrad/core/safetensors.h"
+#include "seqgrad/models/model.h"
+#include "seqgrad/training/batching.h"
+#include "seqgrad/training/evaluate.h"
+#include "seqgrad/training/options.h"
+#include "seqgrad/training/vocabulary.h"
+
+namespace seqgrad::training {
+
+// ---- model files ----
+
+// A trained model with what is needed to use it.
+struct LoadedModel {
+    std::shared_ptr<models::Seq2SeqModel> model;
+    Vocabulary source_vocab;
+    Vocabulary target_vocab;
+    std::string task;     // "g2p", "copy", "reverse", "sort"
+    int64_t step = 0;     // training steps behind these weights
+    std::string path;     // the file read
+};
+
+// Writes a model file (model.safetensors / best.safetensors format) atomically.
+void save_model(const std::string& path, const models::Seq2SeqModel& model, const Vocabulary& source_vocab,
+                const Vocabulary& target_vocab, const std::string& task, int64_t step);
+
+// Reads a model file, or a checkpoint directory (its best.safetensors if there is one, else its
+// model.safetensors), and builds the model in evaluation mode. Errors name the path and problem.
+LoadedModel load_model(const std::string& path);
+
+// The model file to read in a checkpoint directory (or the path itself if it is a file).
+std::string model_file_of(const std::string& checkpoint);
+
+// ---- the training state ----
+
+// One point of the training curve.
+struct HistoryEntry {
+    int64_t step = 0;
+    int64_t epoch = 0;          // epochs finished
+    double minutes = 0;         // training time so far, all sessions
+    double train_loss = 0;      // mean over the steps since the previous entry
+    EvalResult dev;
+};
+
+// What a checkpoint needs beyond the weights and the optimizer to resume a run exactly.
+struct Progress {
+    int64_t step = 0;
+    BatchStreamState stream;
+    Generator::State random{};  // the model's generator (dropout, teacher forcing)
+    double seconds = 0;         // training time, all sessions
+    bool has_best = false;
+    EvalResult best_dev;
+    EvalResult last_dev;
+    std::vector<HistoryEntry> history;
+    double loss_sum = 0;  // since the last history entry
+    int64_t loss_steps = 0;
+    // lr_decay's state: the product of the factors applied so far, and the best dev WER among the
+    // scheduled evaluations (not those at the end of a session, so that a resumed run decays exactly
+    // where an uninterrupted one would).
+    double lr_scale = 1.0;
+    double scheduled_best_wer = -1;  // none yet
+
+    std::string to_json() const;
+    static Progress from_json(const std::string& text);  // Error if a required key is missing
+};
+
+// training.safetensors: the options, the progress and the named state tensors of the optimizer
+// (and of the weight average, keys "average..."), stamped with the step.
+void save_training_state(const std::string& path, const TrainingOptions& options, const Progress& progress,
+                         const std::map<std::string, Tensor>& state);
+
+struct TrainingState {
+    TrainingOptions options;
+    Progress progress;
+    std::map<std::string, Tensor> optimizer;  // the optimizer's tensors
+    std::map<std::string, Tensor> average;    // the weight average's ("average..."), if any
+};
+TrainingState load_training_state(const std::string& path);
+
+}  // namespace seqgrad::training

@@ -1,0 +1,59 @@
+// The options of a training run: the task, batching, the optimizer and its schedule, the budgets,
+// evaluation and the seed. Every key, its default and its range are listed once, in options.cpp;
+// `seqgrad train --help` prints them.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "seqgrad/training/batching.h"
+#include "seqgrad/training/g2p.h"
+#include "seqgrad/training/synthetic.h"
+
+namespace seqgrad::training {
+
+struct TrainingOptions {
+    // The task: "g2p" (read from `dictionary`) or a synthetic one ("copy", "reverse", "sort").
+    std::string task = "g2p";
+    std::string dictionary = kCmudictPath;
+    SyntheticOptions synthetic;
+
+    BatchOptions batches;
+    std::string schedule = "noam";  // "noam": lr * d^-0.5 * min(t^-0.5, t * warmup^-1.5); or "constant"
+    double lr = 1.0;                // the constant rate, or Noam's factor
+    // After a dev evaluation that does not improve on the best dev WER so far, the rate (either
+    // schedule) is multiplied by this for the rest of the run; 1 never changes it.
+    double lr_decay = 1.0;
+    // Above 0: keep an exponential moving average of the weights with this decay (nn::WeightAverage),
+    // and evaluate and keep as best the averaged weights instead of the raw ones.
+    double average_decay = 0.0;
+    int64_t warmup_steps = 1000;
+    double beta1 = 0.9;
+    double beta2 = 0.98;
+    double eps = 1e-9;
+    double weight_decay = 0.0;
+    float clip_norm = 1.0f;  // 0 turns clipping off
+    float label_smoothing = 0.1f;
+    float teacher_forcing = 1.0f;
+
+    // Budgets (0 = no limit; at least one must be set). minutes counts this session only.
+    int64_t epochs = 0;
+    double minutes = 0;
+    int64_t max_steps = 0;
+
+    int64_t eval_every_steps = 0;  // 0: after each epoch
+    int64_t eval_max_len = 40;     // output tokens when decoding the dev split
+    int64_t dev_limit = 0;         // evaluate on the first N dev words only (0: all)
+    int64_t log_every = 100;       // steps between plain log lines
+    uint64_t seed = 1;
+
+    std::string to_json() const;
+    // Unknown keys are an error (a typo in a config file); keys left out keep their defaults.
+    static TrainingOptions from_json(const std::string& text);
+    // Throws an Error naming the first option out of range (train() and resume() call it).
+    void validate() const;
+    // Every key with its type, default, range and meaning, one a line.
+    static std::string describe();
+};
+
+}  // namespace seqgrad::training

@@ -1,0 +1,25 @@
+// Text as the readers of outside data meet it: UTF-8 checked code point by code point, files read
+// whole with the system's reason on failure, and bytes made safe to print in a message.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace seqgrad::training {
+
+// The characters of a UTF-8 string, one string per code point. Invalid UTF-8 is an Error.
+std::vector<std::string> utf8_characters(std::string_view text);
+
+// Whether `text` is valid UTF-8 (no stray continuation byte, truncated sequence, overlong form,
+// surrogate, or code point above U+10FFFF).
+bool is_utf8(std::string_view text);
+
+// Text for a message: control bytes (and every non-ASCII byte, if the text is not UTF-8) as \xNN,
+// so a corrupt line cannot garble the terminal it is reported on.
+std::string printable(std::string_view text);
+
+// The whole file, or an Error naming the path and the system's reason.
+std::string read_file(const std::string& path);
+
+}  // namespace seqgrad::training

@@ -1,0 +1,105 @@
+// The training options' one table: every key, its range and its meaning (options.h).
+#include "seqgrad/training/options.h"
+
+#include "seqgrad/internal/option_table.h"
+
+namespace seqgrad::training {
+namespace {
+
+using internal::OptionTable;
+
+const OptionTable<SyntheticOptions>& synthetic_table() {
+    static const OptionTable<SyntheticOptions> table =
+        OptionTable<SyntheticOptions>("synthetic task")
+            .add("task", "which synthetic task (set from the run's task)", &SyntheticOptions::task)
+            .add("vocab_size", "symbols a, b, ... (at most 26)", &SyntheticOptions::vocab_size)
+            .add("min_length", "shortest sequence", &SyntheticOptions::min_length)
+            .add("max_length", "longest sequence", &SyntheticOptions::max_length)
+            .add("train_size", "training examples", &SyntheticOptions::train_size)
+            .add("dev_size", "dev examples", &SyntheticOptions::dev_size)
+            .add("test_size", "test examples", &SyntheticOptions::test_size);
+    return table;
+}
+
+const OptionTable<TrainingOptions>& table() {
+    using O = TrainingOptions;
+    static const OptionTable<O> table =
+        OptionTable<O>("training options")
+            .add("task", "g2p, or a synthetic task: copy, reverse or sort", &O::task)
+            .one_of({"g2p", "copy", "reverse", "sort"})
+            .add("dictionary", "the CMUdict file for g2p", &O::dictionary)
+            .object("synthetic", "the synthetic task's sizes and lengths", synthetic_table(), &O::synthetic)
+            .add("batch_sentences", "sentences per batch (0: no limit)", &O::batches, &BatchOptions::max_sentences)
+            .at_least(0)
+            .add("batch_tokens", "cells per batch, padding included (0: no limit)", &O::batches,
+                 &BatchOptions::max_tokens)
+            .at_least(0)
+            .add("chunk_size", "examples shuffled together before sorting by length (0: all)", &O::batches,
+                 &BatchOptions::chunk_size)
+            .at_least(0)
+            .add("schedule", "noam (warm-up, then 1/sqrt(step)) or constant", &O::schedule)
+            .one_of({"noam", "constant"})
+            .add("lr", "the constant rate, or the Noam schedule's factor", &O::lr)
+            .above(0)
+            .add("lr_decay", "the rate's factor after a dev evaluation that does not improve", &O::lr_decay)
+            .above(0)
+            .at_most(1)
+            .add("average_decay", "above 0: evaluate and keep a moving average of the weights", &O::average_decay)
+            .at_least(0)
+            .below(1)
+            .add("warmup_steps", "the Noam schedule's warm-up", &O::warmup_steps)
+            .above(0)
+            .add("beta1", "Adam's first-moment decay", &O::beta1)
+            .at_least(0)
+            .below(1)
+            .add("beta2", "Adam's second-moment decay", &O::beta2)
+            .at_least(0)
+            .below(1)
+            .add("eps", "Adam's epsilon", &O::eps)
+            .above(0)
+            .add("weight_decay", "above 0: AdamW with this decoupled decay", &O::weight_decay)
+            .at_least(0)
+            .add("clip_norm", "the gradients' largest global norm (0: no clipping)", &O::clip_norm)
+            .at_least(0)
+            .add("label_smoothing", "the loss's label smoothing", &O::label_smoothing)
+            .at_least(0)
+            .below(1)
+            .add("teacher_forcing", "the recurrent decoders' chance of reading the true previous token",
+                 &O::teacher_forcing)
+            .at_least(0)
+            .at_most(1)
+            .add("epochs", "budget: epochs in all (0: no limit)", &O::epochs)
+            .at_least(0)
+            .add("minutes", "budget: minutes in this session (0: no limit)", &O::minutes)
+            .at_least(0)
+            .add("max_steps", "budget: optimizer steps in all (0: no limit)", &O::max_steps)
+            .at_least(0)
+            .add("eval_every_steps", "evaluate every N steps (0: after each epoch)", &O::eval_every_steps)
+            .at_least(0)
+            .add("eval_max_len", "output tokens when decoding dev", &O::eval_max_len)
+            .above(0)
+            .add("dev_limit", "evaluate on the first N dev examples only (0: all)", &O::dev_limit)
+            .at_least(0)
+            .add("log_every", "steps between plain log lines", &O::log_every)
+            .above(0)
+            .add("seed", "the seed of the data order, the initial weights and dropout", &O::seed)
+            .rule([](const O& o) {
+                check(o.epochs > 0 || o.minutes > 0 || o.max_steps > 0, "training options",
+                      "no budget: give epochs, minutes or max_steps (training would never stop)");
+                check(o.batches.max_sentences > 0 || o.batches.max_tokens > 0, "training options",
+                      "a batch needs a sentence or token limit");
+            });
+    return table;
+}
+
+}  // namespace
+
+std::string TrainingOptions::to_json() const { return table().write(*this).dump(); }
+
+TrainingOptions TrainingOptions::from_json(const std::string& text) { return table().read(text); }
+
+void TrainingOptions::validate() const { table().validate(*this); }
+
+std::string TrainingOptions::describe() { return table().describe(); }
+
+}  // namespace seqgrad::training

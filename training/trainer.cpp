@@ -1,0 +1,362 @@
+// The training loop (trainer.h): train() and resume() set up a Run; a Trainer carries it through
+// one session, step by step, evaluating, keeping the best weights and writing checkpoints.
+#include "seqgrad/training/trainer.h"
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <iomanip>
+#include <sstream>
+
+#include "seqgrad/core/autograd.h"
+#include "seqgrad/models/registry.h"
+#include "seqgrad/nn/optim.h"
+#include "seqgrad/training/tasks.h"
+
+namespace seqgrad::training {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// A run in memory: what train() and resume() set up, and a Trainer carries on.
+struct Run {
+    TrainingOptions options;
+    std::string dir;
+    Dataset data;
+    Vocabulary source_vocab, target_vocab;
+    std::shared_ptr<models::Seq2SeqModel> model;
+    std::unique_ptr<nn::Adam> optimizer;
+    std::unique_ptr<nn::WeightAverage> average;  // with average_decay > 0
+    std::unique_ptr<BatchStream> stream;
+    Progress progress;
+
+    std::string model_path() const { return (fs::path(dir) / "model.safetensors").string(); }
+    std::string best_path() const { return (fs::path(dir) / "best.safetensors").string(); }
+    std::string training_path() const { return (fs::path(dir) / "training.safetensors").string(); }
+};
+
+std::unique_ptr<nn::Adam> make_optimizer(const TrainingOptions& o, models::Seq2SeqModel& model) {
+    nn::AdamOptions a;
+    a.lr = o.lr;
+    a.beta1 = o.beta1;
+    a.beta2 = o.beta2;
+    a.eps = o.eps;
+    a.weight_decay = o.weight_decay;
+    if (o.weight_decay > 0) return std::make_unique<nn::AdamW>(model.named_parameters(), a);
+    return std::make_unique<nn::Adam>(model.named_parameters(), a);
+}
+
+std::vector<EncodedExample> training_examples(const Run& run) {
+    return encode_for_training(run.data.train, run.source_vocab, run.target_vocab);
+}
+
+// One session of a run: the loop and its three parts (a step, an evaluation that may keep the
+// best weights, a checkpoint), with the budget and the listener.
+class Trainer {
+public:
+    Trainer(Run& run, const TrainingListener& listener, const std::atomic<bool>* stop_requested)
+        : run_(run), listener_(listener), stop_requested_(stop_requested),
+          seconds_before_(run.progress.seconds), start_step_(run.progress.step) {}
+
+    TrainingResult run();
+
+private:
+    using Clock = std::chrono::steady_clock;
+
+    bool step();
+    void evaluate_and_keep_best(bool scheduled);
+    void checkpoint(const std::string& why);
+
+    double learning_rate(int64_t step) const;
+    bool budget_reached() const;
+    double budget_fraction() const;
+    double session_seconds() const { return std::chrono::duration<double>(Clock::now() - session_start_).count(); }
+    void emit(const TrainingEvent& e) const {
+        if (listener_) listener_(e);
+    }
+    void emit_message(const std::string& text, int64_t step) const {
+        TrainingEvent e;
+        e.kind = TrainingEvent::Kind::message;
+        e.step = step;
+        e.text = text;
+        emit(e);
+    }
+
+    Run& run_;
+    const TrainingListener& listener_;
+    const std::atomic<bool>* stop_requested_;
+    const Clock::time_point session_start_ = Clock::now();
+    const double seconds_before_;  // training time of the earlier sessions
+    const int64_t start_step_;
+    int64_t saved_step_ = -1;      // the step of this session's last checkpoint
+    double recent_tokens_ = 0, recent_seconds_ = 0;  // decaying sums for tokens per second
+};
+
+TrainingResult Trainer::run() {
+    const TrainingOptions& o = run_.options;
+    run_.model->train();
+    run_.model->set_teacher_forcing_ratio(o.teacher_forcing);
+    std::string stop_reason = "budget";
+    while (!budget_reached()) {
+        if (stop_requested_ && stop_requested_->load()) {
+            stop_reason = "interrupted";
+            break;
+        }
+        const int64_t epoch_before = run_.stream->state().epoch;
+        if (!step()) {
+            stop_reason = "diverged";
+            break;
+        }
+        const bool epoch_ended = run_.stream->state().epoch > epoch_before;
+        const bool eval_now = o.eval_every_steps > 0 ? run_.progress.step % o.eval_every_steps == 0 : epoch_ended;
+        if (eval_now) {
+            evaluate_and_keep_best(true);
+            checkpoint(epoch_ended ? "end of epoch" : "evaluation");
+        }
+    }
+    if (stop_reason != "diverged") {
+        const auto& history = run_.progress.history;
+        const bool just_evaluated = !history.empty() && history.back().step == run_.progress.step;
+        if (run_.progress.step > start_step_ && !just_evaluated && stop_reason == "budget")
+            evaluate_and_keep_best(false);
+        checkpoint(stop_reason == "interrupted" ? "interrupted" : "end of run");
+    }
+    TrainingResult result;
+    result.stop_reason = stop_reason;
+    result.steps = run_.progress.step;
+    result.epochs = run_.stream->state().epoch;
+    result.minutes = (seconds_before_ + session_seconds()) / 60.0;
+    result.best_dev = run_.progress.best_dev;
+    result.last_dev = run_.progress.last_dev;
+    result.history = run_.progress.history;
+    return result;
+}
+
+// One optimizer step on the next batch. False, with nothing updated, when the loss is not finite.
+bool Trainer::step() {
+    const TrainingOptions& o = run_.options;
+    const auto t0 = Clock::now();
+    const Batch batch = run_.stream->next();
+    const int64_t t = batch.tgt.size(1);
+    const IntTensor tgt_in = batch.tgt.slice_last(0, t - 1), tgt_out = batch.tgt.slice_last(1, t);
+    run_.optimizer->zero_grad();
+    Tensor loss = models::sequence_loss(run_.model->forward(batch.src, tgt_in), tgt_out, o.label_smoothing);
+    const double loss_value = loss.item();
+    if (!std::isfinite(loss_value)) {
+        const int64_t bad_step = run_.progress.step + 1;
+        emit_message("the loss is " + std::to_string(loss_value) + " at step " + std::to_string(bad_step) +
+                         "; stopping. The last good checkpoint is kept in " + run_.dir,
+                     bad_step);
+        return false;
+    }
+    loss.backward();
+    if (o.clip_norm > 0) nn::clip_grad_norm(run_.model->parameters(), o.clip_norm);
+    const double lr = learning_rate(run_.progress.step + 1);
+    run_.optimizer->set_lr(lr);
+    run_.optimizer->step();
+    if (run_.average) run_.average->update();
+    run_.progress.step++;
+    run_.progress.loss_sum += loss_value;
+    run_.progress.loss_steps++;
+
+    const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
+    recent_tokens_ = 0.9 * recent_tokens_ + static_cast<double>(batch.target_tokens);
+    recent_seconds_ = 0.9 * recent_seconds_ + dt;
+    TrainingEvent e;
+    e.kind = TrainingEvent::Kind::step;
+    e.step = run_.progress.step;
+    e.epoch = run_.stream->state().epoch;
+    e.batches_in_epoch = run_.stream->batches_in_epoch();
+    e.batch_in_epoch = run_.stream->state().next_batch;
+    e.loss = loss_value;
+    e.learning_rate = lr;
+    e.tokens_per_second = recent_seconds_ > 0 ? recent_tokens_ / recent_seconds_ : 0;
+    e.elapsed_seconds = session_seconds();
+    e.budget_fraction = budget_fraction();
+    emit(e);
+    return true;
+}
+
+// Decodes dev (the averaged weights, if kept), records the point of the curve, saves the weights
+// if they are the best so far, and applies lr_decay after a scheduled evaluation (after an epoch or
+// eval_every_steps, not at the end of a session) that does not improve.
+void Trainer::evaluate_and_keep_best(bool scheduled) {
+    Progress& p = run_.progress;
+    // The raw weights come back even if the evaluation throws.
+    struct SwapBack {
+        nn::WeightAverage* average;
+        ~SwapBack() {
+            if (average) average->swap();
+        }
+    } swap_back{run_.average.get()};
+    if (run_.average) run_.average->swap();
+
+    std::vector<Example> dev = run_.data.dev;
+    if (run_.options.dev_limit > 0 && static_cast<int64_t>(dev.size()) > run_.options.dev_limit)
+        dev.resize(static_cast<size_t>(run_.options.dev_limit));
+    models::DecodeOptions decode_options;
+    decode_options.max_len = run_.options.eval_max_len;
+    run_.model->eval();
+    const EvalResult result = evaluate(*run_.model, dev, run_.source_vocab, run_.target_vocab, decode_options);
+    run_.model->train();
+
+    p.last_dev = result;
+    HistoryEntry entry;
+    entry.step = p.step;
+    entry.epoch = run_.stream->state().epoch;
+    entry.minutes = (seconds_before_ + session_seconds()) / 60.0;
+    entry.train_loss = p.loss_steps > 0 ? p.loss_sum / static_cast<double>(p.loss_steps) : 0;
+    entry.dev = result;
+    p.history.push_back(entry);
+    p.loss_sum = 0;
+    p.loss_steps = 0;
+    TrainingEvent e;
+    e.kind = TrainingEvent::Kind::evaluation;
+    e.step = p.step;
+    e.epoch = entry.epoch;
+    e.eval = result;
+    e.elapsed_seconds = session_seconds();
+    emit(e);
+
+    if (!p.has_best || result.wer < p.best_dev.wer) {
+        p.has_best = true;
+        p.best_dev = result;
+        save_model(run_.best_path(), *run_.model, run_.source_vocab, run_.target_vocab, run_.options.task, p.step);
+    }
+    if (!scheduled) return;
+    if (p.scheduled_best_wer < 0 || result.wer < p.scheduled_best_wer) {
+        p.scheduled_best_wer = result.wer;
+    } else if (run_.options.lr_decay < 1) {
+        p.lr_scale *= run_.options.lr_decay;
+        std::ostringstream text;
+        text << std::fixed << std::setprecision(2) << "dev WER did not improve on " << p.scheduled_best_wer
+             << "%: the learning rate is now " << std::defaultfloat << std::setprecision(3)
+             << learning_rate(p.step + 1);
+        emit_message(text.str(), p.step);
+    }
+}
+
+// Writes training.safetensors, then model.safetensors, each atomically and stamped with the step
+// (once per step: a second request at the same step writes nothing).
+void Trainer::checkpoint(const std::string& why) {
+    Progress& p = run_.progress;
+    if (saved_step_ == p.step) return;
+    saved_step_ = p.step;
+    p.seconds = seconds_before_ + session_seconds();
+    p.random = run_.model->random().state();
+    p.stream = run_.stream->state();
+    std::map<std::string, Tensor> state = run_.optimizer->state();
+    if (run_.average) state.merge(run_.average->state());
+    save_training_state(run_.training_path(), run_.options, p, state);
+    save_model(run_.model_path(), *run_.model, run_.source_vocab, run_.target_vocab, run_.options.task, p.step);
+    TrainingEvent e;
+    e.kind = TrainingEvent::Kind::checkpoint;
+    e.step = p.step;
+    e.text = why;
+    emit(e);
+}
+
+double Trainer::learning_rate(int64_t step) const {
+    const TrainingOptions& o = run_.options;
+    if (o.schedule == "constant") return o.lr * run_.progress.lr_scale;
+    const int64_t width = models::model_width(run_.model->config());
+    return nn::NoamSchedule{width, o.warmup_steps, o.lr}.rate(step) * run_.progress.lr_scale;
+}
+
+bool Trainer::budget_reached() const {
+    const TrainingOptions& o = run_.options;
+    return (o.max_steps > 0 && run_.progress.step >= o.max_steps) ||
+           (o.epochs > 0 && run_.stream->state().epoch >= o.epochs) ||
+           (o.minutes > 0 && session_seconds() >= 60.0 * o.minutes);
+}
+
+double Trainer::budget_fraction() const {
+    const TrainingOptions& o = run_.options;
+    double f = -1;
+    if (o.max_steps > 0)
+        f = std::max(f, static_cast<double>(run_.progress.step) / static_cast<double>(o.max_steps));
+    if (o.minutes > 0) f = std::max(f, session_seconds() / (60.0 * o.minutes));
+    if (o.epochs > 0) {
+        const BatchStreamState at = run_.stream->state();
+        const double batches = static_cast<double>(std::max<int64_t>(run_.stream->batches_in_epoch(), 1));
+        const double epochs_done = static_cast<double>(at.epoch) + static_cast<double>(at.next_batch) / batches;
+        f = std::max(f, epochs_done / static_cast<double>(o.epochs));
+    }
+    return std::min(f, 1.0);
+}
+
+}  // namespace
+
+TrainingResult train(const models::ModelConfig& model_config, const TrainingOptions& options,
+                     const std::string& out_dir, const TrainingListener& listener,
+                     const std::atomic<bool>* stop_requested) {
+    options.validate();
+    Run run;
+    run.options = options;
+    run.dir = out_dir;
+    check(!fs::exists(run.model_path()) && !fs::exists(run.training_path()), "train", out_dir,
+          " already holds a checkpoint: resume it (--resume) or choose another directory");
+    run.data = load_dataset(options);
+    check(!run.data.train.empty() && !run.data.dev.empty(), "train", "the task \"", options.task,
+          "\" has an empty train or dev split");
+    run.source_vocab = source_vocabulary(run.data.train);
+    run.target_vocab = target_vocabulary(run.data.train);
+    models::ModelConfig config = model_config;
+    config.src_vocab = run.source_vocab.size();
+    config.tgt_vocab = run.target_vocab.size();
+    if (config.share_embeddings && config.src_vocab != config.tgt_vocab) config.share_embeddings = false;
+    Generator init(options.seed);
+    run.model = models::make_model(models::ModelConfig::from_json(config.to_json()), init);  // validated like a file
+    run.model->random().seed(options.seed ^ 0x9e3779b97f4a7c15ULL);
+    run.optimizer = make_optimizer(options, *run.model);
+    if (options.average_decay > 0)
+        run.average = std::make_unique<nn::WeightAverage>(run.model->named_parameters(), options.average_decay);
+    run.stream = std::make_unique<BatchStream>(training_examples(run), options.batches, options.seed);
+    // The directory comes last, so that a run refused above (bad data, a bad config, too little
+    // memory) leaves nothing behind.
+    std::error_code ec;
+    fs::create_directories(out_dir, ec);
+    check(!ec && fs::is_directory(out_dir), "train", "cannot create the output directory ", out_dir,
+          ec ? ": " + ec.message() : "");
+    return Trainer(run, listener, stop_requested).run();
+}
+
+TrainingResult resume(const std::string& dir, int64_t epochs, double minutes, int64_t max_steps,
+                      const TrainingListener& listener, const std::atomic<bool>* stop_requested) {
+    Run run;
+    run.dir = dir;
+    check(fs::is_directory(dir), "resume", "no checkpoint directory at ", dir);
+    check(fs::exists(run.training_path()) && fs::exists(run.model_path()), "resume", dir,
+          " has no model.safetensors and training.safetensors to resume from");
+    TrainingState saved = load_training_state(run.training_path());
+    run.options = saved.options;
+    if (epochs > 0 || minutes > 0 || max_steps > 0) {
+        run.options.epochs = epochs;
+        run.options.minutes = minutes;
+        run.options.max_steps = max_steps;
+    }
+    run.options.validate();
+    run.progress = saved.progress;
+    LoadedModel loaded = load_model(run.model_path());
+    check(loaded.step == run.progress.step, "resume", dir, ": model.safetensors is from step ", loaded.step,
+          " but training.safetensors from step ", run.progress.step, " (an interrupted save); cannot resume exactly");
+    run.data = load_dataset(run.options);
+    run.source_vocab = loaded.source_vocab;
+    run.target_vocab = loaded.target_vocab;
+    check(run.source_vocab == source_vocabulary(run.data.train) && run.target_vocab == target_vocabulary(run.data.train),
+          "resume", "the task's data has changed since ", dir, " was written (its vocabularies differ)");
+    run.model = loaded.model;
+    run.model->random().set_state(run.progress.random);
+    run.optimizer = make_optimizer(run.options, *run.model);
+    run.optimizer->load_state(saved.optimizer);
+    if (run.options.average_decay > 0) {
+        run.average = std::make_unique<nn::WeightAverage>(run.model->named_parameters(), run.options.average_decay);
+        run.average->load_state(saved.average);
+    }
+    run.stream = std::make_unique<BatchStream>(training_examples(run), run.options.batches, run.options.seed);
+    run.stream->restore(run.progress.stream);
+    return Trainer(run, listener, stop_requested).run();
+}
+
+}  // namespace seqgrad::training

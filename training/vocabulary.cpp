@@ -1,0 +1,122 @@
+// Vocabularies: symbols <-> ids, their JSON form for checkpoints, and building them from data.
+#include "seqgrad/training/vocabulary.h"
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+#include <unordered_set>
+
+#include "seqgrad/core/error.h"
+#include "seqgrad/models/model.h"
+
+namespace seqgrad::training {
+
+using models::kEos;
+using models::kPad;
+using models::kSos;
+using models::kUnk;
+
+Vocabulary::Vocabulary() : Vocabulary(std::vector<std::string>(std::begin(kSpecials), std::end(kSpecials))) {}
+
+Vocabulary::Vocabulary(std::vector<std::string> symbols) : symbols_(std::move(symbols)) {
+    sorted_ids_.reserve(symbols_.size());
+    for (size_t i = 0; i < symbols_.size(); ++i) sorted_ids_.emplace_back(symbols_[i], static_cast<int64_t>(i));
+    std::sort(sorted_ids_.begin(), sorted_ids_.end());
+}
+
+namespace {
+
+bool is_special(std::string_view symbol) {
+    return std::find(std::begin(Vocabulary::kSpecials), std::end(Vocabulary::kSpecials), symbol) !=
+           std::end(Vocabulary::kSpecials);
+}
+
+}  // namespace
+
+Vocabulary Vocabulary::from_symbols(std::vector<std::string> symbols) {
+    std::sort(symbols.begin(), symbols.end());
+    symbols.erase(std::unique(symbols.begin(), symbols.end()), symbols.end());
+    std::vector<std::string> all(std::begin(kSpecials), std::end(kSpecials));
+    for (std::string& symbol : symbols) {
+        check(!symbol.empty(), "Vocabulary", "an empty symbol");
+        check(!is_special(symbol), "Vocabulary", "the data uses the special token ", symbol, " as a symbol");
+        all.push_back(std::move(symbol));
+    }
+    return Vocabulary(std::move(all));
+}
+
+int64_t Vocabulary::id(std::string_view symbol) const {
+    const auto it = std::lower_bound(sorted_ids_.begin(), sorted_ids_.end(), symbol,
+                                     [](const auto& entry, std::string_view s) { return entry.first < s; });
+    return it != sorted_ids_.end() && it->first == symbol ? it->second : kUnk;
+}
+
+bool Vocabulary::contains(std::string_view symbol) const {
+    return id(symbol) != kUnk || symbol == kSpecials[kUnk];
+}
+
+const std::string& Vocabulary::symbol(int64_t id) const {
+    check(id >= 0 && id < size(), "Vocabulary::symbol", "id ", id, " is out of range for a vocabulary of ",
+          size(), " symbols");
+    return symbols_[static_cast<size_t>(id)];
+}
+
+std::vector<int64_t> Vocabulary::encode(const std::vector<std::string>& symbols) const {
+    std::vector<int64_t> ids;
+    ids.reserve(symbols.size());
+    for (const std::string& s : symbols) ids.push_back(id(s));
+    return ids;
+}
+
+std::vector<std::string> Vocabulary::decode(const std::vector<int64_t>& ids) const {
+    std::vector<std::string> symbols;
+    for (int64_t id : ids) {
+        if (id == kEos) break;
+        if (id == kPad || id == kSos) continue;
+        symbols.push_back(symbol(id));
+    }
+    return symbols;
+}
+
+std::string Vocabulary::to_json() const { return nlohmann::json(symbols_).dump(); }
+
+Vocabulary Vocabulary::from_json(const std::string& text) {
+    const char* op = "Vocabulary::from_json";
+    nlohmann::json parsed;
+    try {
+        parsed = nlohmann::json::parse(text);
+    } catch (const nlohmann::json::parse_error& e) {
+        throw Error(detail::concat(op, ": not valid JSON (", e.what(), ")"));
+    }
+    check(parsed.is_array(), op, "expected a JSON array of symbols");
+    check(parsed.size() >= 4, op, "expected the four special tokens first, got ", parsed.size(), " symbols");
+    std::vector<std::string> symbols;
+    std::unordered_set<std::string> seen;
+    for (size_t i = 0; i < parsed.size(); ++i) {
+        check(parsed[i].is_string(), op, "symbol ", i, " is not a string");
+        std::string symbol = parsed[i].get<std::string>();
+        if (i < 4) {
+            check(symbol == kSpecials[i], op, "id ", i, " must be ", kSpecials[i], ", got \"", symbol, "\"");
+        } else {
+            check(!symbol.empty(), op, "symbol ", i, " is empty");
+            check(!is_special(symbol), op, "symbol ", i, " repeats the special token ", symbol);
+        }
+        check(seen.insert(symbol).second, op, "symbol \"", symbol, "\" appears twice");
+        symbols.push_back(std::move(symbol));
+    }
+    return Vocabulary(std::move(symbols));
+}
+
+Vocabulary source_vocabulary(const std::vector<Example>& examples) {
+    std::unordered_set<std::string> symbols;
+    for (const Example& e : examples) symbols.insert(e.source.begin(), e.source.end());
+    return Vocabulary::from_symbols({symbols.begin(), symbols.end()});
+}
+
+Vocabulary target_vocabulary(const std::vector<Example>& examples) {
+    std::unordered_set<std::string> symbols;
+    for (const Example& e : examples)
+        for (const auto& reference : e.references) symbols.insert(reference.begin(), reference.end());
+    return Vocabulary::from_symbols({symbols.begin(), symbols.end()});
+}
+
+}  // namespace seqgrad::training
