@@ -25,5 +25,6 @@ double sgemm_peak_flops();
 
 void register_op_benchmarks();     // seqgrad_bench.cpp: matmul, softmax, layer_norm, cross_entropy
 void register_model_benchmarks();  // model_bench.cpp: train_step, decode
+void register_data_benchmarks();   // data_bench.cpp: reading a corpus of a million pairs
 
 }  // namespace seqgrad_bench

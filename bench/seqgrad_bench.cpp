@@ -437,6 +437,7 @@ int main(int argc, char** argv) {
     configure_and_describe(requested_threads);
     register_op_benchmarks();
     register_model_benchmarks();
+    register_data_benchmarks();
     benchmark::Initialize(&argc, argv);
     if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
     benchmark::RunSpecifiedBenchmarks();

@@ -8,7 +8,6 @@
 #include "seqgrad/core/error.h"
 #include "seqgrad/training/checkpoint.h"
 #include "seqgrad/models/decoding.h"
-#include "seqgrad/training/tasks.h"
 #include "svg.h"
 
 namespace seqgrad::cli {
@@ -36,7 +35,7 @@ void run_attention(const AttentionFlags& flags) {
     models::Seq2SeqModel& model = *loaded.model;
     const models::ModelConfig& config = model.config();
 
-    const std::vector<std::string> source = training::source_symbols(loaded.task, flags.word);
+    const std::vector<std::string> source = loaded.source_tokenizer.tokenize(flags.word);
     check(!source.empty(), "attention", "the word is empty");
     for (const std::string& symbol : source)
         if (!loaded.source_vocab.contains(symbol))

@@ -4,6 +4,7 @@
 
 #include <csignal>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -12,7 +13,7 @@
 #include "seqgrad/core/threads.h"
 #include "seqgrad/models/registry.h"
 #include "seqgrad/training/checkpoint.h"
-#include "seqgrad/training/tasks.h"
+#include "seqgrad/training/corpus.h"
 #include "seqgrad/training/trainer.h"
 
 namespace seqgrad::cli {
@@ -26,7 +27,7 @@ extern "C" void on_interrupt(int) {
 }
 
 struct TrainFlags {
-    std::string task = "g2p";
+    std::string task;  // default g2p, or corpus with --train
     std::string model;
     std::string config_file;
     std::string out;
@@ -42,7 +43,43 @@ struct TrainFlags {
     int64_t dev_limit = -1;
     int64_t eval_every = -1;
     int64_t show = 8;  // dev words to show at the end
+    // A corpus of one's own (options.h has the meanings).
+    std::vector<std::string> train_files, dev_files, test_files;
+    std::string src_tokens, tgt_tokens, src_spm_model, tgt_spm_model, spm_type;
+    int64_t spm_vocab_size = 0, min_count = 0, max_vocab = -1;
+    bool skip_invalid = false;
 };
+
+// Paths as absolute ones, so that a run resumes and evaluates from any directory.
+std::vector<std::string> absolute(const std::vector<std::string>& paths) {
+    std::vector<std::string> out;
+    for (const std::string& p : paths) out.push_back(std::filesystem::absolute(p).lexically_normal().string());
+    return out;
+}
+
+// The corpus flags over the options (a config file's "training" object may set them too).
+void apply_corpus_flags(const TrainFlags& flags, training::TrainingOptions& options) {
+    if (!flags.train_files.empty()) options.train_files = absolute(flags.train_files);
+    if (!flags.dev_files.empty()) options.dev_files = absolute(flags.dev_files);
+    if (!flags.test_files.empty()) options.test_files = absolute(flags.test_files);
+    if (!flags.src_tokens.empty()) options.src_tokens = flags.src_tokens;
+    if (!flags.tgt_tokens.empty()) options.tgt_tokens = flags.tgt_tokens;
+    if (!flags.src_spm_model.empty()) options.src_spm_model = std::filesystem::absolute(flags.src_spm_model).string();
+    if (!flags.tgt_spm_model.empty()) options.tgt_spm_model = std::filesystem::absolute(flags.tgt_spm_model).string();
+    if (!flags.spm_type.empty()) options.spm_type = flags.spm_type;
+    if (flags.spm_vocab_size > 0) options.spm_vocab_size = flags.spm_vocab_size;
+    if (flags.min_count > 0) options.min_count = flags.min_count;
+    if (flags.max_vocab >= 0) options.max_vocab = flags.max_vocab;
+    if (flags.skip_invalid) options.skip_invalid = true;
+    if (!options.train_files.empty()) {
+        check(flags.task.empty() || flags.task == "corpus", "train", "--train reads a corpus; drop --task ", flags.task);
+        options.task = "corpus";
+    } else if (!flags.task.empty()) {
+        options.task = flags.task;
+    }
+    check(options.task != "corpus" || !options.train_files.empty(), "train",
+          "the corpus task needs --train (a TSV file, or a source and a target file)");
+}
 
 std::string read_file(const std::string& path) {
     std::ifstream in(path);
@@ -56,7 +93,13 @@ std::string read_file(const std::string& path) {
 void show_examples(const std::string& dir, const training::TrainingOptions& options, int64_t count) {
     if (count <= 0) return;
     training::LoadedModel loaded = training::load_model(dir);
-    const training::Dataset data = training::load_dataset(options);
+    training::DataRequest request;
+    request.train = false;
+    request.source_tokenizer = &loaded.source_tokenizer;
+    request.target_tokenizer = &loaded.target_tokenizer;
+    request.source_vocab = &loaded.source_vocab;
+    request.target_vocab = &loaded.target_vocab;
+    const training::TrainingData data = training::prepare_data(options, request);
     std::vector<training::Example> sample;
     const size_t stride = std::max<size_t>(1, data.dev.size() / static_cast<size_t>(count));
     for (size_t i = 0; i < data.dev.size() && static_cast<int64_t>(sample.size()) < count; i += stride)
@@ -65,11 +108,10 @@ void show_examples(const std::string& dir, const training::TrainingOptions& opti
     models::DecodeOptions decode_options;
     decode_options.max_len = options.eval_max_len;
     training::evaluate(*loaded.model, sample, loaded.source_vocab, loaded.target_vocab, decode_options, 256, &predictions);
-    std::printf("Some dev words (prediction | reference):\n");
+    std::printf("Some dev examples (prediction | reference):\n");
     for (size_t i = 0; i < sample.size(); ++i) {
-        std::string predicted, reference;
-        for (const auto& p : predictions[i]) predicted += (predicted.empty() ? "" : " ") + p;
-        for (const auto& p : sample[i].references.front()) reference += (reference.empty() ? "" : " ") + p;
+        const std::string predicted = loaded.target_tokenizer.detokenize(predictions[i]);
+        const std::string reference = sample[i].reference_texts.front();
         const bool right = std::find(sample[i].references.begin(), sample[i].references.end(), predictions[i]) !=
                            sample[i].references.end();
         std::printf("  %-16s %-28s | %s%s\n", sample[i].name.c_str(), predicted.c_str(), reference.c_str(),
@@ -116,7 +158,7 @@ int run_train(const TrainFlags& flags) {
             options.schedule = kind.schedule;
             if (flags.lr <= 0) options.lr = kind.lr;
         }
-        options.task = flags.task;
+        apply_corpus_flags(flags, options);
         if (!flags.dictionary.empty()) options.dictionary = flags.dictionary;
         if (flags.minutes > 0) options.minutes = flags.minutes;
         if (flags.epochs > 0) options.epochs = flags.epochs;
@@ -126,9 +168,13 @@ int run_train(const TrainFlags& flags) {
         if (flags.lr > 0) options.lr = flags.lr;
         if (flags.dev_limit >= 0) options.dev_limit = flags.dev_limit;
         if (flags.eval_every >= 0) options.eval_every_steps = flags.eval_every;
-        dir = flags.out.empty() ? "runs/" + flags.model + "-" + flags.task : flags.out;
+        const std::string data_name = options.task == "corpus"
+                                          ? std::filesystem::path(options.train_files.front()).stem().string()
+                                          : options.task;
+        dir = flags.out.empty() ? "runs/" + flags.model + "-" + data_name : flags.out;
         options.validate();
-        std::fprintf(stderr, "Training %s on %s into %s (%d %s)\n", flags.model.c_str(), options.task.c_str(),
+        const std::string data = options.task == "corpus" ? training::corpus_name(options.train_files) : options.task;
+        std::fprintf(stderr, "Training %s on %s into %s (%d %s)\n", flags.model.c_str(), data.c_str(),
                      dir.c_str(), get_num_threads(), get_num_threads() == 1 ? "thread" : "threads");
         result = training::train(config, options, dir, std::ref(display), &g_stop);
     }
@@ -159,7 +205,29 @@ void add_train_command(CLI::App& app, int& exit_status) {
     cmd->footer("Models:\n" + kinds + "\nA --config file holds model keys and an optional \"training\" object.\n\nModel keys "
                 "(each model reads its own; docs/parity.md):\n" + models::ModelConfig::describe() +
                 "\nTraining keys:\n" + training::TrainingOptions::describe());
-    cmd->add_option("--task", flags->task, "g2p (CMUdict), copy, reverse or sort")->capture_default_str();
+    cmd->add_option("--task", flags->task, "g2p (CMUdict, the default), copy, reverse or sort; --train for your own data");
+    cmd->add_option("--train", flags->train_files, "Your own pairs: one TSV file (source<TAB>target) or a source and a target file")
+        ->expected(1, 2);
+    cmd->add_option("--dev", flags->dev_files, "Dev pairs, likewise (default: carved from --train by a hash of the source)")
+        ->expected(1, 2);
+    cmd->add_option("--test", flags->test_files, "Test pairs, likewise (default: carved from --train)")->expected(1, 2);
+    cmd->add_option("--src-tokens", flags->src_tokens, "How the source is read: char (default), space or sentencepiece")
+        ->check(CLI::IsMember({"char", "space", "sentencepiece"}));
+    cmd->add_option("--tgt-tokens", flags->tgt_tokens, "How the target is read: char (default), space or sentencepiece")
+        ->check(CLI::IsMember({"char", "space", "sentencepiece"}));
+    cmd->add_option("--src-spm-model", flags->src_spm_model, "A SentencePiece .model for the source (default: train one)")
+        ->check(CLI::ExistingFile);
+    cmd->add_option("--tgt-spm-model", flags->tgt_spm_model, "A SentencePiece .model for the target (default: train one)")
+        ->check(CLI::ExistingFile);
+    cmd->add_option("--spm-vocab-size", flags->spm_vocab_size, "Pieces of each SentencePiece model trained (default 8000)")
+        ->check(CLI::Range(int64_t{8}, int64_t{1} << 20));
+    cmd->add_option("--spm-type", flags->spm_type, "The SentencePiece models trained: unigram (default) or bpe")
+        ->check(CLI::IsMember({"unigram", "bpe"}));
+    cmd->add_option("--min-count", flags->min_count, "Vocabularies keep symbols seen at least this often (default 1)")
+        ->check(kPositive);
+    cmd->add_option("--max-vocab", flags->max_vocab, "Vocabularies keep at most this many symbols a side (default: all)")
+        ->check(kNonNegative);
+    cmd->add_flag("--skip-invalid", flags->skip_invalid, "Train on the valid lines and count the others, instead of refusing");
     cmd->add_option("--model", flags->model, models::model_kind_names());
     cmd->add_option("--config", flags->config_file,
                     "JSON file: model keys (docs/parity.md) and an optional \"training\" object of training options");

@@ -1,17 +1,21 @@
-// `seqgrad eval` (WER and PER of a checkpoint on a split) and `seqgrad predict` (pronunciations
-// of words given as arguments or on standard input).
+// `seqgrad eval` (WER and PER of a checkpoint on a split or a file of pairs, and BLEU and chrF
+// when asked) and `seqgrad predict` (outputs for inputs given as arguments, in files or on
+// standard input, streamed in chunks so that a file of any length decodes in bounded memory).
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
+#include <memory>
 
 #include "commands.h"
 #include "progress.h"
 #include "seqgrad/core/threads.h"
-#include "seqgrad/training/batching.h"
 #include "seqgrad/training/checkpoint.h"
+#include "seqgrad/training/corpus.h"
 #include "seqgrad/training/evaluate.h"
-#include "seqgrad/training/tasks.h"
+#include "seqgrad/training/text_metrics.h"
+#include "seqgrad/training/translator.h"
 
 namespace seqgrad::cli {
 namespace {
@@ -20,23 +24,29 @@ struct UseFlags {
     std::string checkpoint;
     std::string split = "dev";
     std::string dictionary;
+    std::vector<std::string> test_files;
+    std::vector<std::string> metrics;
+    bool skip_invalid = false;
     int64_t beam = 1;
+    int64_t nbest = 1;
     float alpha = 0.6f;
-    int64_t max_len = 40;
+    int64_t max_len = 0;
     int threads = 0;
-    std::vector<std::string> words;
+    std::vector<std::string> inputs;  // predict: words or sentences
+    std::vector<std::string> input_files;
+    int64_t chunk = 10000;
 };
 
-// Words decoded together: 256, or fewer with wide beams, so that a batch holds at most 2,048
-// hypotheses (or one word's beams).
-int64_t words_per_batch(int64_t beam) { return std::clamp<int64_t>(2048 / beam, 1, 256); }
+// Inputs decoded together: 256, or fewer with wide beams, so that a batch holds at most 2,048
+// hypotheses (or one input's beams).
+int64_t inputs_per_batch(int64_t beam) { return std::clamp<int64_t>(2048 / beam, 1, 256); }
 
+// The longest output: --max-len, or 40 (a word's pronunciation fits with room to spare).
 models::DecodeOptions decode_options_of(const UseFlags& f) {
-    check(f.max_len >= 1, "decode", "--max-len must be at least 1, got ", f.max_len);
     models::DecodeOptions o;
     o.beam_size = f.beam;
     o.length_penalty = f.alpha;
-    o.max_len = f.max_len;
+    o.max_len = f.max_len > 0 ? f.max_len : 40;
     return o;
 }
 
@@ -55,51 +65,132 @@ int run_eval(const UseFlags& f) {
     if (f.threads > 0) set_num_threads(f.threads);
     check(f.split == "dev" || f.split == "test", "eval", "--split must be dev or test, got ", f.split);
     training::LoadedModel loaded = training::load_model(f.checkpoint);
-    training::TrainingOptions options = run_options(f.checkpoint, loaded.task);
-    if (!f.dictionary.empty()) options.dictionary = f.dictionary;
-    const training::Dataset data = training::load_dataset(options);
-    const training::EvalResult r = training::evaluate(*loaded.model, data.split(f.split), loaded.source_vocab,
-                                                  loaded.target_vocab, decode_options_of(f), words_per_batch(f.beam));
-    std::printf("%s %s (%s, step %lld, beam %lld): WER %.2f%%  PER %.2f%%  (%lld words)\n", loaded.task.c_str(),
-                f.split.c_str(), loaded.path.c_str(), static_cast<long long>(loaded.step), static_cast<long long>(f.beam),
-                r.wer, r.per, static_cast<long long>(r.words));
+    std::vector<training::Example> examples;
+    std::string what;
+    if (!f.test_files.empty()) {
+        std::vector<std::string> report;
+        examples = training::read_examples(f.test_files, loaded.source_tokenizer, loaded.target_tokenizer,
+                                           f.skip_invalid, &report);
+        for (const std::string& line : report) std::fprintf(stderr, "%s\n", line.c_str());
+        what = training::corpus_name(f.test_files);
+    } else {
+        training::TrainingOptions options = run_options(f.checkpoint, loaded.task);
+        if (!f.dictionary.empty()) options.dictionary = f.dictionary;
+        options.skip_invalid = options.skip_invalid || f.skip_invalid;
+        training::DataRequest request;
+        request.train = false;
+        request.test = f.split == "test";
+        request.source_tokenizer = &loaded.source_tokenizer;
+        request.target_tokenizer = &loaded.target_tokenizer;
+        request.source_vocab = &loaded.source_vocab;
+        request.target_vocab = &loaded.target_vocab;
+        training::TrainingData data = training::prepare_data(options, request);
+        examples = std::move(f.split == "test" ? data.test : data.dev);
+        what = loaded.task + " " + f.split;
+    }
+    check(!examples.empty(), "eval", what, " has no examples to evaluate");
+    std::vector<std::vector<std::string>> predictions;
+    const training::EvalResult r =
+        training::evaluate(*loaded.model, examples, loaded.source_vocab, loaded.target_vocab, decode_options_of(f),
+                           inputs_per_batch(f.beam), f.metrics.empty() ? nullptr : &predictions);
+    std::printf("%s (%s, step %lld, beam %lld): WER %.2f%%  PER %.2f%%  (%lld words)", what.c_str(), loaded.path.c_str(),
+                static_cast<long long>(loaded.step), static_cast<long long>(f.beam), r.wer, r.per,
+                static_cast<long long>(r.words));
+    if (!f.metrics.empty()) {
+        std::vector<std::string> hypotheses;
+        std::vector<std::vector<std::string>> references;
+        for (size_t i = 0; i < examples.size(); ++i) {
+            hypotheses.push_back(loaded.target_tokenizer.detokenize(predictions[i]));
+            references.push_back(examples[i].reference_texts);
+        }
+        for (const std::string& metric : f.metrics) {
+            if (metric == "bleu")
+                std::printf("  BLEU %.2f", training::corpus_bleu(hypotheses, references).score);
+            else
+                std::printf("  chrF %.2f", training::corpus_chrf(hypotheses, references));
+        }
+    }
+    std::printf("\n");
     return 0;
 }
 
-int run_predict(UseFlags f) {
+// The inputs of `predict`, one line at a time: the arguments, else the files, else standard input.
+class InputLines {
+public:
+    explicit InputLines(const UseFlags& f) : words_(f.inputs), files_(f.input_files) {}
+    bool next(std::string& line) {
+        if (!words_.empty()) {
+            if (next_word_ >= words_.size()) return false;
+            line = words_[next_word_++];
+            return true;
+        }
+        if (files_.empty()) {
+            if (!std::getline(std::cin, line)) return false;
+            if (!line.empty() && line.back() == '\r') line.pop_back();
+            return true;
+        }
+        while (true) {
+            if (!reader_) {
+                if (next_file_ >= files_.size()) return false;
+                reader_ = std::make_unique<training::LineReader>(files_[next_file_++]);
+            }
+            if (reader_->next(line)) return true;
+            reader_.reset();
+        }
+    }
+
+private:
+    std::vector<std::string> words_, files_;
+    size_t next_word_ = 0, next_file_ = 0;
+    std::unique_ptr<training::LineReader> reader_;
+};
+
+int run_predict(const UseFlags& f) {
     if (f.threads > 0) set_num_threads(f.threads);
-    training::LoadedModel loaded = training::load_model(f.checkpoint);
-    if (f.words.empty())
-        for (std::string line; std::getline(std::cin, line);)
-            if (line.find_first_not_of(" \t\r") != std::string::npos) f.words.push_back(line.substr(0, line.find_last_not_of(" \t\r") + 1));
-    check(!f.words.empty(), "predict", "no words given (as arguments or on standard input)");
-    std::vector<training::Example> examples;
-    for (const std::string& word : f.words) {
-        training::Example e;
-        e.name = word;
-        e.source = training::source_symbols(loaded.task, word);
-        check(!e.source.empty(), "predict", "an empty word");
-        for (const std::string& s : e.source)
-            if (!loaded.source_vocab.contains(s))
-                std::fprintf(stderr, "note: \"%s\" in \"%s\" is not in the model's alphabet (read as <unk>)\n", s.c_str(), word.c_str());
-        e.references = {{}};
-        examples.push_back(std::move(e));
+    check(f.nbest <= f.beam, "predict", "--nbest ", f.nbest, " needs a beam at least as wide (--beam ", f.beam, ")");
+    check(f.chunk >= 1, "predict", "--chunk must be positive, got ", f.chunk);
+    const training::Translator translator(f.checkpoint);
+    training::Translator::Options options;
+    options.beam_size = f.beam;
+    options.nbest = f.nbest;
+    options.length_penalty = f.alpha;
+    options.max_len = f.max_len;
+    options.max_hypotheses = inputs_per_batch(f.beam) * f.beam;
+
+    InputLines input(f);
+    std::vector<std::string> chunk;
+    int64_t line_number = 0, empty_lines = 0;
+    std::string line;
+    bool more = true;
+    while (more) {
+        chunk.clear();
+        while (static_cast<int64_t>(chunk.size()) < f.chunk && (more = input.next(line))) chunk.push_back(line);
+        if (chunk.empty()) break;
+        const auto results = translator.translate(chunk, options);
+        for (size_t i = 0; i < chunk.size(); ++i) {
+            ++line_number;
+            if (chunk[i].empty()) ++empty_lines;
+            if (f.nbest > 1) {
+                for (size_t rank = 0; rank < results[i].size(); ++rank)
+                    std::printf("%lld\t%zu\t%s\t%.4f\n", static_cast<long long>(line_number), rank + 1,
+                                results[i][rank].text.c_str(), results[i][rank].score);
+            } else {
+                std::printf("%s\t%s\n", chunk[i].c_str(), results[i].front().text.c_str());
+            }
+        }
+        std::fflush(stdout);
     }
-    std::vector<std::vector<std::string>> predictions;
-    const auto encoded = training::encode_for_evaluation(examples, loaded.source_vocab, loaded.target_vocab);
-    training::BatchOptions batch_options;
-    batch_options.max_sentences = words_per_batch(f.beam);
-    predictions.resize(examples.size());
-    for (const training::Batch& batch : training::make_eval_batches(encoded, batch_options)) {
-        const auto hypotheses = models::decode(*loaded.model, batch.src, decode_options_of(f));
-        for (size_t row = 0; row < hypotheses.size(); ++row)
-            predictions[static_cast<size_t>(batch.example_index[row])] = loaded.target_vocab.decode(hypotheses[row].tokens);
-    }
-    for (size_t i = 0; i < examples.size(); ++i) {
-        std::string phones;
-        for (const auto& p : predictions[i]) phones += (phones.empty() ? "" : " ") + p;
-        std::printf("%s\t%s\n", examples[i].name.c_str(), phones.c_str());
-    }
+    check(line_number > 0, "predict", "no input (give it as arguments, --input files or on standard input)");
+    const training::Translator::Totals totals = translator.totals();
+    std::fprintf(stderr, "decoded %lld lines (%lld output tokens) in %.2f s: %.1f lines/s, %.1f tokens/s\n",
+                 static_cast<long long>(totals.inputs), static_cast<long long>(totals.output_tokens), totals.seconds,
+                 static_cast<double>(totals.inputs) / std::max(totals.seconds, 1e-9),
+                 static_cast<double>(totals.output_tokens) / std::max(totals.seconds, 1e-9));
+    if (totals.unknown_source_tokens > 0)
+        std::fprintf(stderr, "note: %lld of %lld input tokens are not in the model's vocabulary (read as <unk>)\n",
+                     static_cast<long long>(totals.unknown_source_tokens), static_cast<long long>(totals.source_tokens));
+    if (empty_lines > 0)
+        std::fprintf(stderr, "note: %lld empty input lines gave empty outputs\n", static_cast<long long>(empty_lines));
     return 0;
 }
 
@@ -107,7 +198,6 @@ void add_decoding_flags(CLI::App* cmd, UseFlags& f) {
     cmd->add_option("--checkpoint", f.checkpoint, "A checkpoint directory (its best weights) or a model file")->required();
     cmd->add_option("--beam", f.beam, "Beam size (1: greedy)")->capture_default_str()->check(CLI::Range(int64_t{1}, kMaxBeam));
     cmd->add_option("--alpha", f.alpha, "Beam search length penalty ((5+len)/6)^alpha")->capture_default_str();
-    cmd->add_option("--max-len", f.max_len, "Longest output, in tokens")->capture_default_str();
     cmd->add_option("--threads", f.threads, "Threads (default: the number of cores)")->check(kPositive);
 }
 
@@ -115,18 +205,33 @@ void add_decoding_flags(CLI::App* cmd, UseFlags& f) {
 
 void add_eval_command(CLI::App& app, int& exit_status) {
     auto f = std::make_shared<UseFlags>();
-    CLI::App* cmd = app.add_subcommand("eval", "WER and PER of a checkpoint on the dev or test split");
+    CLI::App* cmd = app.add_subcommand(
+        "eval", "Sequence and token error rates (printed as WER and PER) of a checkpoint on a split or a file");
     add_decoding_flags(cmd, *f);
-    cmd->add_option("--split", f->split, "dev or test")->capture_default_str();
+    cmd->add_option("--max-len", f->max_len, "Longest output, in tokens (default 40)")->check(kPositive);
+    cmd->add_option("--split", f->split, "dev or test (of the run's own data)")->capture_default_str();
+    cmd->add_option("--test", f->test_files, "Evaluate on these pairs instead: one TSV file, or a source and a target file")
+        ->expected(1, 2);
+    cmd->add_option("--metric", f->metrics, "Also bleu and/or chrf (sacreBLEU's definitions), for sentence targets")
+        ->check(CLI::IsMember({"bleu", "chrf"}));
+    cmd->add_flag("--skip-invalid", f->skip_invalid, "Evaluate the valid lines and count the others, instead of refusing");
     cmd->add_option("--dictionary", f->dictionary, "The CMUdict file for g2p");
     cmd->callback([f, &exit_status] { exit_status = run_eval(*f); });
 }
 
 void add_predict_command(CLI::App& app, int& exit_status) {
     auto f = std::make_shared<UseFlags>();
-    CLI::App* cmd = app.add_subcommand("predict", "Pronounce words (arguments, or one per line on standard input)");
+    CLI::App* cmd = app.add_subcommand(
+        "predict", "Outputs for inputs given as arguments, in --input files, or one per line on standard input");
     add_decoding_flags(cmd, *f);
-    cmd->add_option("words", f->words, "Words to pronounce");
+    cmd->add_option("--max-len", f->max_len, "Longest output, in tokens (default: twice the longest input + 10, at least 40)")
+        ->check(kPositive);
+    cmd->add_option("--nbest", f->nbest, "Hypotheses per input (at most --beam): TSV of line, rank, output, score")
+        ->capture_default_str()
+        ->check(CLI::Range(int64_t{1}, kMaxBeam));
+    cmd->add_option("--input", f->input_files, "Files of inputs, one a line (plain or gzip)");
+    cmd->add_option("--chunk", f->chunk, "Lines read and decoded at a time (memory stays bounded)")->capture_default_str();
+    cmd->add_option("inputs", f->inputs, "Inputs (words, sentences)");
     cmd->callback([f, &exit_status] { exit_status = run_predict(*f); });
 }
 

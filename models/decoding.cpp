@@ -58,9 +58,12 @@ std::vector<Hypothesis> greedy_decode(Seq2SeqModel& model, const IntTensor& src,
     return out;
 }
 
-std::vector<Hypothesis> beam_search(Seq2SeqModel& model, const IntTensor& src, const DecodeOptions& options) {
+std::vector<std::vector<Hypothesis>> beam_search_nbest(Seq2SeqModel& model, const IntTensor& src,
+                                                       const DecodeOptions& options, int64_t nbest) {
     check_source(src, "beam_search");
     check(options.beam_size >= 1, "beam_search", "beam size must be at least 1, got ", options.beam_size);
+    check(nbest >= 1 && nbest <= options.beam_size, "beam_search", "nbest must be in 1..", options.beam_size,
+          " (the beam size), got ", nbest);
     check(options.max_len > 0, "beam_search", "max_len must be positive, got ", options.max_len);
     NoGradGuard no_grad;
     const int64_t batch = src.size(0), k = options.beam_size;
@@ -139,7 +142,7 @@ std::vector<Hypothesis> beam_search(Seq2SeqModel& model, const IntTensor& src, c
         state->select_rows(parents);
     }
 
-    std::vector<Hypothesis> out(static_cast<size_t>(batch));
+    std::vector<std::vector<Hypothesis>> out(static_cast<size_t>(batch));
     for (int64_t b = 0; b < batch; ++b) {
         auto& ended = finished[static_cast<size_t>(b)];
         if (!done[static_cast<size_t>(b)])  // max_len reached: alive beams compete unfinished
@@ -150,12 +153,20 @@ std::vector<Hypothesis> beam_search(Seq2SeqModel& model, const IntTensor& src, c
                                      beam.log_prob / length_penalty(static_cast<int64_t>(beam.tokens.size()), options.length_penalty),
                                      false});
             }
-        // The best score; among equal scores the one found first.
-        const auto best = std::max_element(ended.begin(), ended.end(),
-                                           [](const Hypothesis& x, const Hypothesis& y) { return x.score < y.score; });
-        if (best != ended.end()) out[static_cast<size_t>(b)] = *best;
+        // Best score first; among equal scores the one found first.
+        std::stable_sort(ended.begin(), ended.end(),
+                         [](const Hypothesis& x, const Hypothesis& y) { return x.score > y.score; });
+        if (static_cast<int64_t>(ended.size()) > nbest) ended.resize(static_cast<size_t>(nbest));
+        out[static_cast<size_t>(b)] = std::move(ended);
     }
     return out;
+}
+
+std::vector<Hypothesis> beam_search(Seq2SeqModel& model, const IntTensor& src, const DecodeOptions& options) {
+    std::vector<Hypothesis> best;
+    for (std::vector<Hypothesis>& list : beam_search_nbest(model, src, options, 1))
+        best.push_back(list.empty() ? Hypothesis{} : std::move(list.front()));
+    return best;
 }
 
 std::vector<Hypothesis> decode(Seq2SeqModel& model, const IntTensor& src, const DecodeOptions& options) {

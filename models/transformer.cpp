@@ -366,6 +366,7 @@ ModelKind transformer_kind() {
     kind.validate = check_transformer_config;
     kind.make = [](const ModelConfig& c, Generator& gen) { return std::make_shared<Transformer>(c, gen); };
     kind.width = [](const ModelConfig& c) { return c.d_model; };
+    kind.max_length = [](const ModelConfig& c) { return c.max_seq_len; };  // the target's with <s> before it
     kind.forward_flops = [](const ModelConfig& c, int64_t batch, int64_t src_len, int64_t tgt_len) {
         const double b = static_cast<double>(batch), src = static_cast<double>(src_len),
                      tgt = static_cast<double>(tgt_len);

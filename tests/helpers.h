@@ -3,7 +3,11 @@
 
 #include <catch2/catch.hpp>
 
+#include <unistd.h>
+
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <string>
 
 #include "seqgrad/seqgrad.h"
@@ -60,6 +64,36 @@ inline Tensor parameter(const nn::Module& module, const std::string& name) {
         if (n == name) return p;
     FAIL("no parameter " << name);
     return Tensor();
+}
+
+// A file with the given bytes in the temporary directory, removed at the end of the test.
+class TempFile {
+public:
+    explicit TempFile(const std::string& bytes, const std::string& suffix = ".txt") {
+        static int counter = 0;
+        path_ = std::filesystem::temp_directory_path() /
+                ("seqgrad_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter++) + suffix);
+        std::ofstream(path_, std::ios::binary) << bytes;
+    }
+    ~TempFile() { std::filesystem::remove(path_); }
+    TempFile(const TempFile&) = delete;
+    TempFile& operator=(const TempFile&) = delete;
+    std::string path() const { return path_.string(); }
+
+private:
+    std::filesystem::path path_;
+};
+
+// The message of the Error that `f` throws; fails the test if it throws none.
+template <typename F>
+std::string error_of(F f) {
+    try {
+        f();
+    } catch (const Error& e) {
+        return e.what();
+    }
+    FAIL("expected a seqgrad::Error");
+    return {};
 }
 
 }  // namespace seqgrad::testing

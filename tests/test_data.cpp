@@ -22,33 +22,11 @@ using Catch::Matchers::Contains;
 
 namespace {
 
-// A file with the given bytes, removed at the end of the test.
-class TempFile {
-public:
-    explicit TempFile(const std::string& bytes) {
-        static int counter = 0;
-        path_ = std::filesystem::temp_directory_path() /
-                ("seqgrad_test_data_" + std::to_string(::getpid()) + "_" + std::to_string(counter++) + ".dict");
-        std::ofstream(path_, std::ios::binary) << bytes;
-    }
-    ~TempFile() { std::filesystem::remove(path_); }
-    std::string path() const { return path_.string(); }
-
-private:
-    std::filesystem::path path_;
+// Dictionaries are written with this suffix.
+struct TempFile : seqgrad::testing::TempFile {
+    explicit TempFile(const std::string& bytes) : seqgrad::testing::TempFile(bytes, ".dict") {}
 };
-
-// The message of the Error that `f` throws; fails the test if it throws none.
-template <typename F>
-std::string error_of(F f) {
-    try {
-        f();
-    } catch (const Error& e) {
-        return e.what();
-    }
-    FAIL("expected a seqgrad::Error");
-    return {};
-}
+using seqgrad::testing::error_of;
 
 std::vector<std::string> split_words(const std::string& text) {
     std::vector<std::string> out;
@@ -58,7 +36,7 @@ std::vector<std::string> split_words(const std::string& text) {
 }
 
 Example example(const std::string& source, const std::vector<std::string>& references) {
-    Example e{source, {}, {}};
+    Example e{source, {}, {}, {}};
     for (char c : source) e.source.emplace_back(1, c);
     for (const auto& r : references) e.references.push_back(split_words(r));
     return e;

@@ -1,6 +1,8 @@
 // Decoding, written once for every model: greedy and beam search over the start/step interface.
 #include "helpers.h"
 
+#include <set>
+
 #include "seqgrad/models/decoding.h"
 #include "seqgrad/models/registry.h"
 
@@ -122,6 +124,33 @@ TEST_CASE("beam search keeps one source's hypotheses apart from another's", "[de
         CHECK(batch[2].tokens == single[0].tokens);
         CHECK(batch[2].score == Approx(single[0].score).margin(1e-5));
         for (const Hypothesis& h : batch) CHECK(static_cast<int64_t>(h.tokens.size()) <= 12);
+    }
+}
+
+TEST_CASE("n-best beam search lists distinct hypotheses best first, the first being beam search's choice",
+          "[decoding]") {
+    for (const ModelConfig& config : tiny_models()) {
+        INFO(name_of(config));
+        Generator gen(9);
+        auto model = make_model(config, gen);
+        model->eval();
+        const DecodeOptions options{10, 5, 0.6f};
+        const auto best = beam_search(*model, sources(), options);
+        const auto lists = beam_search_nbest(*model, sources(), options, 3);
+        REQUIRE(lists.size() == best.size());
+        for (size_t b = 0; b < lists.size(); ++b) {
+            REQUIRE(!lists[b].empty());
+            CHECK(lists[b].size() <= 3);
+            CHECK(lists[b][0].tokens == best[b].tokens);
+            CHECK(lists[b][0].score == best[b].score);
+            std::set<std::vector<int64_t>> distinct;
+            for (size_t i = 0; i < lists[b].size(); ++i) {
+                distinct.insert(lists[b][i].tokens);
+                if (i > 0) CHECK(lists[b][i - 1].score >= lists[b][i].score);
+            }
+            CHECK(distinct.size() == lists[b].size());
+        }
+        CHECK_THROWS_WITH(beam_search_nbest(*model, sources(), options, 6), Catch::Contains("nbest"));
     }
 }
 

@@ -231,7 +231,10 @@ double reverse_test_wer(const ModelConfig& model, TrainingOptions o, const std::
     const TrainingResult r = train(model, o, dir, listener, &stop);
     INFO(name << ": best dev WER " << r.best_dev.wer << " after " << r.steps << " steps");
     LoadedModel best = load_model(dir);
-    const Dataset data = load_dataset(o);
+    DataRequest request;
+    request.train = false;
+    request.test = true;
+    const TrainingData data = prepare_data(o, request);
     const EvalResult test = evaluate(*best.model, data.test, best.source_vocab, best.target_vocab, DecodeOptions{10, 1, 0.6f});
     return test.wer;
 }

@@ -2,6 +2,7 @@
 #include "seqgrad/training/batching.h"
 
 #include <algorithm>
+#include <climits>
 
 #include "seqgrad/core/error.h"
 #include "seqgrad/models/model.h"
@@ -12,43 +13,96 @@ using models::kEos;
 using models::kPad;
 using models::kSos;
 
-std::vector<EncodedExample> encode_for_training(const std::vector<Example>& examples,
-                                                const Vocabulary& source_vocab,
-                                                const Vocabulary& target_vocab) {
-    std::vector<EncodedExample> encoded;
-    encoded.reserve(examples.size());
+EncodedPairs::EncodedPairs(const std::vector<EncodedExample>& examples) {
+    for (const EncodedExample& e : examples) add(e);
+}
+
+void EncodedPairs::add(std::span<const int32_t> source, std::span<const int32_t> target, int64_t index) {
+    ids_.insert(ids_.end(), source.begin(), source.end());
+    begins_.push_back(static_cast<int64_t>(ids_.size()));
+    ids_.insert(ids_.end(), target.begin(), target.end());
+    begins_.push_back(static_cast<int64_t>(ids_.size()));
+    index_.push_back(index);
+}
+
+void EncodedPairs::add(const EncodedExample& example) {
+    std::vector<int32_t> source(example.source.size()), target(example.target.size());
+    const auto narrow = [](int64_t id) {
+        check(id >= 0 && id <= INT32_MAX, "EncodedPairs", "id ", id, " does not fit 32 bits");
+        return static_cast<int32_t>(id);
+    };
+    std::transform(example.source.begin(), example.source.end(), source.begin(), narrow);
+    std::transform(example.target.begin(), example.target.end(), target.begin(), narrow);
+    add(source, target, example.index);
+}
+
+void EncodedPairs::reserve(int64_t pairs, int64_t tokens) {
+    ids_.reserve(static_cast<size_t>(tokens));
+    begins_.reserve(static_cast<size_t>(2 * pairs + 1));
+    index_.reserve(static_cast<size_t>(pairs));
+}
+
+void EncodedPairs::relabel(const std::vector<int32_t>& source_ids, const std::vector<int32_t>& target_ids,
+                           int32_t negative) {
+    for (int64_t i = 0; i < size(); ++i)
+        for (int64_t side = 2 * i; side < 2 * i + 2; ++side) {
+            const std::vector<int32_t>& ids = side % 2 == 0 ? source_ids : target_ids;
+            for (int64_t at = begins_[static_cast<size_t>(side)]; at < begins_[static_cast<size_t>(side) + 1]; ++at) {
+                int32_t& id = ids_[static_cast<size_t>(at)];
+                id = id < 0 ? negative : ids.at(static_cast<size_t>(id));
+            }
+        }
+}
+
+EncodedExample EncodedPairs::operator[](int64_t i) const {
+    check(i >= 0 && i < size(), "EncodedPairs", "pair ", i, " is out of range for ", size(), " pairs");
+    const auto s = source(i), t = target(i);
+    return {{s.begin(), s.end()}, {t.begin(), t.end()}, index(i)};
+}
+
+namespace {
+
+std::vector<int32_t> encode(const Vocabulary& vocab, const std::vector<std::string>& symbols) {
+    std::vector<int32_t> ids;
+    ids.reserve(symbols.size());
+    for (const std::string& s : symbols) ids.push_back(static_cast<int32_t>(vocab.id(s)));
+    return ids;
+}
+
+}  // namespace
+
+EncodedPairs encode_for_training(const std::vector<Example>& examples, const Vocabulary& source_vocab,
+                                 const Vocabulary& target_vocab) {
+    EncodedPairs encoded;
     for (size_t i = 0; i < examples.size(); ++i) {
-        const std::vector<int64_t> source = source_vocab.encode(examples[i].source);
+        const std::vector<int32_t> source = encode(source_vocab, examples[i].source);
         for (const auto& reference : examples[i].references)
-            encoded.push_back({source, target_vocab.encode(reference), static_cast<int64_t>(i)});
+            encoded.add(source, encode(target_vocab, reference), static_cast<int64_t>(i));
     }
     return encoded;
 }
 
-std::vector<EncodedExample> encode_for_evaluation(const std::vector<Example>& examples,
-                                                  const Vocabulary& source_vocab,
-                                                  const Vocabulary& target_vocab) {
-    std::vector<EncodedExample> encoded;
-    encoded.reserve(examples.size());
+EncodedPairs encode_for_evaluation(const std::vector<Example>& examples, const Vocabulary& source_vocab,
+                                   const Vocabulary& target_vocab) {
+    EncodedPairs encoded;
     for (size_t i = 0; i < examples.size(); ++i) {
         const Example& e = examples[i];
-        encoded.push_back({source_vocab.encode(e.source),
-                           e.references.empty() ? std::vector<int64_t>{} : target_vocab.encode(e.references[0]),
-                           static_cast<int64_t>(i)});
+        encoded.add(encode(source_vocab, e.source),
+                    e.references.empty() ? std::vector<int32_t>{} : encode(target_vocab, e.references[0]),
+                    static_cast<int64_t>(i));
     }
     return encoded;
 }
 
-Batch make_batch(const std::vector<EncodedExample>& examples, const std::vector<int64_t>& rows) {
+Batch make_batch(const EncodedPairs& examples, const std::vector<int64_t>& rows) {
     check(!rows.empty(), "make_batch", "a batch needs at least one example");
     size_t source_length = 0, target_length = 0;
     for (int64_t row : rows) {
-        check(row >= 0 && row < static_cast<int64_t>(examples.size()), "make_batch", "row ", row,
-              " is out of range for ", examples.size(), " examples");
-        const EncodedExample& e = examples[static_cast<size_t>(row)];
-        check(!e.source.empty(), "make_batch", "example ", e.index, " has an empty source");
-        source_length = std::max(source_length, e.source.size());
-        target_length = std::max(target_length, e.target.size());
+        check(row >= 0 && row < examples.size(), "make_batch", "row ", row, " is out of range for ", examples.size(),
+              " examples");
+        check(!examples.source(row).empty(), "make_batch", "example ", examples.index(row), " has an empty source");
+        source_length = std::max(source_length, examples.source(row).size());
+        target_length = std::max(target_length, examples.target(row).size());
     }
     const auto batch_size = static_cast<int64_t>(rows.size());
     const auto S = static_cast<int64_t>(source_length);
@@ -58,15 +112,16 @@ Batch make_batch(const std::vector<EncodedExample>& examples, const std::vector<
     batch.src = IntTensor::full({batch_size, S}, kPad);
     batch.tgt = IntTensor::full({batch_size, T1}, kPad);
     for (int64_t b = 0; b < batch_size; ++b) {
-        const EncodedExample& e = examples[static_cast<size_t>(rows[static_cast<size_t>(b)])];
-        std::copy(e.source.begin(), e.source.end(), batch.src.data() + b * S);
+        const int64_t row = rows[static_cast<size_t>(b)];
+        const std::span<const int32_t> source = examples.source(row), target = examples.target(row);
+        std::copy(source.begin(), source.end(), batch.src.data() + b * S);
         int64_t* tgt = batch.tgt.data() + b * T1;
         tgt[0] = kSos;
-        std::copy(e.target.begin(), e.target.end(), tgt + 1);
-        tgt[e.target.size() + 1] = kEos;
-        batch.example_index.push_back(e.index);
-        batch.source_tokens += static_cast<int64_t>(e.source.size());
-        batch.target_tokens += static_cast<int64_t>(e.target.size()) + 1;
+        std::copy(target.begin(), target.end(), tgt + 1);
+        tgt[target.size() + 1] = kEos;
+        batch.example_index.push_back(examples.index(row));
+        batch.source_tokens += static_cast<int64_t>(source.size());
+        batch.target_tokens += static_cast<int64_t>(target.size()) + 1;
     }
     return batch;
 }
@@ -80,26 +135,25 @@ void check_options(const BatchOptions& options) {
 
 // Sorts `order` by source then target length (stable: equal lengths keep their order, which is
 // random in training and the examples' order in evaluation).
-void sort_by_length(const std::vector<EncodedExample>& examples, std::vector<int64_t>::iterator first,
+void sort_by_length(const EncodedPairs& examples, std::vector<int64_t>::iterator first,
                     std::vector<int64_t>::iterator last) {
     std::stable_sort(first, last, [&](int64_t a, int64_t b) {
-        const EncodedExample& x = examples[static_cast<size_t>(a)];
-        const EncodedExample& y = examples[static_cast<size_t>(b)];
-        if (x.source.size() != y.source.size()) return x.source.size() < y.source.size();
-        return x.target.size() < y.target.size();
+        const size_t source_a = examples.source(a).size(), source_b = examples.source(b).size();
+        if (source_a != source_b) return source_a < source_b;
+        return examples.target(a).size() < examples.target(b).size();
     });
 }
 
 // Cuts `order` into consecutive batches, each as large as the limits allow.
-void cut_batches(const std::vector<EncodedExample>& examples, std::vector<int64_t>::const_iterator first,
+void cut_batches(const EncodedPairs& examples, std::vector<int64_t>::const_iterator first,
                  std::vector<int64_t>::const_iterator last, const BatchOptions& options,
                  std::vector<std::vector<int64_t>>& batches) {
     std::vector<int64_t> rows;
     size_t source_length = 0, target_cells = 0;  // of the batch being filled
     for (auto it = first; it != last; ++it) {
-        const EncodedExample& e = examples[static_cast<size_t>(*it)];
-        const size_t new_source = std::max(source_length, e.source.size());
-        const size_t new_target = std::max(target_cells, e.target.size() + 2);
+        const size_t source_size = examples.source(*it).size(), target_size = examples.target(*it).size();
+        const size_t new_source = std::max(source_length, source_size);
+        const size_t new_target = std::max(target_cells, target_size + 2);
         const auto new_rows = static_cast<int64_t>(rows.size()) + 1;
         const bool too_many = options.max_sentences > 0 && new_rows > options.max_sentences;
         const bool too_large =
@@ -107,8 +161,8 @@ void cut_batches(const std::vector<EncodedExample>& examples, std::vector<int64_
         if (!rows.empty() && (too_many || too_large)) {
             batches.push_back(std::move(rows));
             rows.clear();
-            source_length = e.source.size();
-            target_cells = e.target.size() + 2;
+            source_length = source_size;
+            target_cells = target_size + 2;
         } else {
             source_length = new_source;
             target_cells = new_target;
@@ -125,10 +179,10 @@ void shuffle(std::vector<T>& items, Generator& gen) {  // Fisher-Yates, with seq
 
 }  // namespace
 
-std::vector<std::vector<int64_t>> plan_batches(const std::vector<EncodedExample>& examples,
-                                               const BatchOptions& options, Generator& gen) {
+std::vector<std::vector<int64_t>> plan_batches(const EncodedPairs& examples, const BatchOptions& options,
+                                               Generator& gen) {
     check_options(options);
-    std::vector<int64_t> order(examples.size());
+    std::vector<int64_t> order(static_cast<size_t>(examples.size()));
     for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int64_t>(i);
     shuffle(order, gen);
 
@@ -144,16 +198,15 @@ std::vector<std::vector<int64_t>> plan_batches(const std::vector<EncodedExample>
     return batches;
 }
 
-std::vector<Batch> make_batches(const std::vector<EncodedExample>& examples, const BatchOptions& options,
-                                Generator& gen) {
+std::vector<Batch> make_batches(const EncodedPairs& examples, const BatchOptions& options, Generator& gen) {
     std::vector<Batch> batches;
     for (const auto& rows : plan_batches(examples, options, gen)) batches.push_back(make_batch(examples, rows));
     return batches;
 }
 
-std::vector<Batch> make_eval_batches(const std::vector<EncodedExample>& examples, const BatchOptions& options) {
+std::vector<Batch> make_eval_batches(const EncodedPairs& examples, const BatchOptions& options) {
     check_options(options);
-    std::vector<int64_t> order(examples.size());
+    std::vector<int64_t> order(static_cast<size_t>(examples.size()));
     for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int64_t>(i);
     sort_by_length(examples, order.begin(), order.end());
     std::vector<std::vector<int64_t>> plan;
@@ -173,15 +226,15 @@ uint64_t mix64(uint64_t z) {
 }
 
 // Epoch e's batches, from (seed, e) alone.
-std::vector<std::vector<int64_t>> plan_epoch(const std::vector<EncodedExample>& examples,
-                                             const BatchOptions& options, uint64_t seed, int64_t epoch) {
+std::vector<std::vector<int64_t>> plan_epoch(const EncodedPairs& examples, const BatchOptions& options,
+                                             uint64_t seed, int64_t epoch) {
     Generator gen(mix64(seed ^ mix64(0x9E3779B97F4A7C15ULL + static_cast<uint64_t>(epoch))));
     return plan_batches(examples, options, gen);
 }
 
 }  // namespace
 
-BatchStream::BatchStream(std::vector<EncodedExample> examples, BatchOptions options, uint64_t seed)
+BatchStream::BatchStream(EncodedPairs examples, BatchOptions options, uint64_t seed)
     : examples_(std::move(examples)), options_(options), seed_(seed) {
     check(!examples_.empty(), "BatchStream", "no examples to batch");
     plan_ = plan_epoch(examples_, options_, seed_, 0);

@@ -6,6 +6,7 @@
 
 #include "seqgrad/internal/option_table.h"
 #include "seqgrad/models/registry.h"
+#include "seqgrad/training/corpus.h"
 
 namespace seqgrad::training {
 
@@ -20,13 +21,15 @@ constexpr const char* kTrainingFormat = "seqgrad-training-1";
 
 // ---- model files ----
 
-void save_model(const std::string& path, const models::Seq2SeqModel& model, const Vocabulary& source_vocab,
-                const Vocabulary& target_vocab, const std::string& task, int64_t step) {
+void save_model(const std::string& path, const models::Seq2SeqModel& model, const TextSides& sides,
+                const std::string& task, int64_t step) {
     SafetensorsFile file;
     file.set_metadata("format", kModelFormat);
     file.set_metadata("config", model.config().to_json());
-    file.set_metadata("source_vocab", source_vocab.to_json());
-    file.set_metadata("target_vocab", target_vocab.to_json());
+    file.set_metadata("source_tokenizer", sides.source_tokenizer.to_json());
+    file.set_metadata("target_tokenizer", sides.target_tokenizer.to_json());
+    file.set_metadata("source_vocab", sides.source_vocab.to_json());
+    file.set_metadata("target_vocab", sides.target_vocab.to_json());
     file.set_metadata("task", task);
     file.set_metadata("step", std::to_string(step));
     for (const auto& [name, tensor] : model.state_dict()) file.put(name, tensor);
@@ -56,6 +59,16 @@ LoadedModel load_model(const std::string& path) {
         loaded.target_vocab = Vocabulary::from_json(file.metadata("target_vocab"));
         loaded.task = file.metadata("task");
         loaded.step = std::stoll(file.metadata("step"));
+        if (file.metadata().count("source_tokenizer") && file.metadata().count("target_tokenizer")) {
+            loaded.source_tokenizer = Tokenizer::from_json(file.metadata("source_tokenizer"));
+            loaded.target_tokenizer = Tokenizer::from_json(file.metadata("target_tokenizer"));
+        } else {  // a file from before tokenizers were stored: its task's
+            check(loaded.task != "corpus", "checkpoint", "the file lacks its tokenizers (metadata \"source_tokenizer\", "
+                  "\"target_tokenizer\")");
+            TrainingOptions options;
+            options.task = loaded.task;
+            std::tie(loaded.source_tokenizer, loaded.target_tokenizer) = make_tokenizers(options);
+        }
         const models::ModelConfig config = models::ModelConfig::from_json(file.metadata("config"));
         check(config.src_vocab == loaded.source_vocab.size() && config.tgt_vocab == loaded.target_vocab.size(),
               "checkpoint", "the config's vocabulary sizes (", config.src_vocab, ", ", config.tgt_vocab,

@@ -5,6 +5,31 @@
 
 namespace seqgrad::training {
 
+const char* split_name(Split split) {
+    switch (split) {
+        case Split::train: return "train";
+        case Split::dev: return "dev";
+        case Split::test: return "test";
+    }
+    return "?";
+}
+
+uint32_t fnv1a_32(std::string_view bytes) {
+    uint32_t hash = 0x811C9DC5u;
+    for (const char c : bytes) {
+        hash ^= static_cast<unsigned char>(c);
+        hash *= 0x01000193u;
+    }
+    return hash;
+}
+
+Split split_by_hash(std::string_view source) {
+    const uint32_t bucket = fnv1a_32(source) % 100;
+    if (bucket < 90) return Split::train;
+    if (bucket < 95) return Split::dev;
+    return Split::test;
+}
+
 const std::vector<Example>& Dataset::split(std::string_view name) const {
     if (name == "train") return train;
     if (name == "dev") return dev;

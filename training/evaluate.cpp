@@ -9,7 +9,7 @@ namespace seqgrad::training {
 EvalResult evaluate(models::Seq2SeqModel& model, const std::vector<Example>& examples, const Vocabulary& source_vocab,
                     const Vocabulary& target_vocab, const models::DecodeOptions& decode_options, int64_t batch_size,
                     std::vector<std::vector<std::string>>* predictions) {
-    const std::vector<EncodedExample> encoded = encode_for_evaluation(examples, source_vocab, target_vocab);
+    const EncodedPairs encoded = encode_for_evaluation(examples, source_vocab, target_vocab);
     BatchOptions batch_options;
     batch_options.max_sentences = batch_size;
     ErrorRates rates;

@@ -29,30 +29,7 @@ std::string_view strip_variant(std::string_view headword) {
     return headword.substr(0, open);
 }
 
-uint32_t fnv1a_32(std::string_view bytes) {
-    uint32_t hash = 0x811C9DC5u;
-    for (const char c : bytes) {
-        hash ^= static_cast<unsigned char>(c);
-        hash *= 0x01000193u;
-    }
-    return hash;
-}
-
-const char* split_name(Split split) {
-    switch (split) {
-        case Split::train: return "train";
-        case Split::dev: return "dev";
-        case Split::test: return "test";
-    }
-    return "?";
-}
-
-Split g2p_split(std::string_view headword) {
-    const uint32_t bucket = fnv1a_32(strip_variant(headword)) % 100;
-    if (bucket < 90) return Split::train;
-    if (bucket < 95) return Split::dev;
-    return Split::test;
-}
+Split g2p_split(std::string_view headword) { return split_by_hash(strip_variant(headword)); }
 
 namespace {
 
@@ -136,7 +113,7 @@ Lexicon read_dictionary(const std::string& path) {
 
         const auto [it, is_new] = word_index.try_emplace(std::string(word), lexicon.words.size());
         if (is_new) {
-            lexicon.words.push_back(Example{std::string(word), utf8_characters(word), {}});
+            lexicon.words.push_back(Example{std::string(word), utf8_characters(word), {}, {}});
         }
         Example& entry = lexicon.words[it->second];
         if (std::find(entry.references.begin(), entry.references.end(), pronunciation) != entry.references.end()) {

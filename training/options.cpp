@@ -25,10 +25,30 @@ const OptionTable<TrainingOptions>& table() {
     using O = TrainingOptions;
     static const OptionTable<O> table =
         OptionTable<O>("training options")
-            .add("task", "g2p, or a synthetic task: copy, reverse or sort", &O::task)
-            .one_of({"g2p", "copy", "reverse", "sort"})
+            .add("task", "g2p, corpus (your own pairs), or a synthetic task: copy, reverse or sort", &O::task)
+            .one_of({"g2p", "corpus", "copy", "reverse", "sort"})
             .add("dictionary", "the CMUdict file for g2p", &O::dictionary)
             .object("synthetic", "the synthetic task's sizes and lengths", synthetic_table(), &O::synthetic)
+            .add("train", "corpus: the training pairs, one TSV file or a source and a target file", &O::train_files)
+            .add("dev", "corpus: the dev pairs (none: carved from train by a hash of the source)", &O::dev_files)
+            .add("test", "corpus: the test pairs (none: carved from train)", &O::test_files)
+            .add("src_tokens", "corpus: how the source is read: char, space or sentencepiece", &O::src_tokens)
+            .one_of({"char", "space", "sentencepiece"})
+            .add("tgt_tokens", "corpus: how the target is read: char, space or sentencepiece", &O::tgt_tokens)
+            .one_of({"char", "space", "sentencepiece"})
+            .add("src_spm_model", "a SentencePiece model for the source (none: train one)", &O::src_spm_model)
+            .add("tgt_spm_model", "a SentencePiece model for the target (none: train one)", &O::tgt_spm_model)
+            .add("spm_type", "the SentencePiece models trained: unigram or bpe", &O::spm_type)
+            .one_of({"unigram", "bpe"})
+            .add("spm_vocab_size", "pieces of each SentencePiece model trained", &O::spm_vocab_size)
+            .at_least(8)
+            .at_most(1 << 20)
+            .add("min_count", "vocabularies keep symbols seen at least this often in training", &O::min_count)
+            .at_least(1)
+            .add("max_vocab", "and at most this many of the most frequent (0: no limit)", &O::max_vocab)
+            .at_least(0)
+            .add("skip_invalid", "train on the valid lines and count the others, instead of refusing",
+                 &O::skip_invalid)
             .add("batch_sentences", "sentences per batch (0: no limit)", &O::batches, &BatchOptions::max_sentences)
             .at_least(0)
             .add("batch_tokens", "cells per batch, padding included (0: no limit)", &O::batches,
@@ -84,6 +104,11 @@ const OptionTable<TrainingOptions>& table() {
             .above(0)
             .add("seed", "the seed of the data order, the initial weights and dropout", &O::seed)
             .rule([](const O& o) {
+                check(o.task != "corpus" || (!o.train_files.empty() && o.train_files.size() <= 2), "training options",
+                      "a corpus needs \"train\": one TSV file or a source and a target file, got ",
+                      o.train_files.size(), " files");
+                check(o.dev_files.size() <= 2 && o.test_files.size() <= 2, "training options",
+                      "\"dev\" and \"test\" are one TSV file or a source and a target file");
                 check(o.epochs > 0 || o.minutes > 0 || o.max_steps > 0, "training options",
                       "no budget: give epochs, minutes or max_steps (training would never stop)");
                 check(o.batches.max_sentences > 0 || o.batches.max_tokens > 0, "training options",

@@ -9,17 +9,15 @@
 #include "seqgrad/core/error.h"
 
 namespace seqgrad::training {
-namespace {
 
-// The byte length of the UTF-8 code point that starts at text[at], or 0 if it is not valid
-// (a stray continuation byte, a truncated sequence, an overlong form, a surrogate, > U+10FFFF).
-size_t utf8_length(std::string_view text, size_t at) {
+// A stray continuation byte, a truncated sequence, an overlong form, a surrogate or a code point
+// above U+10FFFF is not valid.
+size_t utf8_decode(std::string_view text, size_t at, char32_t& code) {
     const auto byte = [&](size_t i) { return static_cast<unsigned char>(text[i]); };
     const unsigned char lead = byte(at);
-    if (lead < 0x80) return 1;
     size_t length;
-    uint32_t code;
-    if ((lead & 0xE0) == 0xC0) length = 2, code = lead & 0x1F;
+    if (lead < 0x80) length = 1, code = lead;
+    else if ((lead & 0xE0) == 0xC0) length = 2, code = lead & 0x1F;
     else if ((lead & 0xF0) == 0xE0) length = 3, code = lead & 0x0F;
     else if ((lead & 0xF8) == 0xF0) length = 4, code = lead & 0x07;
     else return 0;
@@ -28,12 +26,15 @@ size_t utf8_length(std::string_view text, size_t at) {
         if ((byte(at + i) & 0xC0) != 0x80) return 0;
         code = (code << 6) | (byte(at + i) & 0x3F);
     }
-    static constexpr uint32_t kSmallest[5] = {0, 0, 0x80, 0x800, 0x10000};
+    static constexpr char32_t kSmallest[5] = {0, 0, 0x80, 0x800, 0x10000};
     if (code < kSmallest[length] || code > 0x10FFFF || (code >= 0xD800 && code <= 0xDFFF)) return 0;
     return length;
 }
 
-}  // namespace
+size_t utf8_length(std::string_view text, size_t at) {
+    char32_t code;
+    return utf8_decode(text, at, code);
+}
 
 bool is_utf8(std::string_view text) {
     for (size_t at = 0; at < text.size();) {

@@ -11,7 +11,7 @@
 #include "seqgrad/core/autograd.h"
 #include "seqgrad/models/registry.h"
 #include "seqgrad/nn/optim.h"
-#include "seqgrad/training/tasks.h"
+#include "seqgrad/training/corpus.h"
 
 namespace seqgrad::training {
 
@@ -23,8 +23,7 @@ namespace {
 struct Run {
     TrainingOptions options;
     std::string dir;
-    Dataset data;
-    Vocabulary source_vocab, target_vocab;
+    TrainingData data;  // with the tokenizers and vocabularies
     std::shared_ptr<models::Seq2SeqModel> model;
     std::unique_ptr<nn::Adam> optimizer;
     std::unique_ptr<nn::WeightAverage> average;  // with average_decay > 0
@@ -47,8 +46,11 @@ std::unique_ptr<nn::Adam> make_optimizer(const TrainingOptions& o, models::Seq2S
     return std::make_unique<nn::Adam>(model.named_parameters(), a);
 }
 
-std::vector<EncodedExample> training_examples(const Run& run) {
-    return encode_for_training(run.data.train, run.source_vocab, run.target_vocab);
+// The longest source and target the model takes (DataRequest's limits).
+DataRequest request_for(const models::ModelConfig& config) {
+    DataRequest request;
+    request.max_source_length = request.max_target_length = models::model_kind(config.model).max_length(config);
+    return request;
 }
 
 // One session of a run: the loop and its three parts (a step, an evaluation that may keep the
@@ -95,6 +97,13 @@ private:
 
 TrainingResult Trainer::run() {
     const TrainingOptions& o = run_.options;
+    for (const std::string& line : run_.data.report) {
+        TrainingEvent e;
+        e.kind = TrainingEvent::Kind::data;
+        e.step = run_.progress.step;
+        e.text = line;
+        emit(e);
+    }
     run_.model->train();
     run_.model->set_teacher_forcing_ratio(o.teacher_forcing);
     std::string stop_reason = "budget";
@@ -198,7 +207,7 @@ void Trainer::evaluate_and_keep_best(bool scheduled) {
     models::DecodeOptions decode_options;
     decode_options.max_len = run_.options.eval_max_len;
     run_.model->eval();
-    const EvalResult result = evaluate(*run_.model, dev, run_.source_vocab, run_.target_vocab, decode_options);
+    const EvalResult result = evaluate(*run_.model, dev, run_.data.source_vocab, run_.data.target_vocab, decode_options);
     run_.model->train();
 
     p.last_dev = result;
@@ -222,7 +231,7 @@ void Trainer::evaluate_and_keep_best(bool scheduled) {
     if (!p.has_best || result.wer < p.best_dev.wer) {
         p.has_best = true;
         p.best_dev = result;
-        save_model(run_.best_path(), *run_.model, run_.source_vocab, run_.target_vocab, run_.options.task, p.step);
+        save_model(run_.best_path(), *run_.model, run_.data, run_.options.task, p.step);
     }
     if (!scheduled) return;
     if (p.scheduled_best_wer < 0 || result.wer < p.scheduled_best_wer) {
@@ -249,7 +258,7 @@ void Trainer::checkpoint(const std::string& why) {
     std::map<std::string, Tensor> state = run_.optimizer->state();
     if (run_.average) state.merge(run_.average->state());
     save_training_state(run_.training_path(), run_.options, p, state);
-    save_model(run_.model_path(), *run_.model, run_.source_vocab, run_.target_vocab, run_.options.task, p.step);
+    save_model(run_.model_path(), *run_.model, run_.data, run_.options.task, p.step);
     TrainingEvent e;
     e.kind = TrainingEvent::Kind::checkpoint;
     e.step = p.step;
@@ -297,14 +306,12 @@ TrainingResult train(const models::ModelConfig& model_config, const TrainingOpti
     run.dir = out_dir;
     check(!fs::exists(run.model_path()) && !fs::exists(run.training_path()), "train", out_dir,
           " already holds a checkpoint: resume it (--resume) or choose another directory");
-    run.data = load_dataset(options);
+    run.data = prepare_data(options, request_for(model_config));
     check(!run.data.train.empty() && !run.data.dev.empty(), "train", "the task \"", options.task,
           "\" has an empty train or dev split");
-    run.source_vocab = source_vocabulary(run.data.train);
-    run.target_vocab = target_vocabulary(run.data.train);
     models::ModelConfig config = model_config;
-    config.src_vocab = run.source_vocab.size();
-    config.tgt_vocab = run.target_vocab.size();
+    config.src_vocab = run.data.source_vocab.size();
+    config.tgt_vocab = run.data.target_vocab.size();
     if (config.share_embeddings && config.src_vocab != config.tgt_vocab) config.share_embeddings = false;
     Generator init(options.seed);
     run.model = models::make_model(models::ModelConfig::from_json(config.to_json()), init);  // validated like a file
@@ -312,7 +319,7 @@ TrainingResult train(const models::ModelConfig& model_config, const TrainingOpti
     run.optimizer = make_optimizer(options, *run.model);
     if (options.average_decay > 0)
         run.average = std::make_unique<nn::WeightAverage>(run.model->named_parameters(), options.average_decay);
-    run.stream = std::make_unique<BatchStream>(training_examples(run), options.batches, options.seed);
+    run.stream = std::make_unique<BatchStream>(std::move(run.data.train), options.batches, options.seed);
     // The directory comes last, so that a run refused above (bad data, a bad config, too little
     // memory) leaves nothing behind.
     std::error_code ec;
@@ -341,11 +348,16 @@ TrainingResult resume(const std::string& dir, int64_t epochs, double minutes, in
     LoadedModel loaded = load_model(run.model_path());
     check(loaded.step == run.progress.step, "resume", dir, ": model.safetensors is from step ", loaded.step,
           " but training.safetensors from step ", run.progress.step, " (an interrupted save); cannot resume exactly");
-    run.data = load_dataset(run.options);
-    run.source_vocab = loaded.source_vocab;
-    run.target_vocab = loaded.target_vocab;
-    check(run.source_vocab == source_vocabulary(run.data.train) && run.target_vocab == target_vocabulary(run.data.train),
-          "resume", "the task's data has changed since ", dir, " was written (its vocabularies differ)");
+    DataRequest request = request_for(loaded.model->config());
+    request.source_tokenizer = &loaded.source_tokenizer;
+    request.target_tokenizer = &loaded.target_tokenizer;
+    request.source_vocab = &loaded.source_vocab;
+    request.target_vocab = &loaded.target_vocab;
+    try {
+        run.data = prepare_data(run.options, request);
+    } catch (const Error& e) {
+        throw Error("resume: " + dir + ": " + e.what());
+    }
     run.model = loaded.model;
     run.model->random().set_state(run.progress.random);
     run.optimizer = make_optimizer(run.options, *run.model);
@@ -354,7 +366,7 @@ TrainingResult resume(const std::string& dir, int64_t epochs, double minutes, in
         run.average = std::make_unique<nn::WeightAverage>(run.model->named_parameters(), run.options.average_decay);
         run.average->load_state(saved.average);
     }
-    run.stream = std::make_unique<BatchStream>(training_examples(run), run.options.batches, run.options.seed);
+    run.stream = std::make_unique<BatchStream>(std::move(run.data.train), run.options.batches, run.options.seed);
     run.stream->restore(run.progress.stream);
     return Trainer(run, listener, stop_requested).run();
 }

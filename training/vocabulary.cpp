@@ -23,14 +23,9 @@ Vocabulary::Vocabulary(std::vector<std::string> symbols) : symbols_(std::move(sy
     std::sort(sorted_ids_.begin(), sorted_ids_.end());
 }
 
-namespace {
-
-bool is_special(std::string_view symbol) {
-    return std::find(std::begin(Vocabulary::kSpecials), std::end(Vocabulary::kSpecials), symbol) !=
-           std::end(Vocabulary::kSpecials);
+bool Vocabulary::is_special(std::string_view symbol) {
+    return std::find(std::begin(kSpecials), std::end(kSpecials), symbol) != std::end(kSpecials);
 }
-
-}  // namespace
 
 Vocabulary Vocabulary::from_symbols(std::vector<std::string> symbols) {
     std::sort(symbols.begin(), symbols.end());
@@ -42,6 +37,26 @@ Vocabulary Vocabulary::from_symbols(std::vector<std::string> symbols) {
         all.push_back(std::move(symbol));
     }
     return Vocabulary(std::move(all));
+}
+
+Vocabulary Vocabulary::from_counts(const std::vector<std::pair<std::string, int64_t>>& counts, int64_t min_count,
+                                   int64_t max_size) {
+    check(min_count >= 1 && max_size >= 0, "Vocabulary", "min_count must be at least 1 and max_size 0 or more, got ",
+          min_count, " and ", max_size);
+    std::vector<std::pair<std::string, int64_t>> kept;
+    for (const auto& [symbol, count] : counts)
+        if (count >= min_count) kept.emplace_back(symbol, count);
+    if (max_size > 0 && static_cast<int64_t>(kept.size()) > max_size) {
+        const auto by_frequency = [](const auto& a, const auto& b) {
+            return a.second != b.second ? a.second > b.second : a.first < b.first;
+        };
+        std::nth_element(kept.begin(), kept.begin() + max_size, kept.end(), by_frequency);
+        kept.resize(static_cast<size_t>(max_size));
+    }
+    std::vector<std::string> symbols;
+    symbols.reserve(kept.size());
+    for (auto& [symbol, count] : kept) symbols.push_back(std::move(symbol));
+    return from_symbols(std::move(symbols));
 }
 
 int64_t Vocabulary::id(std::string_view symbol) const {

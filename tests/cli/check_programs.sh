@@ -95,4 +95,66 @@ echo "$out" | grep -q -- "--lr: must be positive, got -0.5" || fail "no message 
 out=$("$seqgrad" predict --checkpoint "$work/run" --beam 100000 abc 2>&1); status=$?
 [ $status -ne 0 ] || fail "a beam wider than the program allows should exit non-zero"
 echo "$out" | grep -q -- "--beam: Value 100000 not in range 1 to 256" || fail "no message naming the beam's range: $out"
+# ---- your own data: a corpus of pairs, from training to predictions ----
+# refused NAME STATUS OUT PATTERN: the command failed with a status below 128 (a clear error, not a
+# crash) and said PATTERN.
+refused() {
+  [ "$2" -ne 0 ] && [ "$2" -lt 128 ] || fail "$1 should fail with a clear error, got status $2: $3"
+  echo "$3" | grep -q -- "$4" || fail "$1: no message saying '$4': $3"
+}
+# Made-up words and their reversals: a TSV, and the same as aligned, gzip-compressed files.
+for i in $(seq 1 600); do
+  w=$(printf '%x' $((i * 2654435761 % 1000003)) | tr '0-9' 'g-p')
+  printf '%s\t%s\n' "$w" "$(echo "$w" | rev)"
+done > "$work/pairs.tsv"
+cut -f1 "$work/pairs.tsv" | gzip > "$work/src.txt.gz"
+cut -f2 "$work/pairs.tsv" | gzip > "$work/tgt.txt.gz"
+head -n 20 "$work/pairs.tsv" > "$work/heldout.tsv"
+cat > "$work/corpus.json" <<'EOF'
+{"model": "attn_seq2seq", "hidden_size": 32, "num_layers": 1,
+ "training": {"schedule": "constant", "lr": 0.003, "batch_sentences": 32}}
+EOF
+corpus=("$seqgrad" train --model attn_seq2seq --config "$work/corpus.json" --threads 1 --max-steps 8)
+out=$("${corpus[@]}" --train "$work/pairs.tsv" --out "$work/own" 2>&1); status=$?
+[ $status -eq 0 ] || fail "training on a TSV exited $status: $out"
+echo "$out" | grep -q "pairs.tsv: [0-9]* training pairs, [0-9]* dev sources" || fail "no start line with the counts: $out"
+echo "$out" | grep -q "dev and test carved from .*pairs.tsv" || fail "the start line did not say dev and test were carved: $out"
+echo "$out" | grep -q "unknown tokens: .* in train" || fail "no count of unknown tokens: $out"
+out=$("${corpus[@]}" --train "$work/src.txt.gz" "$work/tgt.txt.gz" --dev "$work/heldout.tsv" --tgt-tokens sentencepiece \
+      --spm-vocab-size 20 --out "$work/own_gz" 2>&1); status=$?
+[ $status -eq 0 ] || fail "training on aligned gzip files with a SentencePiece target exited $status: $out"
+echo "$out" | grep -q "target sentencepiece" || fail "the start line did not name the SentencePiece target: $out"
+out=$("$seqgrad" eval --checkpoint "$work/own_gz" --test "$work/heldout.tsv" --metric bleu --metric chrf --threads 1 2>&1)
+status=$?
+[ $status -eq 0 ] || fail "eval --test exited $status: $out"
+echo "$out" | grep -q "WER .*PER .*(20 words).*BLEU [0-9.]*  chrF [0-9.]*" || fail "eval printed no WER, PER, BLEU, chrF: $out"
+out=$("$seqgrad" eval --checkpoint "$work/own" --split dev --threads 1 2>&1); status=$?
+[ $status -eq 0 ] || fail "eval of a corpus run's dev split exited $status: $out"
+printf 'abc\n\nfed\n' > "$work/inputs.txt"
+out=$("$seqgrad" predict --checkpoint "$work/own" --input "$work/inputs.txt" --beam 3 --nbest 2 --threads 1 \
+      2>"$work/predict.err"); status=$?
+[ $status -eq 0 ] || fail "predict --nbest exited $status: $out $(cat "$work/predict.err")"
+{ echo "$out" | grep -q "^1	1	" && echo "$out" | grep -q "^1	2	" && echo "$out" | grep -q "^3	2	"; } \
+  || fail "predict --nbest 2 did not print line, rank, output, score: $out"
+grep -q "lines/s" "$work/predict.err" || fail "predict printed no throughput: $(cat "$work/predict.err")"
+out=$(printf 'abc\nfed\n' | "$seqgrad" predict --checkpoint "$work/own" --threads 1 2>/dev/null); status=$?
+[ $status -eq 0 ] && [ "$(echo "$out" | wc -l)" -eq 2 ] || fail "predict from standard input gave $status: $out"
+# Bad data: refused with its file and line, or trained on and counted with --skip-invalid.
+{ cat "$work/pairs.tsv"; echo "no tab on this line"; } > "$work/bad.tsv"
+out=$("${corpus[@]}" --train "$work/bad.tsv" --out "$work/bad" 2>&1); status=$?
+refused "a line without a tab" $status "$out" "bad.tsv:601: no tab"
+[ ! -e "$work/bad" ] || fail "a refused corpus still created the output directory"
+out=$("${corpus[@]}" --train "$work/bad.tsv" --skip-invalid --out "$work/skipped" 2>&1); status=$?
+[ $status -eq 0 ] || fail "--skip-invalid exited $status: $out"
+echo "$out" | grep -q "skipped 1 invalid line" || fail "--skip-invalid did not say what it skipped: $out"
+head -n 5 "$work/pairs.tsv" | cut -f2 > "$work/short.txt"
+out=$("${corpus[@]}" --train "$work/src.txt.gz" "$work/short.txt" --out "$work/uneven" 2>&1); status=$?
+refused "aligned files of different lengths" $status "$out" "src.txt.gz has 600, .*short.txt has 5"
+echo "not a model" > "$work/broken.model"
+out=$("${corpus[@]}" --train "$work/pairs.tsv" --src-tokens sentencepiece --src-spm-model "$work/broken.model" \
+      --out "$work/spm" 2>&1); status=$?
+refused "a SentencePiece model that does not load" $status "$out" "broken.model is not a SentencePiece model"
+: > "$work/empty.tsv"
+out=$("${corpus[@]}" --train "$work/empty.tsv" --out "$work/empty" 2>&1); status=$?
+refused "an empty corpus" $status "$out" "empty train or dev split"
 echo "the seqgrad programs behave"

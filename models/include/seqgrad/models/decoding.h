@@ -32,6 +32,12 @@ std::vector<Hypothesis> greedy_decode(Seq2SeqModel& model, const IntTensor& src,
 // it chooses exactly what greedy_decode does.
 std::vector<Hypothesis> beam_search(Seq2SeqModel& model, const IntTensor& src, const DecodeOptions& options);
 
+// The same search, keeping each row's `nbest` best hypotheses (1 <= nbest <= beam_size), best
+// score first (the hypotheses that max_len cut off compete alike). A row has fewer when fewer
+// were found.
+std::vector<std::vector<Hypothesis>> beam_search_nbest(Seq2SeqModel& model, const IntTensor& src,
+                                                       const DecodeOptions& options, int64_t nbest);
+
 // beam_search, or greedy_decode when options.beam_size is 1.
 std::vector<Hypothesis> decode(Seq2SeqModel& model, const IntTensor& src, const DecodeOptions& options);
 

@@ -25,6 +25,8 @@ struct ModelKind {
     std::function<std::shared_ptr<Seq2SeqModel>(const ModelConfig&, Generator&)> make;
     // The width d of the Noam schedule: lr * d^-0.5 * min(t^-0.5, t * warmup^-1.5).
     std::function<int64_t(const ModelConfig&)> width;
+    // The longest source, and target with its </s>, in tokens (0: no limit).
+    std::function<int64_t(const ModelConfig&)> max_length = [](const ModelConfig&) { return int64_t{0}; };
     // 2 x the multiply-adds of the forward pass's matrix products over a batch (for GFLOP/s and
     // MFU); masked halves of attention are counted in full.
     std::function<double(const ModelConfig&, int64_t batch, int64_t src_len, int64_t tgt_len)> forward_flops;

@@ -3,6 +3,8 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
+#include <vector>
 #include <string>
 #include <vector>
 
@@ -20,15 +22,48 @@ struct EncodedExample {
     int64_t index = 0;            // position of its Example in the split
 };
 
+// Many EncodedExamples, stored compactly: every pair's ids in one array of 32-bit ids (vocabularies
+// are far below 2^31), so a million pairs of 40 symbols a side take about 330 MB rather than the
+// gigabytes of as many vectors.
+class EncodedPairs {
+public:
+    EncodedPairs() = default;
+    EncodedPairs(const std::vector<EncodedExample>& examples);  // NOLINT: a list converts implicitly
+
+    void add(std::span<const int32_t> source, std::span<const int32_t> target, int64_t index);
+    void add(const EncodedExample& example);
+    void reserve(int64_t pairs, int64_t tokens);
+    // Replaces every source id s by source_ids[s] and every target id t by target_ids[t], in place.
+    // An id of -1 becomes `negative`.
+    void relabel(const std::vector<int32_t>& source_ids, const std::vector<int32_t>& target_ids, int32_t negative);
+
+    int64_t size() const { return static_cast<int64_t>(index_.size()); }
+    bool empty() const { return index_.empty(); }
+    std::span<const int32_t> source(int64_t i) const { return span(2 * i); }
+    std::span<const int32_t> target(int64_t i) const { return span(2 * i + 1); }
+    int64_t index(int64_t i) const { return index_[static_cast<size_t>(i)]; }
+    EncodedExample operator[](int64_t i) const;  // a copy, for tests and messages
+    int64_t tokens() const { return static_cast<int64_t>(ids_.size()); }
+
+private:
+    std::span<const int32_t> span(int64_t side) const {
+        const auto begin = static_cast<size_t>(begins_[static_cast<size_t>(side)]);
+        const auto end = static_cast<size_t>(begins_[static_cast<size_t>(side) + 1]);
+        return {ids_.data() + begin, end - begin};
+    }
+
+    std::vector<int32_t> ids_;
+    std::vector<int64_t> begins_ = {0};  // pair i: source [begins_[2i], begins_[2i+1]), target up to [2i+2]
+    std::vector<int64_t> index_;
+};
+
 // For training: one per (example, reference) pair, so every pronunciation is learned.
-std::vector<EncodedExample> encode_for_training(const std::vector<Example>& examples,
-                                                const Vocabulary& source_vocab,
-                                                const Vocabulary& target_vocab);
+EncodedPairs encode_for_training(const std::vector<Example>& examples, const Vocabulary& source_vocab,
+                                 const Vocabulary& target_vocab);
 // For evaluation: one per example (target = its first reference, or empty if it has none),
 // so each word is decoded once and scored against all its references.
-std::vector<EncodedExample> encode_for_evaluation(const std::vector<Example>& examples,
-                                                  const Vocabulary& source_vocab,
-                                                  const Vocabulary& target_vocab);
+EncodedPairs encode_for_evaluation(const std::vector<Example>& examples, const Vocabulary& source_vocab,
+                                   const Vocabulary& target_vocab);
 
 struct Batch {
     IntTensor src;                       // [B, S], right-padded with kPad
@@ -49,18 +84,16 @@ struct BatchOptions {
 };
 
 // Builds the batch of the given rows of `examples`. An empty source is an Error.
-Batch make_batch(const std::vector<EncodedExample>& examples, const std::vector<int64_t>& rows);
+Batch make_batch(const EncodedPairs& examples, const std::vector<int64_t>& rows);
 
 // One training epoch's batches: shuffled, sorted by length within chunks, cut by the limits, then
 // the batch order shuffled. Every example is in exactly one batch; the same generator state gives
 // the same batches.
-std::vector<std::vector<int64_t>> plan_batches(const std::vector<EncodedExample>& examples,
-                                               const BatchOptions& options, Generator& gen);
-std::vector<Batch> make_batches(const std::vector<EncodedExample>& examples,
-                                const BatchOptions& options, Generator& gen);
+std::vector<std::vector<int64_t>> plan_batches(const EncodedPairs& examples, const BatchOptions& options,
+                                               Generator& gen);
+std::vector<Batch> make_batches(const EncodedPairs& examples, const BatchOptions& options, Generator& gen);
 // Evaluation batches: sorted by length (least padding), no randomness.
-std::vector<Batch> make_eval_batches(const std::vector<EncodedExample>& examples,
-                                     const BatchOptions& options);
+std::vector<Batch> make_eval_batches(const EncodedPairs& examples, const BatchOptions& options);
 
 // Where a BatchStream is, for a checkpoint: resuming from it replays the same batches.
 struct BatchStreamState {
@@ -72,16 +105,16 @@ struct BatchStreamState {
 // (seed, e) alone, so the stream can be restored at any batch without replaying earlier ones.
 class BatchStream {
 public:
-    BatchStream(std::vector<EncodedExample> examples, BatchOptions options, uint64_t seed);
+    BatchStream(EncodedPairs examples, BatchOptions options, uint64_t seed);
 
     Batch next();  // moves on to the next epoch after the last batch of this one
     BatchStreamState state() const { return state_; }
     void restore(const BatchStreamState& state);  // Error if next_batch is past the epoch's end
     int64_t batches_in_epoch() const { return static_cast<int64_t>(plan_.size()); }
-    int64_t examples() const { return static_cast<int64_t>(examples_.size()); }
+    int64_t examples() const { return examples_.size(); }
 
 private:
-    std::vector<EncodedExample> examples_;
+    EncodedPairs examples_;
     BatchOptions options_;
     uint64_t seed_;
     BatchStreamState state_;

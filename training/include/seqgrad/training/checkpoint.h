@@ -1,6 +1,6 @@
 // Checkpoints. A checkpoint is a directory:
-//   model.safetensors     the latest weights; metadata: the model config, both vocabularies, the
-//                         task, the step
+//   model.safetensors     the latest weights; metadata: the model config, both tokenizers (with a
+//                         SentencePiece model's bytes) and vocabularies, the task, the step
 //   best.safetensors      the same, for the weights with the best dev WER so far
 //   training.safetensors  the optimizer's state (and the weight average's), and in its metadata
 //                         the training options and the run's Progress (step, data position,
@@ -21,6 +21,7 @@
 #include "seqgrad/training/batching.h"
 #include "seqgrad/training/evaluate.h"
 #include "seqgrad/training/options.h"
+#include "seqgrad/training/tokenizer.h"
 #include "seqgrad/training/vocabulary.h"
 
 namespace seqgrad::training {
@@ -28,18 +29,16 @@ namespace seqgrad::training {
 // ---- model files ----
 
 // A trained model with what is needed to use it.
-struct LoadedModel {
+struct LoadedModel : TextSides {
     std::shared_ptr<models::Seq2SeqModel> model;
-    Vocabulary source_vocab;
-    Vocabulary target_vocab;
-    std::string task;     // "g2p", "copy", "reverse", "sort"
+    std::string task;     // "g2p", "corpus", "copy", "reverse", "sort"
     int64_t step = 0;     // training steps behind these weights
     std::string path;     // the file read
 };
 
 // Writes a model file (model.safetensors / best.safetensors format) atomically.
-void save_model(const std::string& path, const models::Seq2SeqModel& model, const Vocabulary& source_vocab,
-                const Vocabulary& target_vocab, const std::string& task, int64_t step);
+void save_model(const std::string& path, const models::Seq2SeqModel& model, const TextSides& sides,
+                const std::string& task, int64_t step);
 
 // Reads a model file, or a checkpoint directory (its best.safetensors if there is one, else its
 // model.safetensors), and builds the model in evaluation mode. Errors name the path and problem.

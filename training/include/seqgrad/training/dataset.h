@@ -8,14 +8,27 @@
 
 namespace seqgrad::training {
 
-// One input with every acceptable output: a word and its pronunciations, or a synthetic sequence
-// and its one answer. Training reads each (source, reference) pair; evaluation scores a
-// prediction against all the references (any-reference WER and PER, metrics.h).
+// One input with every acceptable output: a word and its pronunciations, a sentence and its
+// translations, or a synthetic sequence and its one answer. Training reads each (source,
+// reference) pair; evaluation scores a prediction against all the references (any-reference WER
+// and PER, metrics.h; BLEU and chrF on the texts).
 struct Example {
-    std::string name;                                  // the headword, or the source's symbols joined
-    std::vector<std::string> source;                   // e.g. the word's characters
+    std::string name;                                  // the source text (a headword, a sentence)
+    std::vector<std::string> source;                   // its symbols, e.g. the word's characters
     std::vector<std::vector<std::string>> references;  // e.g. its pronunciations, in file order
+    std::vector<std::string> reference_texts;          // the references as text (empty if not kept)
 };
+
+enum class Split { train, dev, test };
+const char* split_name(Split split);
+
+// The split a source text falls in when dev and test are carved from one file: h = FNV-1a (32
+// bits) of its bytes; h % 100 < 90 train, < 95 dev, else test. Every line of a source lands in
+// the same split, and the split of a line never depends on the others.
+Split split_by_hash(std::string_view source);
+
+// FNV-1a, 32 bits (offset basis 0x811C9DC5, prime 0x01000193), over the bytes.
+uint32_t fnv1a_32(std::string_view bytes);
 
 struct Dataset {
     std::string task;  // "g2p", "copy", "reverse" or "sort"
@@ -27,6 +40,5 @@ struct Dataset {
 
     const std::vector<Example>& split(std::string_view name) const;  // "train", "dev" or "test"
 };
-
 
 }  // namespace seqgrad::training

@@ -34,13 +34,7 @@ Lexicon read_dictionary(const std::string& path = kCmudictPath);
 // "word(2)" -> "word": the headword that all pronunciations of a word share.
 std::string_view strip_variant(std::string_view headword);
 
-// FNV-1a, 32 bits (offset basis 0x811C9DC5, prime 0x01000193), over the bytes.
-uint32_t fnv1a_32(std::string_view bytes);
-
-enum class Split { train, dev, test };
-const char* split_name(Split split);
-// The split of a headword: h = fnv1a_32 of the headword with its "(N)" suffix removed;
-// h % 100 < 90 train, < 95 dev, else test.
+// The split of a headword: split_by_hash of the headword with its "(N)" suffix removed.
 Split g2p_split(std::string_view headword);
 
 // The G2P task: the dictionary read and split by headword.

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "seqgrad/training/batching.h"
 #include "seqgrad/training/g2p.h"
@@ -13,10 +14,23 @@
 namespace seqgrad::training {
 
 struct TrainingOptions {
-    // The task: "g2p" (read from `dictionary`) or a synthetic one ("copy", "reverse", "sort").
+    // The task: "g2p" (read from `dictionary`), "corpus" (your own pairs: `train`, `dev`, `test`,
+    // corpus.h) or a synthetic one ("copy", "reverse", "sort").
     std::string task = "g2p";
     std::string dictionary = kCmudictPath;
     SyntheticOptions synthetic;
+
+    // A corpus: each split one TSV file or two aligned files (source, target). Without dev files,
+    // dev and test are carved from the training files by a hash of the source side.
+    std::vector<std::string> train_files, dev_files, test_files;
+    std::string src_tokens = "char";  // "char", "space" or "sentencepiece" (tokenizer.h)
+    std::string tgt_tokens = "char";
+    std::string src_spm_model, tgt_spm_model;  // a SentencePiece .model to load, or "" to train one
+    std::string spm_type = "unigram";           // the kind of model trained: "unigram" or "bpe"
+    int64_t spm_vocab_size = 8000;              // its pieces
+    int64_t min_count = 1;   // vocabularies keep the symbols seen at least this often in training
+    int64_t max_vocab = 0;   // and at most this many of the most frequent (0: no limit)
+    bool skip_invalid = false;  // train on the valid lines and count the others, instead of refusing
 
     BatchOptions batches;
     std::string schedule = "noam";  // "noam": lr * d^-0.5 * min(t^-0.5, t * warmup^-1.5); or "constant"

@@ -23,8 +23,10 @@
 namespace seqgrad::training {
 
 // What the trainer tells its listener (the program draws a progress bar or log lines from it).
+// `data` events come first: one line each about the data the run reads (sizes, where dev and test
+// come from, tokenizers, unknown tokens, skipped lines).
 struct TrainingEvent {
-    enum class Kind { step, evaluation, checkpoint, message } kind = Kind::step;
+    enum class Kind { step, evaluation, checkpoint, message, data } kind = Kind::step;
     int64_t step = 0;
     int64_t epoch = 0;
     int64_t batches_in_epoch = 0;

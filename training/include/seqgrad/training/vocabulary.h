@@ -20,6 +20,12 @@ public:
     Vocabulary();  // the four special tokens only
     // Sorts and de-duplicates `symbols`. A special token or an empty string among them is an Error.
     static Vocabulary from_symbols(std::vector<std::string> symbols);
+    // The symbols counted at least `min_count` times and, if max_size > 0, only the max_size most
+    // frequent of those (ties: byte order), besides the four specials; ids in byte order, as
+    // from_symbols gives them.
+    static Vocabulary from_counts(const std::vector<std::pair<std::string, int64_t>>& counts, int64_t min_count,
+                                  int64_t max_size);
+    static bool is_special(std::string_view symbol);
 
     int64_t size() const { return static_cast<int64_t>(symbols_.size()); }
     int64_t id(std::string_view symbol) const;            // kUnk for a symbol not in the vocabulary
@@ -46,6 +52,7 @@ private:
     std::vector<std::pair<std::string, int64_t>> sorted_ids_;  // for id(): binary search by symbol
 };
 
+// Vocabularies from the examples' source or target symbols. Build them from the training split:
 // a symbol seen only in dev or test then reads as <unk>, as it would for a real new word.
 Vocabulary source_vocabulary(const std::vector<Example>& examples);
 Vocabulary target_vocabulary(const std::vector<Example>& examples);

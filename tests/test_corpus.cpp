@@ -1,0 +1,438 @@
+// Tests of one's own data: the line and pair readers (plain and gzip, TSV and aligned files, bad
+// lines by file and line), the tokenizers (characters, symbols, SentencePiece) and their exact
+// detokenization, vocabularies from counts, the data pipeline (carved and given splits, several
+// references, limits, unknown tokens), G2P through that same pipeline, and checkpoints that carry
+// their tokenizers.
+#include "helpers.h"
+
+#include <zlib.h>
+
+#include <algorithm>
+#include <set>
+#include <thread>
+
+#include "seqgrad/models/registry.h"
+#include "seqgrad/training.h"
+
+using namespace seqgrad::training;
+using seqgrad::Error;
+using seqgrad::testing::error_of;
+using seqgrad::testing::TempFile;
+using Catch::Matchers::Contains;
+
+namespace {
+
+// A gzip-compressed file of `text`, removed at the end of the test.
+class GzipFile {
+public:
+    explicit GzipFile(const std::string& text) : file_("", ".gz") {
+        gzFile out = gzopen(file_.path().c_str(), "wb");
+        REQUIRE(out != nullptr);
+        REQUIRE(gzwrite(out, text.data(), static_cast<unsigned>(text.size())) == static_cast<int>(text.size()));
+        gzclose(out);
+    }
+    std::string path() const { return file_.path(); }
+
+private:
+    TempFile file_;
+};
+
+std::vector<std::string> lines_of(const std::string& path) {
+    LineReader reader(path);
+    std::vector<std::string> lines;
+    for (std::string line; reader.next(line);) lines.push_back(line);
+    return lines;
+}
+
+struct ReadPair {
+    std::string source, target, problem, where;
+};
+
+std::vector<ReadPair> pairs_of(const std::vector<std::string>& paths) {
+    PairReader reader(paths);
+    std::vector<ReadPair> pairs;
+    ReadPair p;
+    while (reader.next(p.source, p.target, p.problem)) {
+        p.where = reader.where();
+        pairs.push_back(p);
+    }
+    return pairs;
+}
+
+TrainingOptions corpus_options(const std::vector<std::string>& train) {
+    TrainingOptions o;
+    o.task = "corpus";
+    o.train_files = train;
+    o.max_steps = 1;
+    return o;
+}
+
+// A TSV of `n` pairs "w<i>" -> "x<i>" whose dev and test lines are carved by hash.
+std::string numbered_tsv(int n) {
+    std::string text;
+    for (int i = 0; i < n; ++i) text += "w" + std::to_string(i) + "\tx" + std::to_string(i) + "\n";
+    return text;
+}
+
+}  // namespace
+
+// ---- reading ----
+
+TEST_CASE("a line reader reads plain and gzip files alike, CRLF and a last line without a newline", "[corpus]") {
+    const std::string text = "first\r\nsecond\n\nlast";
+    const TempFile plain(text);
+    const GzipFile compressed(text);
+    const std::vector<std::string> expected = {"first", "second", "", "last"};
+    CHECK(lines_of(plain.path()) == expected);
+    CHECK(lines_of(compressed.path()) == expected);
+    CHECK_THAT(error_of([] { LineReader("/no/such/corpus.tsv"); }), Contains("/no/such/corpus.tsv") && Contains("cannot open"));
+}
+
+TEST_CASE("a corrupt gzip file is an Error naming the file", "[corpus]") {
+    std::string bytes;
+    {
+        const GzipFile good(numbered_tsv(2000));
+        std::ifstream in(good.path(), std::ios::binary);
+        bytes.assign(std::istreambuf_iterator<char>(in), {});
+    }
+    bytes.resize(bytes.size() / 2);  // cut in the middle of the stream
+    const TempFile cut(bytes, ".gz");
+    CHECK_THAT(error_of([&] { lines_of(cut.path()); }), Contains(cut.path()) && Contains("cannot read"));
+}
+
+TEST_CASE("a TSV gives its pairs and names each bad line's problem", "[corpus]") {
+    const TempFile tsv("cat\tK AE T\nno tab here\na\tb\tc\n\tempty source\nempty target\t\n\n\xff\tbad\n");
+    const std::vector<ReadPair> pairs = pairs_of({tsv.path()});
+    REQUIRE(pairs.size() == 7);
+    CHECK(pairs[0].problem.empty());
+    CHECK(pairs[0].source == "cat");
+    CHECK(pairs[0].target == "K AE T");
+    CHECK(pairs[0].where == tsv.path() + ":1");
+    CHECK_THAT(pairs[1].problem, Contains("no tab"));
+    CHECK_THAT(pairs[2].problem, Contains("more than one tab"));
+    CHECK_THAT(pairs[3].problem, Contains("source is empty"));
+    CHECK_THAT(pairs[4].problem, Contains("target is empty"));
+    CHECK_THAT(pairs[5].problem, Contains("empty line"));
+    CHECK_THAT(pairs[6].problem, Contains("not valid UTF-8"));
+    CHECK(pairs[6].where == tsv.path() + ":7");
+}
+
+TEST_CASE("aligned files give line i of each as a pair, and different lengths name both counts", "[corpus]") {
+    const TempFile source("one\ntwo\nthree\n"), target("uno\ndos\ntres\n"), short_target("uno\n");
+    const std::vector<ReadPair> pairs = pairs_of({source.path(), target.path()});
+    REQUIRE(pairs.size() == 3);
+    CHECK(pairs[2].source == "three");
+    CHECK(pairs[2].target == "tres");
+    CHECK_THAT(pairs[2].where, Contains("line 3"));
+    CHECK_THAT(error_of([&] { pairs_of({source.path(), short_target.path()}); }),
+               Contains(source.path() + " has 3") && Contains(short_target.path() + " has 1"));
+}
+
+// ---- tokenizers ----
+
+TEST_CASE("the char tokenizer reads code points, and lowercases ASCII when asked", "[corpus][tokenizer]") {
+    CHECK(Tokenizer::characters().tokenize("Añb c") == std::vector<std::string>{"A", "ñ", "b", " ", "c"});
+    CHECK(Tokenizer::characters(true).tokenize("AbÑ") == std::vector<std::string>{"a", "b", "Ñ"});
+    CHECK(Tokenizer::characters().detokenize({"A", "ñ", "b", " ", "c"}) == "Añb c");
+    CHECK_THAT(error_of([] { Tokenizer::characters().tokenize("a\xc3"); }), Contains("not valid UTF-8"));
+}
+
+TEST_CASE("the space tokenizer reads whitespace-separated symbols and joins them with one space",
+          "[corpus][tokenizer]") {
+    const Tokenizer t = Tokenizer::spaces();
+    CHECK(t.tokenize("  K AE\tT ") == std::vector<std::string>{"K", "AE", "T"});
+    CHECK(t.detokenize({"K", "AE", "T"}) == "K AE T");
+}
+
+TEST_CASE("a SentencePiece model trained here detokenizes exactly, and travels as JSON", "[corpus][tokenizer]") {
+    // Sentences of eight words each from a small list, in many orders.
+    const std::vector<std::string> words = {"the",  "quick", "brown", "fox",  "jumps", "over",  "lazy", "dog",
+                                            "café", "naïve", "item",  "river", "stone", "green", "house"};
+    std::vector<std::string> sentences;
+    for (size_t i = 0; i < 2000; ++i) {
+        std::string sentence;
+        for (size_t k = 0; k < 8; ++k) sentence += (k ? " " : "") + words[(i * 7 + k * 13 + i / 3) % words.size()];
+        sentences.push_back(sentence);
+    }
+    size_t next = 0;
+    SentencePieceOptions options;
+    options.vocab_size = 60;
+    const Tokenizer spm = Tokenizer::train_sentencepiece(
+        [&](std::string& s) {
+            if (next == sentences.size()) return false;
+            s = sentences[next++];
+            return true;
+        },
+        options);
+    CHECK(spm.kind() == "sentencepiece");
+    for (const std::string text : {"the fox", "  two  spaces ", "unseen wörds: ß and 42", "café naïve"}) {
+        INFO(text);
+        CHECK(spm.detokenize(spm.tokenize(text)) == text);
+    }
+    CHECK(spm.tokenize("the fox") == std::vector<std::string>{"\u2581the", "\u2581fox"});  // words it saw are pieces
+    const Tokenizer back = Tokenizer::from_json(spm.to_json());
+    CHECK(back == spm);
+    CHECK(back.tokenize("the lazy dog") == spm.tokenize("the lazy dog"));
+    CHECK(Tokenizer::from_json(Tokenizer::characters(true).to_json()) == Tokenizer::characters(true));
+    CHECK(Tokenizer::from_json(Tokenizer::spaces().to_json()) == Tokenizer::spaces());
+}
+
+TEST_CASE("a SentencePiece model that does not load, and a bad tokenizer JSON, are clear Errors",
+          "[corpus][tokenizer]") {
+    const TempFile garbage("this is not a model", ".model");
+    CHECK_THAT(error_of([&] { Tokenizer::load_sentencepiece(garbage.path()); }),
+               Contains(garbage.path()) && Contains("not a SentencePiece model"));
+    CHECK_THAT(error_of([] { Tokenizer::from_json(R"({"kind": "bytes", "lowercase": false})"); }),
+               Contains("unknown tokenizer \"bytes\""));
+    CHECK_THAT(error_of([] { Tokenizer::from_json(R"({"kind": "sentencepiece", "lowercase": false})"); }),
+               Contains("without its \"model\""));
+    CHECK_THAT(error_of([] { Tokenizer::from_json("[]"); }), Contains("expected"));
+}
+
+TEST_CASE("base64 round-trips every byte and refuses what is not base64", "[corpus]") {
+    std::string bytes;
+    for (int i = 0; i < 256; ++i) bytes += static_cast<char>(i);
+    for (size_t n : {0, 1, 2, 3, 4, 255, 256}) CHECK(base64_decode(base64_encode(bytes.substr(0, n))) == bytes.substr(0, n));
+    CHECK(base64_encode("Man") == "TWFu");
+    CHECK(base64_encode("Ma") == "TWE=");
+    CHECK(base64_encode("M") == "TQ==");
+    CHECK_THAT(error_of([] { base64_decode("TWF"); }), Contains("multiple of 4"));
+    CHECK_THAT(error_of([] { base64_decode("TW!u"); }), Contains("invalid character"));
+}
+
+// ---- vocabularies ----
+
+TEST_CASE("a vocabulary from counts keeps the frequent symbols, ties broken by byte order", "[corpus]") {
+    const std::vector<std::pair<std::string, int64_t>> counts = {{"c", 5}, {"a", 1}, {"b", 5}, {"d", 2}, {"e", 2}};
+    CHECK(Vocabulary::from_counts(counts, 1, 0).size() == 4 + 5);
+    const Vocabulary frequent = Vocabulary::from_counts(counts, 2, 0);
+    CHECK(frequent.size() == 4 + 4);
+    CHECK_FALSE(frequent.contains("a"));
+    const Vocabulary top3 = Vocabulary::from_counts(counts, 1, 3);
+    CHECK(std::vector<std::string>(top3.symbols().begin() + 4, top3.symbols().end()) ==
+          std::vector<std::string>{"b", "c", "d"});  // c and b (5), then d before e (2, byte order); ids sorted
+}
+
+// ---- the pipeline ----
+
+TEST_CASE("a corpus without dev files is carved by a hash of the source, every line of a source together",
+          "[corpus]") {
+    std::string text = numbered_tsv(400);
+    text += "w7\tanother answer\n";  // a second reference of w7, far from its first
+    const TempFile tsv(text);
+    TrainingOptions o = corpus_options({tsv.path()});
+    DataRequest request;
+    request.test = true;
+    const TrainingData data = prepare_data(o, request);
+    int64_t train_pairs = 0;
+    for (int i = 0; i < 400; ++i) train_pairs += split_by_hash(seqgrad::detail::concat("w", i)) == Split::train;
+    train_pairs += split_by_hash("w7") == Split::train;
+    CHECK(data.train.size() == train_pairs);
+    for (const Example& e : data.dev) CHECK(split_by_hash(e.name) == Split::dev);
+    for (const Example& e : data.test) CHECK(split_by_hash(e.name) == Split::test);
+    CHECK(static_cast<int64_t>(data.dev.size() + data.test.size()) + train_pairs == 401 - (split_by_hash("w7") != Split::train));
+    CHECK_THAT(data.report.front(), Contains(std::to_string(train_pairs) + " training pairs"));
+    CHECK_THAT(data.report[1], Contains("carved"));
+    // The second reference joins its source wherever it fell.
+    for (const std::vector<Example>* split : {&data.dev, &data.test})
+        for (const Example& e : *split)
+            if (e.name == "w7") CHECK(e.reference_texts == std::vector<std::string>{"x7", "another answer"});
+}
+
+TEST_CASE("dev and test files replace the carved splits", "[corpus]") {
+    const TempFile train("a\tA\nb\tB\n"), dev("c\tC\nc\tC2\n"), test_source("d\ne\n"), test_target("D\nE\n");
+    TrainingOptions o = corpus_options({train.path()});
+    o.dev_files = {dev.path()};
+    o.test_files = {test_source.path(), test_target.path()};
+    DataRequest request;
+    request.test = true;
+    const TrainingData data = prepare_data(o, request);
+    CHECK(data.train.size() == 2);
+    REQUIRE(data.dev.size() == 1);
+    CHECK(data.dev[0].references.size() == 2);  // one source, two references
+    CHECK(data.test.size() == 2);
+    CHECK(data.target_vocab.contains("A"));
+    CHECK_FALSE(data.target_vocab.contains("C"));  // vocabularies come from training only
+}
+
+TEST_CASE("bad lines refuse the corpus with their file and line, or are skipped and counted", "[corpus]") {
+    const TempFile tsv("a\tA\nno tab\nb\tB\n\xfe\tX\n" + numbered_tsv(100));
+    TrainingOptions o = corpus_options({tsv.path()});
+    const std::string refused = error_of([&] { prepare_data(o); });
+    CHECK_THAT(refused, Contains("2 lines are not valid pairs") && Contains(tsv.path() + ":2: no tab") &&
+                            Contains(tsv.path() + ":4: the source") && Contains("--skip-invalid"));
+    o.skip_invalid = true;
+    const TrainingData data = prepare_data(o);
+    bool reported = false;
+    for (const std::string& line : data.report) reported = reported || line.find("skipped 2 invalid lines") != std::string::npos;
+    CHECK(reported);
+}
+
+TEST_CASE("a side longer than the model takes is a bad line; the target counts its </s>", "[corpus]") {
+    const TempFile tsv("abcd\tABC\nab\tABCD\n" + numbered_tsv(50));
+    DataRequest request;
+    request.max_source_length = request.max_target_length = 4;
+    TrainingOptions o = corpus_options({tsv.path()});
+    const std::string message = error_of([&] { prepare_data(o, request); });
+    CHECK_THAT(message, Contains(":2: the target has 4 symbols (and </s>); the model takes at most 3"));
+    CHECK_THAT(message, Contains("1 line is not a valid pair"));  // abcd -> ABC fits: 4, and 3 + 1
+}
+
+TEST_CASE("a special token used as a symbol is a bad line; <unk> reads as unknown", "[corpus]") {
+    TrainingOptions o = corpus_options({});
+    o.tgt_tokens = "space";
+    const TempFile bad("a\tx <s> y\n" + numbered_tsv(30));
+    o.train_files = {bad.path()};
+    CHECK_THAT(error_of([&] { prepare_data(o); }), Contains(":1: the target uses the special token <s>"));
+    const TempFile unknown("a\tx <unk> y\n" + numbered_tsv(30));
+    o.train_files = {unknown.path()};
+    CHECK_NOTHROW(prepare_data(o));
+}
+
+TEST_CASE("min_count and max_vocab shape the vocabularies and the report counts unknown tokens", "[corpus]") {
+    std::string text;
+    for (int i = 0; i < 200; ++i) text += (i % 50 == 0 ? "zq" : "ab") + std::string("\tAB\n");
+    const TempFile tsv(text);
+    TrainingOptions o = corpus_options({tsv.path()});
+    o.min_count = 10;  // z and q are rare
+    const TrainingData data = prepare_data(o);
+    CHECK(data.source_vocab.contains("a"));
+    CHECK_FALSE(data.source_vocab.contains("z"));
+    int64_t unknown = 0;
+    for (int64_t i = 0; i < data.train.size(); ++i)
+        for (int32_t id : data.train.source(i)) unknown += id == seqgrad::models::kUnk;
+    CHECK(unknown > 0);
+    const std::string expected = seqgrad::detail::concat("unknown tokens: ", unknown, " of");
+    CHECK_THAT(data.report.back(), Contains(expected));
+    o.min_count = 1;
+    o.max_vocab = 2;
+    CHECK(prepare_data(o).source_vocab.size() == 4 + 2);
+}
+
+TEST_CASE("an empty corpus is refused and leaves no directory behind", "[corpus]") {
+    const TempFile empty("");
+    TrainingOptions o = corpus_options({empty.path()});
+    CHECK_THAT(error_of([&] { train(seqgrad::models::model_kind("seq2seq").recipe, o, "/tmp/seqgrad_never_made"); }),
+               Contains("empty train or dev split"));
+    CHECK_FALSE(std::filesystem::exists("/tmp/seqgrad_never_made"));
+}
+
+TEST_CASE("G2P through the corpus pipeline gives the pairs, splits and vocabularies of the dictionary reader",
+          "[corpus][g2p]") {
+    TrainingOptions o;
+    o.task = "g2p";
+    DataRequest request;
+    request.test = true;
+    const TrainingData data = prepare_data(o, request);
+    const Dataset reference = g2p_dataset(o.dictionary);
+    CHECK(data.source_vocab == source_vocabulary(reference.train));
+    CHECK(data.target_vocab == target_vocabulary(reference.train));
+    const EncodedPairs expected = encode_for_training(reference.train, data.source_vocab, data.target_vocab);
+    REQUIRE(data.train.size() == expected.size());
+    for (int64_t i = 0; i < expected.size(); ++i) {
+        const auto a = data.train.source(i), b = expected.source(i);
+        const auto c = data.train.target(i), d = expected.target(i);
+        if (!std::equal(a.begin(), a.end(), b.begin(), b.end()) || !std::equal(c.begin(), c.end(), d.begin(), d.end()))
+            FAIL("training pair " << i << " differs");
+    }
+    REQUIRE(data.dev.size() == reference.dev.size());
+    REQUIRE(data.test.size() == reference.test.size());
+    for (size_t i = 0; i < data.dev.size(); ++i) {
+        CHECK(data.dev[i].name == reference.dev[i].name);
+        CHECK(data.dev[i].source == reference.dev[i].source);
+        CHECK(data.dev[i].references == reference.dev[i].references);
+    }
+}
+
+// ---- checkpoints and the Translator ----
+
+namespace {
+
+// A tiny trained run on a corpus, once per test program.
+const std::string& tiny_run() {
+    static const std::string dir = [] {
+        const std::filesystem::path root = std::filesystem::temp_directory_path() / "seqgrad_test_corpus_run";
+        std::filesystem::remove_all(root);
+        std::filesystem::create_directories(root);
+        std::string text;
+        for (int i = 1; i <= 300; ++i) {
+            std::string word;  // i in base 6, letters a-f: 300 different words of 1 to 4 letters
+            for (int n = i; n > 0; n /= 6) word += static_cast<char>('a' + n % 6);
+            std::string reversed = word;
+            std::reverse(reversed.begin(), reversed.end());
+            text += word + "\t" + reversed + "\n";
+        }
+        std::ofstream(root / "pairs.tsv") << text;
+        TrainingOptions o;
+        o.task = "corpus";
+        o.train_files = {(root / "pairs.tsv").string()};
+        o.src_tokens = "sentencepiece";
+        o.spm_vocab_size = 12;
+        o.max_steps = 30;
+        o.batches.max_sentences = 32;
+        o.schedule = "constant";
+        o.lr = 3e-3;
+        seqgrad::models::ModelConfig c = seqgrad::models::model_kind("attn_seq2seq").recipe;
+        c.hidden_size = 16;
+        c.num_layers = 1;
+        train(c, o, (root / "run").string());
+        return (root / "run").string();
+    }();
+    return dir;
+}
+
+}  // namespace
+
+TEST_CASE("a checkpoint carries its tokenizers: the SentencePiece model comes back from the file", "[corpus]") {
+    const LoadedModel loaded = load_model(tiny_run());
+    CHECK(loaded.source_tokenizer.kind() == "sentencepiece");
+    CHECK(loaded.target_tokenizer.kind() == "char");
+    CHECK(loaded.task == "corpus");
+    CHECK(loaded.source_tokenizer.detokenize(loaded.source_tokenizer.tokenize("abcab")) == "abcab");
+    const std::vector<int64_t> ids = loaded.encode_source("abcab");
+    CHECK(!ids.empty());
+    CHECK(std::count(ids.begin(), ids.end(), seqgrad::models::kUnk) == 0);  // every piece was seen in training
+}
+
+TEST_CASE("resuming on data whose vocabularies changed is refused", "[corpus]") {
+    const std::filesystem::path root = std::filesystem::temp_directory_path() / "seqgrad_test_corpus_changed";
+    std::filesystem::remove_all(root);
+    std::filesystem::create_directories(root);
+    std::ofstream(root / "pairs.tsv") << numbered_tsv(100);
+    TrainingOptions o = corpus_options({(root / "pairs.tsv").string()});
+    o.max_steps = 2;
+    seqgrad::models::ModelConfig c = seqgrad::models::model_kind("seq2seq").recipe;
+    c.hidden_size = 8;
+    train(c, o, (root / "run").string());
+    std::ofstream(root / "pairs.tsv") << numbered_tsv(100) << "QQ\tZZ\n";  // new symbols
+    CHECK_THAT(error_of([&] { resume((root / "run").string(), 0, 0, 4); }), Contains("vocabularies differ"));
+}
+
+TEST_CASE("the Translator turns text into n-best text, in input order, from several threads", "[corpus]") {
+    const Translator translator(tiny_run());
+    TranslatorOptions options;
+    options.beam_size = 4;
+    options.nbest = 3;
+    const std::vector<std::string> inputs = {"abc", "", "fedcba", "a"};
+    const auto results = translator.translate(inputs, options);
+    REQUIRE(results.size() == 4);
+    CHECK(results[1].size() == 1);
+    CHECK(results[1][0].text.empty());
+    for (size_t i : {0, 2, 3}) {
+        REQUIRE(results[i].size() == 3);
+        CHECK(results[i][0].score >= results[i][1].score);
+        CHECK(results[i][1].score >= results[i][2].score);
+        CHECK(results[i][0].text != results[i][1].text);
+    }
+    // The best equals a one-input call and greedy search's choice at beam 1 equals the model's own.
+    CHECK(translator.translate({"fedcba"}, options)[0][0].text == results[2][0].text);
+    std::vector<std::vector<std::vector<Translation>>> parallel(2);
+    std::thread a([&] { parallel[0] = translator.translate(inputs, options); });
+    std::thread b([&] { parallel[1] = translator.translate(inputs, options); });
+    a.join();
+    b.join();
+    for (const auto& run : parallel)
+        for (size_t i = 0; i < inputs.size(); ++i) CHECK(run[i][0].text == results[i][0].text);
+    options.nbest = 5;
+    CHECK_THAT(error_of([&] { translator.translate(inputs, options); }), Contains("nbest"));
+}

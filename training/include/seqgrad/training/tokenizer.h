@@ -1,0 +1,92 @@
+// How one side of a corpus turns text into symbols and back:
+//   "char"           Unicode code points (the default): "ship" -> s h i p
+//   "space"          symbols separated by whitespace, e.g. phones or words: "SH IH P" -> SH IH P
+//   "sentencepiece"  subword pieces of a SentencePiece model (Kudo and Richardson, 2018), trained
+//                    on the training side (unigram or BPE) or loaded from a .model file
+// A tokenizer travels inside a checkpoint (to_json, with a SentencePiece model's bytes), so that
+// a checkpoint alone turns raw text into raw text.
+//
+// Detokenization is exact: detokenize(tokenize(text)) == text for "char" (lowercasing aside) and
+// for SentencePiece models trained here (identity normalisation, whitespace kept); "space" joins
+// symbols with one space, so it gives back text whose symbols were separated by single spaces.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "seqgrad/training/vocabulary.h"
+
+namespace sentencepiece {
+class SentencePieceProcessor;
+}
+
+namespace seqgrad::training {
+
+// How to train a SentencePiece model on one side of the training data.
+struct SentencePieceOptions {
+    std::string model_type = "unigram";  // or "bpe"
+    int64_t vocab_size = 8000;
+    uint64_t seed = 1;     // SentencePiece's sampling of sentences and pieces
+    int64_t threads = 1;
+};
+
+class Tokenizer {
+public:
+    Tokenizer();  // "char"
+    // Code points; with `lowercase`, ASCII A-Z are read as a-z first (the G2P task's source side).
+    static Tokenizer characters(bool lowercase = false);
+    static Tokenizer spaces();
+    // A SentencePiece model from its serialized bytes (a .model file's contents). Error naming
+    // `origin` if they do not load.
+    static Tokenizer sentencepiece(std::string model_bytes, const std::string& origin = "a SentencePiece model");
+    static Tokenizer load_sentencepiece(const std::string& path);
+    // Trains a model on the texts `next` hands out (it returns false after the last), with
+    // identity normalisation and whitespace kept, so that detokenization is exact.
+    static Tokenizer train_sentencepiece(const std::function<bool(std::string&)>& next,
+                                         const SentencePieceOptions& options);
+
+    const std::string& kind() const { return kind_; }  // "char", "space" or "sentencepiece"
+    bool lowercase() const { return lowercase_; }
+
+    // Calls `symbol` for each symbol of `text`, in order. The views live until the call returns.
+    // Invalid UTF-8 is an Error.
+    void each_symbol(std::string_view text, const std::function<void(std::string_view)>& symbol) const;
+    std::vector<std::string> tokenize(std::string_view text) const;
+    std::string detokenize(const std::vector<std::string>& symbols) const;
+
+    // {"kind": ..., "lowercase": ..., "model": base64 of a SentencePiece model's bytes}
+    std::string to_json() const;
+    static Tokenizer from_json(const std::string& text);  // Error for anything but to_json's form
+    std::string describe() const;  // "char", "space", "sentencepiece (unigram, 8000 pieces)"
+
+    friend bool operator==(const Tokenizer& a, const Tokenizer& b) {
+        return a.kind_ == b.kind_ && a.lowercase_ == b.lowercase_ && a.model_ == b.model_;
+    }
+
+private:
+    std::string kind_ = "char";
+    bool lowercase_ = false;
+    std::string model_;  // a SentencePiece model's bytes
+    std::shared_ptr<const sentencepiece::SentencePieceProcessor> processor_;
+};
+
+// What turns text into a model's ids and back: each side's tokenizer and vocabulary.
+struct TextSides {
+    Tokenizer source_tokenizer, target_tokenizer;
+    Vocabulary source_vocab, target_vocab;
+
+    // The ids of a source text (no <s> or </s>); unknown symbols are <unk>.
+    std::vector<int64_t> encode_source(std::string_view text) const;
+    // The text of target ids, up to the first </s>.
+    std::string decode_target(const std::vector<int64_t>& ids) const;
+};
+
+// Base64 (RFC 4648, with padding), for bytes in JSON metadata.
+std::string base64_encode(std::string_view bytes);
+std::string base64_decode(std::string_view text);  // Error for anything but base64
+
+}  // namespace seqgrad::training

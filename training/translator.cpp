@@ -1,0 +1,79 @@
+// Checkpoint in, text to text out (translator.h).
+#include "seqgrad/training/translator.h"
+
+#include <algorithm>
+#include <chrono>
+#include <numeric>
+
+#include "seqgrad/core/autograd.h"
+#include "seqgrad/models/decoding.h"
+
+namespace seqgrad::training {
+
+Translator::Translator(const std::string& checkpoint) : loaded_(load_model(checkpoint)) {}
+
+Translator::Totals Translator::totals() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return totals_;
+}
+
+std::vector<std::vector<Translation>> Translator::translate(const std::vector<std::string>& inputs,
+                                                            const TranslatorOptions& options) const {
+    const char* op = "Translator";
+    check(options.beam_size >= 1 && options.nbest >= 1 && options.nbest <= options.beam_size, op,
+          "needs beam_size >= 1 and 1 <= nbest <= beam_size, got beam ", options.beam_size, " and nbest ",
+          options.nbest);
+    check(options.max_len >= 0 && options.max_hypotheses >= 1, op, "max_len must be 0 or more, max_hypotheses positive");
+    std::lock_guard<std::mutex> lock(mutex_);
+    const auto start = std::chrono::steady_clock::now();
+    NoGradGuard no_grad;
+
+    // Every input as ids; the longest first is no matter: batches are formed by length below.
+    std::vector<std::vector<int64_t>> sources(inputs.size());
+    for (size_t i = 0; i < inputs.size(); ++i) {
+        sources[i] = loaded_.encode_source(inputs[i]);
+        totals_.source_tokens += static_cast<int64_t>(sources[i].size());
+        totals_.unknown_source_tokens += std::count(sources[i].begin(), sources[i].end(), models::kUnk);
+    }
+    std::vector<size_t> order;
+    for (size_t i = 0; i < inputs.size(); ++i)
+        if (!sources[i].empty()) order.push_back(i);
+    std::stable_sort(order.begin(), order.end(),
+                     [&](size_t a, size_t b) { return sources[a].size() < sources[b].size(); });
+
+    std::vector<std::vector<Translation>> results(inputs.size());
+    for (size_t i = 0; i < inputs.size(); ++i)
+        if (sources[i].empty()) results[i] = {Translation{}};
+    const auto per_batch = static_cast<size_t>(std::max<int64_t>(1, options.max_hypotheses / options.beam_size));
+    for (size_t first = 0; first < order.size(); first += per_batch) {
+        const size_t last = std::min(order.size(), first + per_batch);
+        const auto rows = static_cast<int64_t>(last - first);
+        const auto width = static_cast<int64_t>(sources[order[last - 1]].size());  // sorted: the longest
+        IntTensor src = IntTensor::full({rows, width}, models::kPad);
+        for (int64_t r = 0; r < rows; ++r) {
+            const std::vector<int64_t>& ids = sources[order[first + static_cast<size_t>(r)]];
+            std::copy(ids.begin(), ids.end(), src.data() + r * width);
+        }
+        models::DecodeOptions decode;
+        decode.beam_size = options.beam_size;
+        decode.length_penalty = options.length_penalty;
+        decode.max_len = options.max_len > 0 ? options.max_len : std::max<int64_t>(40, 2 * width + 10);
+        std::vector<std::vector<models::Hypothesis>> found;
+        if (options.beam_size == 1) {
+            for (models::Hypothesis& h : models::greedy_decode(*loaded_.model, src, decode.max_len)) found.push_back({h});
+        } else {
+            found = models::beam_search_nbest(*loaded_.model, src, decode, options.nbest);
+        }
+        for (int64_t r = 0; r < rows; ++r) {
+            std::vector<Translation>& out = results[order[first + static_cast<size_t>(r)]];
+            for (const models::Hypothesis& h : found[static_cast<size_t>(r)])
+                out.push_back({loaded_.decode_target(h.tokens), h.score, static_cast<int64_t>(h.tokens.size())});
+            if (!out.empty()) totals_.output_tokens += out.front().tokens;
+        }
+    }
+    totals_.inputs += static_cast<int64_t>(inputs.size());
+    totals_.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    return results;
+}
+
+}  // namespace seqgrad::training
