@@ -14,6 +14,7 @@ int main(int argc, char** argv) {
     seqgrad::cli::add_train_command(app, exit_status);
     seqgrad::cli::add_eval_command(app, exit_status);
     seqgrad::cli::add_predict_command(app, exit_status);
+    seqgrad::cli::add_score_command(app, exit_status);
     seqgrad::cli::add_check_command(app, exit_status);
     seqgrad::cli::add_summary_command(app);
     seqgrad::cli::add_attention_command(app);

@@ -36,4 +36,19 @@ echo "$out_layers"
 grep -q "^trained: adds 100 of 100 pairs" <<< "$out_layers" || { echo "examples/layers did not learn to add"; exit 1; }
 grep -q "^restored: adds 100 of 100 pairs" <<< "$out_layers" || { echo "examples/layers: the restored model differs"; exit 1; }
 test -f "$work/adder.safetensors"
+# A checkpoint trained by the installed program on a corpus of its own (words and their
+# reversals), then used from C++ through the Translator: one best output, then three with scores.
+for i in $(seq 1 400); do
+  w=$(printf '%x' $((i * 2654435761 % 1000003)) | tr '0-9' 'g-p')
+  printf '%s	%s
+' "$w" "$(echo "$w" | rev)"
+done > "$work/pairs.tsv"
+"$work/prefix/bin/seqgrad" train --train "$work/pairs.tsv" --model seq2seq --max-steps 20 --threads 1 --show 0 \
+  --out "$work/reverse" > "$work/train.log" 2>&1 || { echo "the installed program did not train:"; cat "$work/train.log"; exit 1; }
+out_translate=$("$work/examples-build/translate" "$work/reverse" abc fedcba)
+echo "$out_translate"
+[ "$(echo "$out_translate" | wc -l)" -eq 2 ] && grep -q "^abc	" <<< "$out_translate" \
+  || { echo "examples/translate did not print one output per input"; exit 1; }
+out_nbest=$(echo abc | "$work/examples-build/translate" "$work/reverse" --beam 4 --nbest 3)
+[ "$(echo "$out_nbest" | wc -l)" -eq 3 ] || { echo "examples/translate --nbest 3 printed: $out_nbest"; exit 1; }
 echo "examples/ built and ran"
