@@ -82,7 +82,8 @@ def main():
             for shape in args.shapes:
                 sides = ("seqgrad", "torch") if r % 2 == 0 else ("torch", "seqgrad")
                 for side in sides:
-                    print(f"round {r + 1}/{args.rounds}: {side} train_step/{model}/{shape}", file=sys.stderr, flush=True)
+                    print(f"round {r + 1}/{args.rounds}: {side} train_step/{model}/{shape}", file=sys.stderr,
+                          flush=True)
                     if side == "seqgrad":
                         context, result = run_seqgrad(args.bench, model, shape, args.threads, args.min_time)
                     else:
@@ -94,8 +95,8 @@ def main():
     print(f"seqgrad vs PyTorch {torch.__version__}, one training step (forward, loss, backward, Adam), "
           f"{args.threads} threads, best of {args.rounds} alternating runs")
     print(f"OpenBLAS core {context.get('openblas_core', '?')}, OPENBLAS_CORETYPE "
-          f"{context.get('OPENBLAS_CORETYPE', '?')}, sgemm peak {float(context.get('sgemm_peak_gflops', 0)):.0f} GFLOP/s "
-          f"(2048^3, {args.threads} threads)")
+          f"{context.get('OPENBLAS_CORETYPE', '?')}, "
+          f"sgemm peak {float(context.get('sgemm_peak_gflops', 0)):.0f} GFLOP/s (2048^3, {args.threads} threads)")
     print()
     print("| step | seqgrad tok/s | PyTorch tok/s | ratio | seqgrad GFLOP/s | MFU | seqgrad tensors MiB "
           "| max RSS MiB seqgrad / PyTorch | allocs/step |")
@@ -104,7 +105,8 @@ def main():
         for shape in args.shapes:
             s, t = best[(model, shape, "seqgrad")], best[(model, shape, "torch")]
             print(f"| {model}/{shape} | {s['tokens_per_second']:,.0f} | {t['tokens_per_second']:,.0f} | "
-                  f"{s['tokens_per_second'] / t['tokens_per_second']:.2f}x | {s['gflops']:.0f} | {100 * s['mfu']:.0f}% | "
+                  f"{s['tokens_per_second'] / t['tokens_per_second']:.2f}x | {s['gflops']:.0f} | "
+                  f"{100 * s['mfu']:.0f}% | "
                   f"{s['peak_mib']:.0f} | {s['max_rss_mib']:.0f} / {t['max_rss_mib']:.0f} | "
                   f"{s['system_allocs_per_step']:g} |")
 

@@ -100,13 +100,15 @@ struct Batch {
 
 Batch random_batch(const BenchShape& s, Generator& gen) {
     std::vector<int64_t> src(static_cast<size_t>(s.batch * s.src_len));
-    for (auto& id : src) id = kFirstRealToken + static_cast<int64_t>(gen.below(static_cast<uint64_t>(s.src_vocab - kFirstRealToken)));
+    for (auto& id : src)
+        id = kFirstRealToken + static_cast<int64_t>(gen.below(static_cast<uint64_t>(s.src_vocab - kFirstRealToken)));
     const int64_t t = s.tgt_len + 1;
     std::vector<int64_t> tgt(static_cast<size_t>(s.batch * t));
     for (int64_t i = 0; i < s.batch * t; ++i)
-        tgt[static_cast<size_t>(i)] = i % t == 0 ? seqgrad::models::kSos
-                                                 : kFirstRealToken + static_cast<int64_t>(gen.below(
-                                                                         static_cast<uint64_t>(s.tgt_vocab - kFirstRealToken)));
+        tgt[static_cast<size_t>(i)] =
+            i % t == 0 ? seqgrad::models::kSos
+                       : kFirstRealToken +
+                             static_cast<int64_t>(gen.below(static_cast<uint64_t>(s.tgt_vocab - kFirstRealToken)));
     const IntTensor full = IntTensor::from_vector(std::move(tgt), {s.batch, t});
     return {IntTensor::from_vector(std::move(src), {s.batch, s.src_len}), full.slice_last(0, t - 1),
             full.slice_last(1, t)};
@@ -129,8 +131,8 @@ void train_step(benchmark::State& state, const std::string& model_name, const Be
     const Batch batch = random_batch(shape, gen);
     const auto step = [&] {
         optimizer.zero_grad();
-        Tensor loss = seqgrad::models::sequence_loss(model->forward(batch.src, batch.tgt_in), batch.tgt_out,
-                                                     kLabelSmoothing);
+        Tensor loss =
+            seqgrad::models::sequence_loss(model->forward(batch.src, batch.tgt_in), batch.tgt_out, kLabelSmoothing);
         loss.backward();
         optimizer.step();
         return loss.item();
@@ -149,7 +151,8 @@ void train_step(benchmark::State& state, const std::string& model_name, const Be
         3 * seqgrad::models::model_kind(config.model).forward_flops(config, shape.batch, shape.src_len, shape.tgt_len);
     set_plain_rate_counter(state, "tokens_per_second", static_cast<double>(shape.batch * shape.tgt_len));
     set_rate_counter(state, "gflops", flops);
-    state.counters["mfu"] = benchmark::Counter(flops / sgemm_peak_flops(), benchmark::Counter::kIsIterationInvariantRate);
+    state.counters["mfu"] =
+        benchmark::Counter(flops / sgemm_peak_flops(), benchmark::Counter::kIsIterationInvariantRate);
     state.counters["peak_mib"] = static_cast<double>(after.peak_bytes_in_use) / (1024.0 * 1024.0);
     state.counters["system_allocs_per_step"] =
         static_cast<double>(after.system_allocations - before.system_allocations) /
@@ -212,17 +215,20 @@ void register_model_benchmarks() {
     for (const BenchShape& shape : kShapes) {
         for (const seqgrad::models::ModelKind& kind : seqgrad::models::model_kinds()) {
             const std::string name = "train_step/" + kind.name + "/" + shape.name, model = kind.name;
-            benchmark::RegisterBenchmark(name.c_str(), [model, &shape](benchmark::State& state) {
-                train_step(state, model, shape);
-            })->UseRealTime()->Unit(benchmark::kMillisecond);
+            benchmark::RegisterBenchmark(name.c_str(),
+                                         [model, &shape](benchmark::State& state) { train_step(state, model, shape); })
+                ->UseRealTime()
+                ->Unit(benchmark::kMillisecond);
         }
     }
     for (const BenchShape& shape : kShapes) {
         for (const bool cached : {true, false}) {
-            const std::string name = std::string("decode/transformer/") + shape.name + (cached ? "/cached" : "/recompute");
-            benchmark::RegisterBenchmark(name.c_str(), [cached, &shape](benchmark::State& state) {
-                decode(state, shape, cached);
-            })->UseRealTime()->Unit(benchmark::kMillisecond);
+            const std::string name =
+                std::string("decode/transformer/") + shape.name + (cached ? "/cached" : "/recompute");
+            benchmark::RegisterBenchmark(name.c_str(),
+                                         [cached, &shape](benchmark::State& state) { decode(state, shape, cached); })
+                ->UseRealTime()
+                ->Unit(benchmark::kMillisecond);
         }
     }
 }

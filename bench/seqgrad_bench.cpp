@@ -93,13 +93,15 @@ Tensor random_tensor(const Shape& shape, Generator& gen, bool requires_grad = fa
 
 // C[m, n] = op(A) op(B), row-major, as seqgrad's gemm calls it.
 void sgemm(bool ta, bool tb, int n, const float* a, const float* b, float* c) {
-    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, n, n, n, 1.0f, a, n,
-                b, n, 0.0f, c, n);
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, n, n, n, 1.0f, a, n, b,
+                n, 0.0f, c, n);
 }
 
 // ---- matrix products ----
 
-double product_flops(int64_t n) { return 2.0 * static_cast<double>(n) * static_cast<double>(n) * static_cast<double>(n); }
+double product_flops(int64_t n) {
+    return 2.0 * static_cast<double>(n) * static_cast<double>(n) * static_cast<double>(n);
+}
 
 void matmul_sgemm(benchmark::State& state) {
     const int64_t n = state.range(0);
@@ -261,7 +263,8 @@ void layer_norm_forward_backward(benchmark::State& state) {
 IntTensor make_targets(int64_t rows, int64_t vocab, Generator& gen) {
     std::vector<int64_t> ids(static_cast<size_t>(rows));
     for (int64_t i = 0; i < rows; ++i)
-        ids[static_cast<size_t>(i)] = i % 8 == 7 ? 0 : 1 + static_cast<int64_t>(gen.below(static_cast<uint64_t>(vocab - 1)));
+        ids[static_cast<size_t>(i)] =
+            i % 8 == 7 ? 0 : 1 + static_cast<int64_t>(gen.below(static_cast<uint64_t>(vocab - 1)));
     return IntTensor::from_vector(std::move(ids), {rows});
 }
 

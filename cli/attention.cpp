@@ -109,7 +109,9 @@ void add_attention_command(CLI::App& app) {
     cmd->add_option("--checkpoint", flags->checkpoint, "A checkpoint directory or model file")->required();
     cmd->add_option("word", flags->word, "The word to decode")->required();
     cmd->add_option("--out", flags->out, "The SVG file to write")->required();
-    cmd->add_option("--beam", flags->beam, "Beam size (1: greedy)")->capture_default_str()->check(CLI::Range(int64_t{1}, kMaxBeam));
+    cmd->add_option("--beam", flags->beam, "Beam size (1: greedy)")
+        ->capture_default_str()
+        ->check(CLI::Range(int64_t{1}, kMaxBeam));
     cmd->add_option("--max-len", flags->max_len, "Most output symbols, </s> included")->capture_default_str();
     cmd->callback([flags] { run_attention(*flags); });
 }

@@ -25,7 +25,7 @@ struct CurvesFlags {
 
 struct RunCurve {
     std::string directory;
-    std::string model;              // "transformer", or the directory's name
+    std::string model;               // "transformer", or the directory's name
     std::vector<svg::Point> points;  // (minutes, dev WER %)
 };
 
@@ -50,7 +50,8 @@ std::string model_name_of(const std::string& directory) {
 RunCurve read_run(const std::string& directory) {
     check(fs::is_directory(directory), "curves", directory, " is not a directory");
     const fs::path training = fs::path(directory) / "training.safetensors";
-    check(fs::exists(training), "curves", directory, " has no training.safetensors (is it a training run's directory?)");
+    check(fs::exists(training), "curves", directory,
+          " has no training.safetensors (is it a training run's directory?)");
     RunCurve run;
     run.directory = directory;
     run.model = model_name_of(directory);
@@ -66,8 +67,7 @@ void run_curves(const CurvesFlags& flags) {
         RunCurve run = read_run(directory);
         if (run.points.empty())
             std::fprintf(stderr, "note: %s has no dev evaluation yet; left out\n", directory.c_str());
-        else
-            runs.push_back(std::move(run));
+        else runs.push_back(std::move(run));
     }
     check(!runs.empty(), "curves", "no run has a dev evaluation to draw");
 
@@ -94,10 +94,9 @@ void run_curves(const CurvesFlags& flags) {
 void add_curves_command(CLI::App& app) {
     auto flags = std::make_shared<CurvesFlags>();
     CLI::App* cmd = app.add_subcommand("curves", "Draw training runs' dev WER against training time (SVG chart)");
-    cmd->footer(
-        "Reads the dev evaluations each run directory keeps in its training.safetensors and draws dev WER (%) "
-        "against training minutes (all sessions), one line per run, labelled by the run's model (and its "
-        "directory when two runs share a model).");
+    cmd->footer("Reads the dev evaluations each run directory keeps in its training.safetensors and draws dev WER (%) "
+                "against training minutes (all sessions), one line per run, labelled by the run's model (and its "
+                "directory when two runs share a model).");
     cmd->add_option("runs", flags->runs, "Training run directories")->required();
     cmd->add_option("--out", flags->out, "The SVG file to write")->required();
     cmd->add_option("--title", flags->title, "The chart's title")->capture_default_str();

@@ -29,10 +29,9 @@ void run_demo(const DemoOptions& options) {
     const IntTensor targets = IntTensor::from_vector(sums, {100});
 
     const float s1 = std::sqrt(6.0f / (32 + 64)), s2 = std::sqrt(6.0f / (64 + 19));
-    std::vector<Tensor> params = {
-        Tensor::normal({10, 16}, 0.0f, 1.0f, gen, true),  // digit embeddings
-        Tensor::uniform({64, 32}, -s1, s1, gen, true), Tensor::zeros({64}, true),
-        Tensor::uniform({19, 64}, -s2, s2, gen, true), Tensor::zeros({19}, true)};
+    std::vector<Tensor> params = {Tensor::normal({10, 16}, 0.0f, 1.0f, gen, true),  // digit embeddings
+                                  Tensor::uniform({64, 32}, -s1, s1, gen, true), Tensor::zeros({64}, true),
+                                  Tensor::uniform({19, 64}, -s2, s2, gen, true), Tensor::zeros({19}, true)};
     auto forward = [&] {
         auto pair_vectors = reshape(embedding(params[0], inputs), {100, 32});  // [pairs, 2 * 16]
         auto hidden = gelu(linear(pair_vectors, params[1], params[2]));

@@ -15,7 +15,8 @@ std::string format_duration(double seconds) {
         std::snprintf(buffer, sizeof buffer, "%lld:%02lld:%02lld", static_cast<long long>(s / 3600),
                       static_cast<long long>(s / 60 % 60), static_cast<long long>(s % 60));
     else
-        std::snprintf(buffer, sizeof buffer, "%lld:%02lld", static_cast<long long>(s / 60), static_cast<long long>(s % 60));
+        std::snprintf(buffer, sizeof buffer, "%lld:%02lld", static_cast<long long>(s / 60),
+                      static_cast<long long>(s % 60));
     return buffer;
 }
 
@@ -30,7 +31,8 @@ void ProgressDisplay::operator()(const training::TrainingEvent& e) {
     using Kind = training::TrainingEvent::Kind;
     if (e.kind == Kind::step) {
         std::string left = "";
-        if (e.budget_fraction > 0) left = " | left " + format_duration(e.elapsed_seconds * (1 - e.budget_fraction) / e.budget_fraction);
+        if (e.budget_fraction > 0)
+            left = " | left " + format_duration(e.elapsed_seconds * (1 - e.budget_fraction) / e.budget_fraction);
         if (terminal_) {
             const auto now = std::chrono::steady_clock::now();
             if (now - last_draw_ < std::chrono::milliseconds(100)) return;
@@ -48,8 +50,7 @@ void ProgressDisplay::operator()(const training::TrainingEvent& e) {
         } else if (e.step % log_every_ == 0) {
             std::fprintf(stderr, "step %lld epoch %lld loss %.4f lr %.3g tok/s %.0f elapsed %s%s\n",
                          static_cast<long long>(e.step), static_cast<long long>(e.epoch + 1), e.loss, e.learning_rate,
-                         e.tokens_per_second,
-                         format_duration(e.elapsed_seconds).c_str(), left.c_str());
+                         e.tokens_per_second, format_duration(e.elapsed_seconds).c_str(), left.c_str());
         }
         return;
     }
@@ -60,8 +61,7 @@ void ProgressDisplay::operator()(const training::TrainingEvent& e) {
                      static_cast<long long>(e.eval.words));
     else if (e.kind == Kind::checkpoint)
         std::fprintf(stderr, "checkpoint saved at step %lld (%s)\n", static_cast<long long>(e.step), e.text.c_str());
-    else
-        std::fprintf(stderr, "%s\n", e.text.c_str());
+    else std::fprintf(stderr, "%s\n", e.text.c_str());
     std::fflush(stderr);
 }
 

@@ -22,8 +22,8 @@ struct ScoreFlags {
 };
 
 int run_score(const ScoreFlags& f) {
-    const training::Tokenizer tokenizer =
-        f.tokens == "char" ? training::Tokenizer::characters() : training::Tokenizer::spaces();
+    const training::Tokenizer tokenizer = f.tokens == "char" ? training::Tokenizer::characters()
+                                                             : training::Tokenizer::spaces();
     std::vector<training::Example> examples =
         training::read_examples(f.references, training::Tokenizer::characters(), tokenizer);
     if (!f.split.empty())

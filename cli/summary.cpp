@@ -72,7 +72,8 @@ void run_summary(const SummaryFlags& flags) {
 
 void add_summary_command(CLI::App& app) {
     auto flags = std::make_shared<SummaryFlags>();
-    CLI::App* cmd = app.add_subcommand("summary", "Every layer's output shape and parameter count for one forward pass");
+    CLI::App* cmd =
+        app.add_subcommand("summary", "Every layer's output shape and parameter count for one forward pass");
     cmd->footer(
         "Builds the model, runs one forward pass over a dummy batch in evaluation mode, and prints each layer's "
         "output shape under its module path (the names of its parameters), with attention's intermediate shapes "
@@ -82,7 +83,8 @@ void add_summary_command(CLI::App& app) {
     std::vector<std::string> kinds;
     for (const models::ModelKind& kind : models::model_kinds()) kinds.push_back(kind.name);
     cmd->add_option("--model", flags->model, models::model_kind_names())->check(CLI::IsMember(kinds));
-    cmd->add_option("--config", flags->config_file, "A model config (JSON, as for train); its keys replace the defaults")
+    cmd->add_option("--config", flags->config_file,
+                    "A model config (JSON, as for train); its keys replace the defaults")
         ->check(CLI::ExistingFile);
     cmd->add_option("--batch", flags->shapes.batch, "Rows of the dummy batch")->capture_default_str();
     cmd->add_option("--src-len", flags->shapes.src_len, "Source length")->capture_default_str();

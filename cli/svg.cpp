@@ -99,11 +99,11 @@ std::string attributes(std::initializer_list<std::pair<std::string_view, std::st
 
 Document::Document(double width, double height) : width_(width), height_(height) {}
 
-void Document::rect(double x, double y, double width, double height, const std::string& fill,
-                    const std::string& stroke, const std::string& tooltip) {
+void Document::rect(double x, double y, double width, double height, const std::string& fill, const std::string& stroke,
+                    const std::string& tooltip) {
     body_ += "<rect";
-    body_ += attributes({{"x", number(x)}, {"y", number(y)}, {"width", number(width)}, {"height", number(height)},
-                         {"fill", fill}});
+    body_ += attributes(
+        {{"x", number(x)}, {"y", number(y)}, {"width", number(width)}, {"height", number(height)}, {"fill", fill}});
     if (stroke != "none") body_ += attributes({{"stroke", stroke}});
     if (tooltip.empty()) {
         body_ += "/>\n";
@@ -116,8 +116,12 @@ void Document::rect(double x, double y, double width, double height, const std::
 
 void Document::line(Point from, Point to, const std::string& stroke, double stroke_width, const std::string& dash) {
     body_ += "<line";
-    body_ += attributes({{"x1", number(from.first)}, {"y1", number(from.second)}, {"x2", number(to.first)},
-                         {"y2", number(to.second)}, {"stroke", stroke}, {"stroke-width", number(stroke_width)}});
+    body_ += attributes({{"x1", number(from.first)},
+                         {"y1", number(from.second)},
+                         {"x2", number(to.first)},
+                         {"y2", number(to.second)},
+                         {"stroke", stroke},
+                         {"stroke-width", number(stroke_width)}});
     if (!dash.empty()) body_ += attributes({{"stroke-dasharray", dash}});
     body_ += "/>\n";
 }
@@ -131,15 +135,18 @@ void Document::polyline(const std::vector<Point>& points, const std::string& str
         coordinates += number(p.second);
     }
     body_ += "<polyline";
-    body_ += attributes({{"points", coordinates}, {"fill", "none"}, {"stroke", stroke},
-                         {"stroke-width", number(stroke_width)}, {"stroke-linejoin", "round"}});
+    body_ += attributes({{"points", coordinates},
+                         {"fill", "none"},
+                         {"stroke", stroke},
+                         {"stroke-width", number(stroke_width)},
+                         {"stroke-linejoin", "round"}});
     body_ += "/>\n";
 }
 
 void Document::circle(Point centre, double radius, const std::string& fill) {
     body_ += "<circle";
-    body_ += attributes({{"cx", number(centre.first)}, {"cy", number(centre.second)}, {"r", number(radius)},
-                         {"fill", fill}});
+    body_ += attributes(
+        {{"cx", number(centre.first)}, {"cy", number(centre.second)}, {"r", number(radius)}, {"fill", fill}});
     body_ += "/>\n";
 }
 
@@ -148,8 +155,8 @@ void Document::text(Point at, std::string_view text, double size, Anchor anchor,
     body_ += attributes({{"x", number(at.first)}, {"y", number(at.second)}, {"font-size", number(size)}});
     if (anchor != Anchor::start) body_ += attributes({{"text-anchor", anchor_name(anchor)}});
     if (rotate_degrees != 0)
-        body_ += attributes(
-            {{"transform", "rotate(" + number(rotate_degrees) + " " + number(at.first) + " " + number(at.second) + ")"}});
+        body_ += attributes({{"transform", "rotate(" + number(rotate_degrees) + " " + number(at.first) + " " +
+                                               number(at.second) + ")"}});
     if (bold) body_ += attributes({{"font-weight", "bold"}});
     body_ += '>';
     body_ += escape(text);
@@ -159,8 +166,11 @@ void Document::text(Point at, std::string_view text, double size, Anchor anchor,
 std::string Document::str() const {
     const std::string w = number(width_), h = number(height_);
     std::string out = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<svg";
-    out += attributes({{"xmlns", "http://www.w3.org/2000/svg"}, {"width", w}, {"height", h},
-                       {"viewBox", "0 0 " + w + " " + h}, {"font-family", "sans-serif"}});
+    out += attributes({{"xmlns", "http://www.w3.org/2000/svg"},
+                       {"width", w},
+                       {"height", h},
+                       {"viewBox", "0 0 " + w + " " + h},
+                       {"font-family", "sans-serif"}});
     out += ">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
     out += body_;
     out += "</svg>\n";

@@ -26,8 +26,7 @@ public:
     // `tooltip`, when given, becomes the element's <title> (shown when the pointer rests on it).
     void rect(double x, double y, double width, double height, const std::string& fill,
               const std::string& stroke = "none", const std::string& tooltip = "");
-    void line(Point from, Point to, const std::string& stroke, double stroke_width = 1.0,
-              const std::string& dash = "");
+    void line(Point from, Point to, const std::string& stroke, double stroke_width = 1.0, const std::string& dash = "");
     void polyline(const std::vector<Point>& points, const std::string& stroke, double stroke_width = 2.0);
     void circle(Point centre, double radius, const std::string& fill);
     // Text with its baseline at `at`, turned by `rotate_degrees` about that point.
@@ -64,7 +63,7 @@ struct HeatmapFigure {
     std::vector<std::string> row_labels;     // e.g. the output phones
     std::string column_axis = "source";
     std::string row_axis = "output";
-    std::string scale_label = "weight";      // the colour scale's caption
+    std::string scale_label = "weight";  // the colour scale's caption
     std::vector<HeatmapPanel> panels;
     size_t panels_per_row = 4;
 };

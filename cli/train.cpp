@@ -72,7 +72,8 @@ void apply_corpus_flags(const TrainFlags& flags, training::TrainingOptions& opti
     if (flags.max_vocab >= 0) options.max_vocab = flags.max_vocab;
     if (flags.skip_invalid) options.skip_invalid = true;
     if (!options.train_files.empty()) {
-        check(flags.task.empty() || flags.task == "corpus", "train", "--train reads a corpus; drop --task ", flags.task);
+        check(flags.task.empty() || flags.task == "corpus", "train", "--train reads a corpus; drop --task ",
+              flags.task);
         options.task = "corpus";
     } else if (!flags.task.empty()) {
         options.task = flags.task;
@@ -107,7 +108,8 @@ void show_examples(const std::string& dir, const training::TrainingOptions& opti
     std::vector<std::vector<std::string>> predictions;
     models::DecodeOptions decode_options;
     decode_options.max_len = options.eval_max_len;
-    training::evaluate(*loaded.model, sample, loaded.source_vocab, loaded.target_vocab, decode_options, 256, &predictions);
+    training::evaluate(*loaded.model, sample, loaded.source_vocab, loaded.target_vocab, decode_options, 256,
+                       &predictions);
     std::printf("Some dev examples (prediction | reference):\n");
     for (size_t i = 0; i < sample.size(); ++i) {
         const std::string predicted = loaded.target_tokenizer.detokenize(predictions[i]);
@@ -174,8 +176,8 @@ int run_train(const TrainFlags& flags) {
         dir = flags.out.empty() ? "runs/" + flags.model + "-" + data_name : flags.out;
         options.validate();
         const std::string data = options.task == "corpus" ? training::corpus_name(options.train_files) : options.task;
-        std::fprintf(stderr, "Training %s on %s into %s (%d %s)\n", flags.model.c_str(), data.c_str(),
-                     dir.c_str(), get_num_threads(), get_num_threads() == 1 ? "thread" : "threads");
+        std::fprintf(stderr, "Training %s on %s into %s (%d %s)\n", flags.model.c_str(), data.c_str(), dir.c_str(),
+                     get_num_threads(), get_num_threads() == 1 ? "thread" : "threads");
         result = training::train(config, options, dir, std::ref(display), &g_stop);
     }
     display.finish_line();
@@ -185,8 +187,9 @@ int run_train(const TrainFlags& flags) {
                 static_cast<long long>(result.steps), static_cast<long long>(result.epochs),
                 format_duration(60 * result.minutes).c_str());
     if (result.best_dev.words > 0)
-        std::printf("Best dev WER %.2f%%, PER %.2f%% (%lld words); weights in %s/best.safetensors\n", result.best_dev.wer,
-                    result.best_dev.per, static_cast<long long>(result.best_dev.words), dir.c_str());
+        std::printf("Best dev WER %.2f%%, PER %.2f%% (%lld words); weights in %s/best.safetensors\n",
+                    result.best_dev.wer, result.best_dev.per, static_cast<long long>(result.best_dev.words),
+                    dir.c_str());
     if (result.stop_reason == "interrupted") {
         std::printf("Interrupted: continue with  seqgrad train --resume %s\n", dir.c_str());
         return 130;
@@ -199,35 +202,46 @@ int run_train(const TrainFlags& flags) {
 
 void add_train_command(CLI::App& app, int& exit_status) {
     auto flags = std::make_shared<TrainFlags>();
-    CLI::App* cmd = app.add_subcommand("train", "Train a model on a task (or resume a run), evaluating on dev as it goes");
+    CLI::App* cmd =
+        app.add_subcommand("train", "Train a model on a task (or resume a run), evaluating on dev as it goes");
     std::string kinds;
-    for (const models::ModelKind& kind : models::model_kinds()) kinds += "  " + kind.name + ": " + kind.description + "\n";
-    cmd->footer("Models:\n" + kinds + "\nA --config file holds model keys and an optional \"training\" object.\n\nModel keys "
-                "(each model reads its own; docs/parity.md):\n" + models::ModelConfig::describe() +
-                "\nTraining keys:\n" + training::TrainingOptions::describe());
-    cmd->add_option("--task", flags->task, "g2p (CMUdict, the default), copy, reverse or sort; --train for your own data");
-    cmd->add_option("--train", flags->train_files, "Your own pairs: one TSV file (source<TAB>target) or a source and a target file")
+    for (const models::ModelKind& kind : models::model_kinds())
+        kinds += "  " + kind.name + ": " + kind.description + "\n";
+    cmd->footer("Models:\n" + kinds +
+                "\nA --config file holds model keys and an optional \"training\" object.\n\nModel keys "
+                "(each model reads its own; docs/parity.md):\n" +
+                models::ModelConfig::describe() + "\nTraining keys:\n" + training::TrainingOptions::describe());
+    cmd->add_option("--task", flags->task,
+                    "g2p (CMUdict, the default), copy, reverse or sort; --train for your own data");
+    cmd->add_option("--train", flags->train_files,
+                    "Your own pairs: one TSV file (source<TAB>target) or a source and a target file")
         ->expected(1, 2);
-    cmd->add_option("--dev", flags->dev_files, "Dev pairs, likewise (default: carved from --train by a hash of the source)")
+    cmd->add_option("--dev", flags->dev_files,
+                    "Dev pairs, likewise (default: carved from --train by a hash of the source)")
         ->expected(1, 2);
     cmd->add_option("--test", flags->test_files, "Test pairs, likewise (default: carved from --train)")->expected(1, 2);
     cmd->add_option("--src-tokens", flags->src_tokens, "How the source is read: char (default), space or sentencepiece")
         ->check(CLI::IsMember({"char", "space", "sentencepiece"}));
     cmd->add_option("--tgt-tokens", flags->tgt_tokens, "How the target is read: char (default), space or sentencepiece")
         ->check(CLI::IsMember({"char", "space", "sentencepiece"}));
-    cmd->add_option("--src-spm-model", flags->src_spm_model, "A SentencePiece .model for the source (default: train one)")
+    cmd->add_option("--src-spm-model", flags->src_spm_model,
+                    "A SentencePiece .model for the source (default: train one)")
         ->check(CLI::ExistingFile);
-    cmd->add_option("--tgt-spm-model", flags->tgt_spm_model, "A SentencePiece .model for the target (default: train one)")
+    cmd->add_option("--tgt-spm-model", flags->tgt_spm_model,
+                    "A SentencePiece .model for the target (default: train one)")
         ->check(CLI::ExistingFile);
-    cmd->add_option("--spm-vocab-size", flags->spm_vocab_size, "Pieces of each SentencePiece model trained (default 8000)")
+    cmd->add_option("--spm-vocab-size", flags->spm_vocab_size,
+                    "Pieces of each SentencePiece model trained (default 8000)")
         ->check(CLI::Range(int64_t{8}, int64_t{1} << 20));
     cmd->add_option("--spm-type", flags->spm_type, "The SentencePiece models trained: unigram (default) or bpe")
         ->check(CLI::IsMember({"unigram", "bpe"}));
     cmd->add_option("--min-count", flags->min_count, "Vocabularies keep symbols seen at least this often (default 1)")
         ->check(kPositive);
-    cmd->add_option("--max-vocab", flags->max_vocab, "Vocabularies keep at most this many symbols a side (default: all)")
+    cmd->add_option("--max-vocab", flags->max_vocab,
+                    "Vocabularies keep at most this many symbols a side (default: all)")
         ->check(kNonNegative);
-    cmd->add_flag("--skip-invalid", flags->skip_invalid, "Train on the valid lines and count the others, instead of refusing");
+    cmd->add_flag("--skip-invalid", flags->skip_invalid,
+                  "Train on the valid lines and count the others, instead of refusing");
     cmd->add_option("--model", flags->model, models::model_kind_names());
     cmd->add_option("--config", flags->config_file,
                     "JSON file: model keys (docs/parity.md) and an optional \"training\" object of training options");
@@ -241,8 +255,10 @@ void add_train_command(CLI::App& app, int& exit_status) {
     cmd->add_option("--batch-size", flags->batch_size, "Sentences per batch (default 256)")->check(kPositive);
     cmd->add_option("--lr", flags->lr, "Learning rate (constant schedule) or Noam factor")->check(kPositive);
     cmd->add_option("--dictionary", flags->dictionary, "The CMUdict file for g2p");
-    cmd->add_option("--dev-limit", flags->dev_limit, "Evaluate on the first N dev words only (0: all)")->check(kNonNegative);
-    cmd->add_option("--eval-every", flags->eval_every, "Evaluate every N steps (0: after each epoch)")->check(kNonNegative);
+    cmd->add_option("--dev-limit", flags->dev_limit, "Evaluate on the first N dev words only (0: all)")
+        ->check(kNonNegative);
+    cmd->add_option("--eval-every", flags->eval_every, "Evaluate every N steps (0: after each epoch)")
+        ->check(kNonNegative);
     cmd->add_option("--show", flags->show, "Dev words to show at the end")->capture_default_str()->check(kNonNegative);
     cmd->callback([flags, &exit_status] { exit_status = run_train(*flags); });
 }

@@ -90,11 +90,11 @@ int run_eval(const UseFlags& f) {
     }
     check(!examples.empty(), "eval", what, " has no examples to evaluate");
     std::vector<std::vector<std::string>> predictions;
-    const training::EvalResult r =
-        training::evaluate(*loaded.model, examples, loaded.source_vocab, loaded.target_vocab, decode_options_of(f),
-                           inputs_per_batch(f.beam), f.metrics.empty() ? nullptr : &predictions);
-    std::printf("%s (%s, step %lld, beam %lld): WER %.2f%%  PER %.2f%%  (%lld words)", what.c_str(), loaded.path.c_str(),
-                static_cast<long long>(loaded.step), static_cast<long long>(f.beam), r.wer, r.per,
+    const training::EvalResult r = training::evaluate(*loaded.model, examples, loaded.source_vocab, loaded.target_vocab,
+                                                      decode_options_of(f), inputs_per_batch(f.beam),
+                                                      f.metrics.empty() ? nullptr : &predictions);
+    std::printf("%s (%s, step %lld, beam %lld): WER %.2f%%  PER %.2f%%  (%lld words)", what.c_str(),
+                loaded.path.c_str(), static_cast<long long>(loaded.step), static_cast<long long>(f.beam), r.wer, r.per,
                 static_cast<long long>(r.words));
     if (!f.metrics.empty()) {
         std::vector<std::string> hypotheses;
@@ -104,10 +104,8 @@ int run_eval(const UseFlags& f) {
             references.push_back(examples[i].reference_texts);
         }
         for (const std::string& metric : f.metrics) {
-            if (metric == "bleu")
-                std::printf("  BLEU %.2f", training::corpus_bleu(hypotheses, references).score);
-            else
-                std::printf("  chrF %.2f", training::corpus_chrf(hypotheses, references));
+            if (metric == "bleu") std::printf("  BLEU %.2f", training::corpus_bleu(hypotheses, references).score);
+            else std::printf("  chrF %.2f", training::corpus_chrf(hypotheses, references));
         }
     }
     std::printf("\n");
@@ -188,15 +186,19 @@ int run_predict(const UseFlags& f) {
                  static_cast<double>(totals.output_tokens) / std::max(totals.seconds, 1e-9));
     if (totals.unknown_source_tokens > 0)
         std::fprintf(stderr, "note: %lld of %lld input tokens are not in the model's vocabulary (read as <unk>)\n",
-                     static_cast<long long>(totals.unknown_source_tokens), static_cast<long long>(totals.source_tokens));
+                     static_cast<long long>(totals.unknown_source_tokens),
+                     static_cast<long long>(totals.source_tokens));
     if (empty_lines > 0)
         std::fprintf(stderr, "note: %lld empty input lines gave empty outputs\n", static_cast<long long>(empty_lines));
     return 0;
 }
 
 void add_decoding_flags(CLI::App* cmd, UseFlags& f) {
-    cmd->add_option("--checkpoint", f.checkpoint, "A checkpoint directory (its best weights) or a model file")->required();
-    cmd->add_option("--beam", f.beam, "Beam size (1: greedy)")->capture_default_str()->check(CLI::Range(int64_t{1}, kMaxBeam));
+    cmd->add_option("--checkpoint", f.checkpoint, "A checkpoint directory (its best weights) or a model file")
+        ->required();
+    cmd->add_option("--beam", f.beam, "Beam size (1: greedy)")
+        ->capture_default_str()
+        ->check(CLI::Range(int64_t{1}, kMaxBeam));
     cmd->add_option("--alpha", f.alpha, "Beam search length penalty ((5+len)/6)^alpha")->capture_default_str();
     cmd->add_option("--threads", f.threads, "Threads (default: the number of cores)")->check(kPositive);
 }
@@ -205,32 +207,36 @@ void add_decoding_flags(CLI::App* cmd, UseFlags& f) {
 
 void add_eval_command(CLI::App& app, int& exit_status) {
     auto f = std::make_shared<UseFlags>();
-    CLI::App* cmd = app.add_subcommand(
-        "eval", "Sequence and token error rates (printed as WER and PER) of a checkpoint on a split or a file");
+    CLI::App* cmd = app.add_subcommand("eval", "Sequence and token error rates (printed as WER and PER) of a "
+                                               "checkpoint on a split or a file");
     add_decoding_flags(cmd, *f);
     cmd->add_option("--max-len", f->max_len, "Longest output, in tokens (default 40)")->check(kPositive);
     cmd->add_option("--split", f->split, "dev or test (of the run's own data)")->capture_default_str();
-    cmd->add_option("--test", f->test_files, "Evaluate on these pairs instead: one TSV file, or a source and a target file")
+    cmd->add_option("--test", f->test_files,
+                    "Evaluate on these pairs instead: one TSV file, or a source and a target file")
         ->expected(1, 2);
     cmd->add_option("--metric", f->metrics, "Also bleu and/or chrf (sacreBLEU's definitions), for sentence targets")
         ->check(CLI::IsMember({"bleu", "chrf"}));
-    cmd->add_flag("--skip-invalid", f->skip_invalid, "Evaluate the valid lines and count the others, instead of refusing");
+    cmd->add_flag("--skip-invalid", f->skip_invalid,
+                  "Evaluate the valid lines and count the others, instead of refusing");
     cmd->add_option("--dictionary", f->dictionary, "The CMUdict file for g2p");
     cmd->callback([f, &exit_status] { exit_status = run_eval(*f); });
 }
 
 void add_predict_command(CLI::App& app, int& exit_status) {
     auto f = std::make_shared<UseFlags>();
-    CLI::App* cmd = app.add_subcommand(
-        "predict", "Outputs for inputs given as arguments, in --input files, or one per line on standard input");
+    CLI::App* cmd = app.add_subcommand("predict", "Outputs for inputs given as arguments, in --input files, or one per "
+                                                  "line on standard input");
     add_decoding_flags(cmd, *f);
-    cmd->add_option("--max-len", f->max_len, "Longest output, in tokens (default: twice the longest input + 10, at least 40)")
+    cmd->add_option("--max-len", f->max_len,
+                    "Longest output, in tokens (default: twice the longest input + 10, at least 40)")
         ->check(kPositive);
     cmd->add_option("--nbest", f->nbest, "Hypotheses per input (at most --beam): TSV of line, rank, output, score")
         ->capture_default_str()
         ->check(CLI::Range(int64_t{1}, kMaxBeam));
     cmd->add_option("--input", f->input_files, "Files of inputs, one a line (plain or gzip)");
-    cmd->add_option("--chunk", f->chunk, "Lines read and decoded at a time (memory stays bounded)")->capture_default_str();
+    cmd->add_option("--chunk", f->chunk, "Lines read and decoded at a time (memory stays bounded)")
+        ->capture_default_str();
     cmd->add_option("inputs", f->inputs, "Inputs (words, sentences)");
     cmd->callback([f, &exit_status] { exit_status = run_predict(*f); });
 }

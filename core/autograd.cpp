@@ -13,9 +13,7 @@ namespace {
 
 thread_local bool grad_mode = true;
 
-bool exclusively_owned(const Tensor& t) {
-    return t.impl_ptr().use_count() == 1 && t.impl()->storage.use_count() == 1;
-}
+bool exclusively_owned(const Tensor& t) { return t.impl_ptr().use_count() == 1 && t.impl()->storage.use_count() == 1; }
 
 // Adds g into `into`. A gradient can be handed to several places (add's backward gives the same
 // tensor to both inputs; reshape's shares storage), so a shared tensor is never updated in place:
@@ -137,10 +135,9 @@ void Tensor::backward(bool retain_graph) const {
 void Tensor::backward(const Tensor& grad_output, bool retain_graph) const {
     check(defined(), "Tensor::backward", "the tensor is undefined");
     check(requires_grad(), "Tensor::backward", "the tensor does not require grad (no graph recorded)");
-    check(grad_output.defined() && grad_output.shape() == shape(), "Tensor::backward",
-          "gradient of shape ", grad_output.defined() ? grad_output.shape() : Shape{},
-          " for an output of shape ", shape());
-    NoGradGuard no_grad;  // backward functions compute plain tensors
+    check(grad_output.defined() && grad_output.shape() == shape(), "Tensor::backward", "gradient of shape ",
+          grad_output.defined() ? grad_output.shape() : Shape{}, " for an output of shape ", shape());
+    NoGradGuard no_grad;    // backward functions compute plain tensors
     if (!impl_->grad_fn) {  // a leaf: its gradient is the given one
         accumulate(impl_->grad, grad_output.clone());
         return;
@@ -174,14 +171,14 @@ void Tensor::backward(const Tensor& grad_output, bool retain_graph) const {
         for (size_t i = 0; i < node.grad_outputs.size(); ++i)  // an output no path used
             if (!node.grad_outputs[i].defined()) node.grad_outputs[i] = Tensor::zeros(node.output_shapes[i]);
         std::vector<Tensor> grads = node.backward(node.grad_outputs);
-        check(grads.size() == node.inputs.size(), node.name, "internal error: backward returned ",
-              grads.size(), " gradients for ", node.inputs.size(), " inputs");
+        check(grads.size() == node.inputs.size(), node.name, "internal error: backward returned ", grads.size(),
+              " gradients for ", node.inputs.size(), " inputs");
         node.grad_outputs.clear();
         for (size_t i = 0; i < grads.size(); ++i) {
             const Tensor& input = node.inputs[i];
             if (!grads[i].defined() || !input.requires_grad()) continue;
-            check(grads[i].shape() == input.shape(), node.name, "internal error: gradient of shape ",
-                  grads[i].shape(), " for input ", i, " of shape ", input.shape());
+            check(grads[i].shape() == input.shape(), node.name, "internal error: gradient of shape ", grads[i].shape(),
+                  " for input ", i, " of shape ", input.shape());
             TensorImpl* target = input.impl();
             if (target->grad_fn) {
                 Node& producer = *target->grad_fn;

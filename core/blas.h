@@ -18,8 +18,7 @@ void check_blas_size(int64_t n, const char* op);
 
 // C[m, n] = op(A) op(B), or C += op(A) op(B) when accumulate; row-major, A stored [m, k] (or
 // [k, m] when ta), B stored [k, n] (or [n, k] when tb). Extents may be zero.
-void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, const float* b, float* c,
-          bool accumulate);
+void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, const float* b, float* c, bool accumulate);
 
 // The same on the calling thread alone, with row strides of its own (lda, ldb, ldc): a block of
 // larger matrices, such as one attention head's columns (ops/attention.cpp). Extents must be

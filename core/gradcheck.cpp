@@ -24,7 +24,8 @@ double projected(const Tensor& y, const Tensor& r) {
 GradcheckResult check_leaves(const std::function<Tensor()>& eval, const std::vector<Tensor>& leaves,
                              const std::vector<bool>& checked, const GradcheckOptions& options) {
     Tensor y = eval();
-    check(y.defined() && y.requires_grad(), "gradcheck", "the function's output does not depend on any input that requires grad");
+    check(y.defined() && y.requires_grad(), "gradcheck",
+          "the function's output does not depend on any input that requires grad");
     Generator gen(options.seed);
     const Tensor r = Tensor::normal(y.shape(), 0.0f, 1.0f, gen);
     y.backward(r);

@@ -21,8 +21,7 @@
 namespace seqgrad {
 
 // The file format is little-endian and tensors are copied byte for byte.
-static_assert(std::endian::native == std::endian::little,
-              "seqgrad's safetensors I/O assumes a little-endian host");
+static_assert(std::endian::native == std::endian::little, "seqgrad's safetensors I/O assumes a little-endian host");
 
 namespace {
 
@@ -111,11 +110,8 @@ Json parse_header_json(const char* first, const char* last, const std::string& f
                 }
                 break;
             }
-            case Json::parse_event_t::object_end:
-                keys_of_open_objects.pop_back();
-                break;
-            default:
-                break;
+            case Json::parse_event_t::object_end: keys_of_open_objects.pop_back(); break;
+            default: break;
         }
         return true;
     };
@@ -220,8 +216,8 @@ void check_coverage(std::vector<Placement> placements, int64_t data_size, int64_
     const std::string* previous = nullptr;
     for (const Placement& p : placements) {
         if (p.begin < covered_to) {
-            fail(file, "tensor ", quoted(p.name), " (data_offsets [", p.begin, ", ", p.end,
-                 "]) overlaps tensor ", quoted(*previous), " (which ends at ", covered_to, ")");
+            fail(file, "tensor ", quoted(p.name), " (data_offsets [", p.begin, ", ", p.end, "]) overlaps tensor ",
+                 quoted(*previous), " (which ends at ", covered_to, ")");
         }
         if (p.begin > covered_to) {
             fail(file, "bytes [", covered_to, ", ", p.begin, ") of the data section (from file byte ",
@@ -280,10 +276,11 @@ SafetensorsFile SafetensorsFile::parse(std::span<const std::byte> bytes, const s
     uint64_t header_size = 0;
     std::memcpy(&header_size, bytes.data(), 8);
     if (header_size > file_size - 8) {
-        fail(file, "header length ", header_size, " (file bytes 0-7) runs past the end of the file (",
-             file_size - 8, " bytes follow the length)");
+        fail(file, "header length ", header_size, " (file bytes 0-7) runs past the end of the file (", file_size - 8,
+             " bytes follow the length)");
     }
-    if (header_size > kMaxHeaderBytes) fail(file, "header length ", header_size, " exceeds the limit of ", kMaxHeaderBytes, " bytes");
+    if (header_size > kMaxHeaderBytes)
+        fail(file, "header length ", header_size, " exceeds the limit of ", kMaxHeaderBytes, " bytes");
 
     const char* header_text = reinterpret_cast<const char*>(bytes.data() + 8);
     const Json header = parse_header_json(header_text, header_text + header_size, file);
@@ -395,8 +392,8 @@ void SafetensorsFile::put(const std::string& name, SafetensorsEntry entry) {
     const std::string tensor = "tensor " + quoted(name);
     const int64_t bytes = byte_count(entry.dtype, entry.shape, name_, tensor);
     if (static_cast<int64_t>(entry.bytes.size()) != bytes) {
-        fail(name_, tensor, ": ", entry.bytes.size(), " bytes given but ", dtype_name(entry.dtype), " ",
-             entry.shape, " needs ", bytes);
+        fail(name_, tensor, ": ", entry.bytes.size(), " bytes given but ", dtype_name(entry.dtype), " ", entry.shape,
+             " needs ", bytes);
     }
     const auto [it, inserted] = entries_.insert_or_assign(name, std::move(entry));
     (void)it;

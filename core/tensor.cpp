@@ -20,8 +20,7 @@ Storage::Storage(int64_t n) : numel(n) {
 Storage::~Storage() { detail::free_floats({data, block_bytes}); }
 
 int64_t normalize_axis(int64_t axis, int64_t rank, const char* op) {
-    check(axis >= -rank && axis < rank, op, "axis ", axis, " is out of range for a tensor of rank ",
-          rank);
+    check(axis >= -rank && axis < rank, op, "axis ", axis, " is out of range for a tensor of rank ", rank);
     return axis < 0 ? axis + rank : axis;
 }
 
@@ -31,7 +30,8 @@ void check_shape(const Shape& shape, const char* op) {
     int64_t numel = 1;
     for (int64_t d : shape) {
         check(d >= 0, op, "negative extent in shape ", shape);
-        check(!__builtin_mul_overflow(numel, d, &numel), op, "shape ", shape, " has more elements than an int64 counts");
+        check(!__builtin_mul_overflow(numel, d, &numel), op, "shape ", shape,
+              " has more elements than an int64 counts");
     }
 }
 
@@ -124,9 +124,7 @@ Tensor Tensor::reshape(const Shape& s) const { return seqgrad::reshape(*this, s)
 Tensor Tensor::transpose(int64_t a, int64_t b) const { return seqgrad::transpose(*this, a, b); }
 Tensor Tensor::permute(const std::vector<int64_t>& order) const { return seqgrad::permute(*this, order); }
 Tensor Tensor::sum() const { return seqgrad::sum(*this); }
-Tensor Tensor::sum(const std::vector<int64_t>& axes, bool keepdim) const {
-    return seqgrad::sum(*this, axes, keepdim);
-}
+Tensor Tensor::sum(const std::vector<int64_t>& axes, bool keepdim) const { return seqgrad::sum(*this, axes, keepdim); }
 Tensor Tensor::mean() const { return seqgrad::mean(*this); }
 Tensor Tensor::mean(const std::vector<int64_t>& axes, bool keepdim) const {
     return seqgrad::mean(*this, axes, keepdim);
@@ -147,8 +145,8 @@ IntTensor IntTensor::zeros(const Shape& shape) { return full(shape, 0); }
 
 IntTensor IntTensor::from_vector(std::vector<int64_t> values, const Shape& shape) {
     check_shape(shape, "IntTensor::from_vector");
-    check(static_cast<int64_t>(values.size()) == shape.numel(), "IntTensor::from_vector",
-          values.size(), " values do not fill shape ", shape);
+    check(static_cast<int64_t>(values.size()) == shape.numel(), "IntTensor::from_vector", values.size(),
+          " values do not fill shape ", shape);
     IntTensor t;
     t.shape_ = shape;
     t.values_ = std::move(values);
@@ -169,8 +167,8 @@ IntTensor IntTensor::reshape(const Shape& shape) const {
 IntTensor IntTensor::slice_last(int64_t start, int64_t stop) const {
     check(dim() >= 1, "IntTensor::slice_last", "needs rank >= 1, got shape ", shape_);
     const int64_t n = shape_.back();
-    check(0 <= start && start <= stop && stop <= n, "IntTensor::slice_last", "range [", start, ", ",
-          stop, ") is outside the last axis of shape ", shape_);
+    check(0 <= start && start <= stop && stop <= n, "IntTensor::slice_last", "range [", start, ", ", stop,
+          ") is outside the last axis of shape ", shape_);
     Shape out_shape = shape_;
     out_shape[out_shape.size() - 1] = stop - start;
     std::vector<int64_t> out;

@@ -27,8 +27,7 @@ int main(int argc, char** argv) {
         const std::string arg = argv[i];
         if ((arg == "--beam" || arg == "--nbest") && i + 1 < argc)
             (arg == "--beam" ? options.beam_size : options.nbest) = std::atoll(argv[++i]);
-        else
-            inputs.push_back(arg);
+        else inputs.push_back(arg);
     }
     if (inputs.empty())
         for (std::string line; std::getline(std::cin, line);) inputs.push_back(line);

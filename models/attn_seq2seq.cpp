@@ -16,11 +16,11 @@ DecoderWithAttention::DecoderWithAttention(int64_t vocab_size, int64_t hidden_si
     // Registered first, as the PyTorch model's __init__ does (make_fixtures.py), so
     // named_parameters() lists them in its order.
     if (attention_kind == "additive")
-        attention = register_module<nn::Seq2SeqAttention>("attention",
-                                                          std::make_shared<nn::AttentionParams>(hidden_size, gen));
+        attention =
+            register_module<nn::Seq2SeqAttention>("attention", std::make_shared<nn::AttentionParams>(hidden_size, gen));
     else
-        attention = register_module<nn::Seq2SeqAttention>("attention",
-                                                          std::make_shared<nn::AttentionSimple>(hidden_size));
+        attention =
+            register_module<nn::Seq2SeqAttention>("attention", std::make_shared<nn::AttentionSimple>(hidden_size));
     embedding = register_module("embedding", std::make_shared<nn::Embedding>(vocab_size, hidden_size, gen));
     // Input [embedding; context], 2h.
     rnn = register_module("rnn", std::make_shared<nn::LSTM>(2 * hidden_size, hidden_size, num_layers, false, gen));
@@ -39,7 +39,7 @@ AttnDecoderOutput DecoderWithAttention::forward(const IntTensor& tokens, const A
         // The query is the previous state's top layer, hidden[-1] (the bridged encoder
         // state at t = 0).
         const Tensor query = reshape(slice(hidden, 0, layers - 1, layers), {batch, h});
-        const Tensor a = attention->weights(query, state.encoder_keys, state.src_mask);        // [B, S]
+        const Tensor a = attention->weights(query, state.encoder_keys, state.src_mask);         // [B, S]
         const Tensor context = matmul(reshape(a, {batch, 1, src_len}), state.encoder_outputs);  // [B, 1, h]
         const nn::LSTMOutput out =
             rnn->forward(concat({embedded[static_cast<size_t>(t)], context}, 2), {}, hidden, cell);
@@ -60,8 +60,8 @@ AttnSeq2SeqState AttnSeq2SeqState::select(const std::vector<int64_t>& rows) cons
     out.cell = select_rows(cell, 1, rows);
     out.encoder_outputs = select_rows(encoder_outputs, 0, rows);
     // Dot attention's keys are the outputs themselves: selected once.
-    out.encoder_keys =
-        encoder_keys.impl() == encoder_outputs.impl() ? out.encoder_outputs : select_rows(encoder_keys, 0, rows);
+    out.encoder_keys = encoder_keys.impl() == encoder_outputs.impl() ? out.encoder_outputs
+                                                                     : select_rows(encoder_keys, 0, rows);
     out.src_mask = select_rows(src_mask, rows);
     return out;
 }
@@ -72,9 +72,9 @@ AttnSeq2Seq::AttnSeq2Seq(const ModelConfig& config, Generator& gen) : Seq2SeqMod
           "\"; expected attn_seq2seq");
     encoder = register_module("encoder", std::make_shared<Encoder>(config.src_vocab, config.hidden_size,
                                                                    config.num_layers, true, gen));
-    decoder = register_module("decoder", std::make_shared<DecoderWithAttention>(
-                                             config.tgt_vocab, config.hidden_size, config.num_layers,
-                                             config.attention, gen));
+    decoder =
+        register_module("decoder", std::make_shared<DecoderWithAttention>(config.tgt_vocab, config.hidden_size,
+                                                                          config.num_layers, config.attention, gen));
 }
 
 AttnSeq2SeqState AttnSeq2Seq::encode(const IntTensor& src) const {
@@ -149,8 +149,8 @@ std::vector<Tensor> AttnSeq2Seq::last_attention(const DecodingState& state) cons
 AttnSeq2SeqStep AttnSeq2Seq::step(const IntTensor& prev_tokens, const AttnSeq2SeqState& state) const {
     check(state.hidden.defined(), "AttnSeq2Seq::step", "the state is empty: start it with encode(src)");
     const int64_t batch = state.batch_size();
-    check(prev_tokens.dim() == 1 && prev_tokens.size(0) == batch, "AttnSeq2Seq::step", "prev_tokens must be [",
-          batch, "] (the state's batch), got ", prev_tokens.shape());
+    check(prev_tokens.dim() == 1 && prev_tokens.size(0) == batch, "AttnSeq2Seq::step", "prev_tokens must be [", batch,
+          "] (the state's batch), got ", prev_tokens.shape());
     const IntTensor tokens = prev_tokens.reshape({batch, 1});
     check_token_ids(tokens, config().tgt_vocab, "AttnSeq2Seq::step", "prev_tokens");
     const AttnDecoderOutput out = decoder->forward(tokens, state);
@@ -158,8 +158,7 @@ AttnSeq2SeqStep AttnSeq2Seq::step(const IntTensor& prev_tokens, const AttnSeq2Se
     next.hidden = out.hidden;
     next.cell = out.cell;
     const int64_t src_len = state.encoder_outputs.size(1);
-    return {reshape(out.logits, {batch, config().tgt_vocab}), next,
-            reshape(out.attention_weights, {batch, src_len})};
+    return {reshape(out.logits, {batch, config().tgt_vocab}), next, reshape(out.attention_weights, {batch, src_len})};
 }
 
 // ---- the registry's entry ----
@@ -178,15 +177,15 @@ ModelKind attn_seq2seq_kind() {
         const int64_t h = c.hidden_size;
         const double layers = static_cast<double>(c.num_layers), hh = static_cast<double>(h);
         const double source = static_cast<double>(batch * src_len), target = static_cast<double>(batch * tgt_len);
-        const double encoder =
-            2 * source * (lstm_layer_flops(h, h) + (layers - 1) * lstm_layer_flops(2 * h, h)) + 2 * source * 2 * hh * hh;
+        const double encoder = 2 * source * (lstm_layer_flops(h, h) + (layers - 1) * lstm_layer_flops(2 * h, h)) +
+                               2 * source * 2 * hh * hh;
         const double decoder = target * (lstm_layer_flops(2 * h, h) + (layers - 1) * lstm_layer_flops(h, h)) +
                                4 * target * static_cast<double>(src_len) * hh;
         return encoder + decoder + 2 * target * hh * static_cast<double>(c.tgt_vocab);
     };
     kind.recipe.model = kind.name;
     kind.recipe.src_vocab = kind.recipe.tgt_vocab = 4;  // filled in from the data
-    kind.schedule = "constant";  // Adam at a fixed rate
+    kind.schedule = "constant";                         // Adam at a fixed rate
     kind.lr = 1e-3;
     return kind;
 }

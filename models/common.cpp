@@ -8,8 +8,8 @@
 namespace seqgrad::models {
 
 void check_token_ids(const IntTensor& ids, int64_t vocab, const char* op, const char* what) {
-    check(ids.dim() == 2 && ids.size(0) >= 1 && ids.size(1) >= 1, op, what,
-          " must be [batch >= 1, len >= 1], got ", ids.shape());
+    check(ids.dim() == 2 && ids.size(0) >= 1 && ids.size(1) >= 1, op, what, " must be [batch >= 1, len >= 1], got ",
+          ids.shape());
     const int64_t len = ids.size(1);
     for (int64_t i = 0; i < ids.numel(); ++i) {
         const int64_t id = ids.data()[i];
@@ -18,12 +18,11 @@ void check_token_ids(const IntTensor& ids, int64_t vocab, const char* op, const 
     }
 }
 
-void check_source_and_target(const IntTensor& src, const IntTensor& tgt_in, const ModelConfig& config,
-                             const char* op) {
+void check_source_and_target(const IntTensor& src, const IntTensor& tgt_in, const ModelConfig& config, const char* op) {
     check_token_ids(src, config.src_vocab, op, "src");
     check_token_ids(tgt_in, config.tgt_vocab, op, "tgt_in");
-    check(tgt_in.size(0) == src.size(0), op, "tgt_in must be [", src.size(0), ", len] for src ", src.shape(),
-          ", got ", tgt_in.shape(), " (different batch sizes)");
+    check(tgt_in.size(0) == src.size(0), op, "tgt_in must be [", src.size(0), ", len] for src ", src.shape(), ", got ",
+          tgt_in.shape(), " (different batch sizes)");
 }
 
 std::vector<int64_t> source_lengths(const IntTensor& src, const char* op) {

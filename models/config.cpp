@@ -47,18 +47,21 @@ const OptionTable<C>& table() {
             .one_of({"post", "pre"})
             .add("activation", "the feed-forward network's activation", &C::activation)
             .one_of({"relu", "gelu"})
-            .add("positional", "sinusoidal (a fixed table), learned (a trained table) or rope (rotary, in "
-                               "self-attention)", &C::positional)
+            .add("positional",
+                 "sinusoidal (a fixed table), learned (a trained table) or rope (rotary, in "
+                 "self-attention)",
+                 &C::positional)
             .one_of({"sinusoidal", "learned", "rope"})
-            .add("share_embeddings", "one embedding for source and target (equal vocabularies)",
-                 &C::share_embeddings)
+            .add("share_embeddings", "one embedding for source and target (equal vocabularies)", &C::share_embeddings)
             .add("tie_output", "the output projection's weight is the target embedding", &C::tie_output)
             .add("hidden_size", "the LSTMs' hidden size", &C::hidden_size)
             .at_least(1)
             .add("num_layers", "LSTM layers", &C::num_layers)
             .at_least(1)
-            .add("decoder", "seq2seq: init_state (the encoder's final state starts the decoder) or context_input "
-                            "(it joins every decoder input)", &C::decoder)
+            .add("decoder",
+                 "seq2seq: init_state (the encoder's final state starts the decoder) or context_input "
+                 "(it joins every decoder input)",
+                 &C::decoder)
             .one_of({"init_state", "context_input"})
             .add("attention", "attn_seq2seq: dot (scaled) or additive (Bahdanau)", &C::attention)
             .one_of({"dot", "additive"})

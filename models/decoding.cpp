@@ -109,8 +109,10 @@ std::vector<std::vector<Hypothesis>> beam_search_nbest(Seq2SeqModel& model, cons
                     candidates.emplace_back(beam.log_prob + lp[(b * k + j) * vocab + v], j * vocab + v);
             }
             const size_t keep = std::min(candidates.size(), static_cast<size_t>(2 * k));
-            std::partial_sort(candidates.begin(), candidates.begin() + static_cast<std::ptrdiff_t>(keep), candidates.end(),
-                              [](const auto& x, const auto& y) { return x.first > y.first || (x.first == y.first && x.second < y.second); });
+            std::partial_sort(candidates.begin(), candidates.begin() + static_cast<std::ptrdiff_t>(keep),
+                              candidates.end(), [](const auto& x, const auto& y) {
+                                  return x.first > y.first || (x.first == y.first && x.second < y.second);
+                              });
             auto& ended = finished[static_cast<size_t>(b)];
             int64_t filled = 0;
             for (size_t c = 0; c < keep && filled < k; ++c) {
@@ -150,7 +152,8 @@ std::vector<std::vector<Hypothesis>> beam_search_nbest(Seq2SeqModel& model, cons
                 const Beam& beam = beams[static_cast<size_t>(b * k + j)];
                 if (beam.alive)
                     ended.push_back({beam.tokens, beam.log_prob,
-                                     beam.log_prob / length_penalty(static_cast<int64_t>(beam.tokens.size()), options.length_penalty),
+                                     beam.log_prob / length_penalty(static_cast<int64_t>(beam.tokens.size()),
+                                                                    options.length_penalty),
                                      false});
             }
         // Best score first; among equal scores the one found first.

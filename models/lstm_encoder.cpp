@@ -8,8 +8,7 @@ namespace seqgrad::models {
 
 Encoder::Encoder(int64_t vocab_size, int64_t hidden_size, int64_t num_layers, bool bidirectional, Generator& gen) {
     embedding = register_module("embedding", std::make_shared<nn::Embedding>(vocab_size, hidden_size, gen));
-    rnn = register_module("rnn",
-                          std::make_shared<nn::LSTM>(hidden_size, hidden_size, num_layers, bidirectional, gen));
+    rnn = register_module("rnn", std::make_shared<nn::LSTM>(hidden_size, hidden_size, num_layers, bidirectional, gen));
     if (bidirectional) fc = register_module("fc", std::make_shared<nn::Linear>(2 * hidden_size, hidden_size, gen));
 }
 

@@ -77,7 +77,8 @@ void compare_gradients(const nn::Module& module, const SafetensorsFile& file, co
     for (const auto& [name, param] : module.state_dict()) {
         const std::string key = "expect.grad." + name;
         seen[key] = true;
-        if (!file.contains(key)) result.checks.push_back(missing(key, "the fixture has no gradient for this parameter"));
+        if (!file.contains(key))
+            result.checks.push_back(missing(key, "the fixture has no gradient for this parameter"));
         else result.checks.push_back(compare(key, grad_or_zeros(param), file.tensor(key), tol));
     }
     for (const std::string& name : file.names())
@@ -104,9 +105,10 @@ float label_smoothing_of(const SafetensorsFile& file) {
 std::pair<IntTensor, IntTensor> split_target(const SafetensorsFile& file, const IntTensor& src, const IntTensor& tgt) {
     check(src.dim() == 2 && tgt.dim() == 2, "check", file.name(), ": input.src ", src.shape(), " and input.tgt ",
           tgt.shape(), " must both be [batch, length]");
-    check(src.size(0) == tgt.size(0), "check", file.name(), ": input.src ", src.shape(), " and input.tgt ",
-          tgt.shape(), " have different batch sizes");
-    check(tgt.size(1) >= 2, "check", file.name(), ": input.tgt ", tgt.shape(), " needs at least <s> and one more token");
+    check(src.size(0) == tgt.size(0), "check", file.name(), ": input.src ", src.shape(), " and input.tgt ", tgt.shape(),
+          " have different batch sizes");
+    check(tgt.size(1) >= 2, "check", file.name(), ": input.tgt ", tgt.shape(),
+          " needs at least <s> and one more token");
     return {tgt.slice_last(0, tgt.size(1) - 1), tgt.slice_last(1, tgt.size(1))};
 }
 
@@ -115,8 +117,8 @@ void check_adam(const ModelConfig& config, const SafetensorsFile& file, const In
                 const Tolerance& tol, FixtureResult& result) {
     const Json adam = metadata_json(file, "adam");
     auto number = [&](const char* key) {
-        check(adam.contains(key) && adam.at(key).is_number(), "check", file.name(), ": metadata \"adam\" lacks \"",
-              key, "\"");
+        check(adam.contains(key) && adam.at(key).is_number(), "check", file.name(), ": metadata \"adam\" lacks \"", key,
+              "\"");
         return adam.at(key).get<double>();
     };
     nn::AdamOptions options;
@@ -207,8 +209,8 @@ void check_attention(const SafetensorsFile& file, const Json& config, const Tole
     Tensor loss = sum(out.output * file.tensor("input.out_weight"));
     loss.backward();
     result.checks.push_back(compare("expect.output", out.output, file.tensor("expect.output"), tol));
-    result.checks.push_back(
-        compare("expect.attention_weights", out.attention_weights, file.tensor("expect.attention_weights"), tol));
+    result.checks.push_back(compare("expect.attention_weights", out.attention_weights,
+                                    file.tensor("expect.attention_weights"), tol));
     result.checks.push_back(compare("expect.loss", loss, file.tensor("expect.loss"), tol));
     compare_gradients(attention, file, tol, result);
     for (const char* name : {"q", "k", "v"}) {
@@ -241,7 +243,8 @@ FixtureResult check_fixture(const std::string& path, const Tolerance& tolerance)
             check_attention(file, config, tolerance, result);
         } else {
             std::vector<std::string> ignored;
-            const ModelConfig model_config = ModelConfig::from_json(file.metadata("config"), /*strict=*/false, &ignored);
+            const ModelConfig model_config =
+                ModelConfig::from_json(file.metadata("config"), /*strict=*/false, &ignored);
             for (const std::string& key : ignored) result.notes.push_back("config key \"" + key + "\" ignored");
             check_model(file, model_config, tolerance, result);
         }

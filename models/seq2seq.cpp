@@ -139,7 +139,7 @@ ModelKind seq2seq_kind() {
     };
     kind.recipe.model = kind.name;
     kind.recipe.src_vocab = kind.recipe.tgt_vocab = 4;  // filled in from the data
-    kind.schedule = "constant";  // Adam at a fixed rate
+    kind.schedule = "constant";                         // Adam at a fixed rate
     kind.lr = 1e-3;
     return kind;
 }

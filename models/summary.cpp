@@ -31,8 +31,8 @@ const char* kOp = "summary";
 // Every module under `root` by address, named by its first path (depth-first, registration order).
 std::unordered_map<const nn::Module*, std::string> module_paths(const nn::Module& root) {
     std::unordered_map<const nn::Module*, std::string> paths;
-    std::function<void(const nn::Module&, const std::string&)> visit = [&](const nn::Module& m,
-                                                                           const std::string& path) {
+    std::function<void(const nn::Module&, const std::string&)> visit =
+        [&](const nn::Module& m, const std::string& path) {
         if (!paths.emplace(&m, path).second) return;  // already named by an earlier path
         for (const auto& [name, child] : m.named_children()) visit(*child, path.empty() ? name : path + "." + name);
     };
@@ -88,8 +88,8 @@ std::vector<ModuleInfo> module_tree(const nn::Module& root) {
     }
     std::vector<ModuleInfo> modules;
     std::set<const nn::Module*> seen;
-    std::function<void(const nn::Module&, const std::string&)> visit = [&](const nn::Module& m,
-                                                                           const std::string& path) {
+    std::function<void(const nn::Module&, const std::string&)> visit =
+        [&](const nn::Module& m, const std::string& path) {
         if (!seen.insert(&m).second) return;
         modules.push_back({path, describe_type(m), own.count(path) ? own.at(path) : 0, m.num_parameters()});
         for (const auto& [name, child] : m.named_children()) visit(*child, path.empty() ? name : path + "." + name);

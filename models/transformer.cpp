@@ -82,11 +82,9 @@ EncoderLayer::EncoderLayer(const ModelConfig& config, Generator& gen, std::share
 
 Tensor EncoderLayer::forward(const Tensor& x, const IntTensor& src_mask) const {
     // Self-attention: every source position looks at every real source position.
-    const Tensor attended = residual(x, *attention_norm, *dropout, pre_norm, [&](const Tensor& h) {
-        return attention->forward(h, h, h, src_mask).output;
-    });
-    return residual(attended, *ffn_norm, *dropout, pre_norm,
-                    [&](const Tensor& h) { return feed_forward->forward(h); });
+    const Tensor attended = residual(x, *attention_norm, *dropout, pre_norm,
+                                     [&](const Tensor& h) { return attention->forward(h, h, h, src_mask).output; });
+    return residual(attended, *ffn_norm, *dropout, pre_norm, [&](const Tensor& h) { return feed_forward->forward(h); });
 }
 
 DecoderLayer::DecoderLayer(const ModelConfig& config, Generator& gen, std::shared_ptr<Generator> dropout_generator)
@@ -120,7 +118,7 @@ Tensor DecoderLayer::step(const Tensor& x, DecoderLayerCache& cache, const IntTe
                           const IntTensor& self_mask) const {
     auto self_attend = [&](const Tensor& y) {
         nn::KeysValues& past = cache.self_attention;
-        const int64_t position = past.keys.defined() ? past.keys.size(1) : 0;  // for rotary positions
+        const int64_t position = past.keys.defined() ? past.keys.size(1) : 0;            // for rotary positions
         const nn::KeysValues now = self_attention->project_keys_values(y, y, position);  // [B, 1, d_model]
         past = !past.keys.defined()
                    ? now
@@ -177,8 +175,8 @@ Transformer::Transformer(const ModelConfig& config, Generator& gen) : Seq2SeqMod
                         ? src_embedding  // PyTorch: self.tgt_embedding = self.src_embedding
                         : register_module("tgt_embedding", std::make_shared<nn::Embedding>(config.tgt_vocab, d, gen));
     if (config.positional != "rope")  // rotary positions live in self-attention instead
-        pos_encoder = register_module("pos_encoder", std::make_shared<nn::PositionalEncoding>(
-                                                         d, config.max_seq_len, positional_kind_of(config)));
+        pos_encoder = register_module(
+            "pos_encoder", std::make_shared<nn::PositionalEncoding>(d, config.max_seq_len, positional_kind_of(config)));
     dropout = register_module("dropout", std::make_shared<nn::Dropout>(config.dropout, dropout_generator));
     encoder_layers = register_module("encoder_layers", std::make_shared<nn::ModuleList<EncoderLayer>>());
     for (int64_t i = 0; i < config.n_enc_layers; ++i)
@@ -215,7 +213,7 @@ Tensor Transformer::embed(const nn::Embedding& table, const IntTensor& ids, int6
     // (entries in [-1, 1]) rather than of Xavier's small values; §3.4 of the paper.
     const float scale = static_cast<float>(std::sqrt(static_cast<double>(config().d_model)));
     const Tensor x = mul(table.forward(ids), scale);  // [B, len, d_model]
-    if (!pos_encoder) return dropout->forward(x);  // rotary positions: applied in self-attention
+    if (!pos_encoder) return dropout->forward(x);     // rotary positions: applied in self-attention
     // pe[position, position + len) [len, d_model], broadcast over the batch. (PositionalEncoding's
     // forward adds pe[0, len); decoding one position at a time needs the offset.)
     const Tensor pe = slice(pos_encoder->table, 0, position, position + ids.size(1));
@@ -225,7 +223,7 @@ Tensor Transformer::embed(const nn::Embedding& table, const IntTensor& ids, int6
 EncoderOutput Transformer::encode(const IntTensor& src) const {
     check_ids(src, config().src_vocab, "src");
     IntTensor src_mask = nn::padding_mask(src, kPad);  // [B, 1, 1, S]
-    Tensor x = embed(*src_embedding, src);            // [B, S, d_model]
+    Tensor x = embed(*src_embedding, src);             // [B, S, d_model]
     for (const auto& layer : *encoder_layers) x = layer->forward(x, src_mask);
     if (encoder_norm) x = encoder_norm->forward(x);
     return {x, src_mask};
@@ -290,8 +288,8 @@ Tensor Transformer::decode_step(DecodingState& decoding_state, const IntTensor& 
     check(own != nullptr, kOp, kForeignState);
     TransformerDecodingState& state = *own;
     const int64_t batch = state.tokens.size(0), position = state.length();
-    check(tokens.dim() == 1 && tokens.size(0) == batch, kOp, "decode_step takes one token per row, [", batch,
-          "], got ", tokens.shape());
+    check(tokens.dim() == 1 && tokens.size(0) == batch, kOp, "decode_step takes one token per row, [", batch, "], got ",
+          tokens.shape());
     check(position < config().max_seq_len, kOp, "decoding position ", position, " is beyond max_seq_len ",
           config().max_seq_len);
     const IntTensor column = tokens.reshape({batch, 1});
@@ -322,7 +320,7 @@ std::vector<Tensor> Transformer::last_attention(const DecodingState& decoding_st
     std::vector<Tensor> weights;
     for (const DecoderLayerCache& layer : state->layers) {
         const Tensor& w = layer.cross_attention_weights;  // [B, H, 1, S]
-        if (!w.defined()) return {};                        // no step yet
+        if (!w.defined()) return {};                      // no step yet
         for (int64_t head = 0; head < w.size(1); ++head)
             weights.push_back(reshape(slice(w, 1, head, head + 1), {w.size(0), w.size(3)}));
     }
@@ -345,8 +343,10 @@ std::vector<std::pair<std::string, std::string>> Transformer::tied_aliases() con
 void check_transformer_config(const ModelConfig& c) {
     check(c.d_model % c.n_heads == 0, kOp, "d_model ", c.d_model, " is not divisible by n_heads ", c.n_heads);
     if (c.positional == "rope") {
-        check((c.d_model / c.n_heads) % 2 == 0, kOp, "rotary positions pair a head's features, so d_model / n_heads "
-              "must be even, got ", c.d_model / c.n_heads);
+        check((c.d_model / c.n_heads) % 2 == 0, kOp,
+              "rotary positions pair a head's features, so d_model / n_heads "
+              "must be even, got ",
+              c.d_model / c.n_heads);
     } else {
         // The sinusoidal table pairs features (sin, cos), and a learned table starts from it; the
         // PyTorch model (make_fixtures.py) fails on an odd width too.
@@ -361,8 +361,8 @@ ModelKind transformer_kind() {
     ModelKind kind;
     kind.name = "transformer";
     kind.description = "the Transformer of Vaswani et al. (2017), Post-LN or Pre-LN";
-    kind.keys = {"d_model", "n_heads", "n_layers", "n_enc_layers", "n_dec_layers", "d_ff", "max_seq_len",
-                 "norm", "activation", "positional", "share_embeddings", "tie_output"};
+    kind.keys = {"d_model",     "n_heads", "n_layers",   "n_enc_layers", "n_dec_layers",     "d_ff",
+                 "max_seq_len", "norm",    "activation", "positional",   "share_embeddings", "tie_output"};
     kind.validate = check_transformer_config;
     kind.make = [](const ModelConfig& c, Generator& gen) { return std::make_shared<Transformer>(c, gen); };
     kind.width = [](const ModelConfig& c) { return c.d_model; };

@@ -21,9 +21,7 @@ Tensor mask_scores(const Tensor& scores, const IntTensor& mask, const char* op) 
     return where(mask, scores, kAttentionMaskFill);
 }
 
-Tensor divide_by_sqrt(const Tensor& x, int64_t n) {
-    return div(x, Tensor::scalar(std::sqrt(static_cast<float>(n))));
-}
+Tensor divide_by_sqrt(const Tensor& x, int64_t n) { return div(x, Tensor::scalar(std::sqrt(static_cast<float>(n)))); }
 
 }  // namespace
 
@@ -62,8 +60,7 @@ MultiHeadAttention::MultiHeadAttention(int64_t d_model_, int64_t n_heads_, Gener
     : d_model(d_model_), n_heads(n_heads_), d_head(n_heads_ > 0 ? d_model_ / n_heads_ : 0), rotary(rotary_) {
     check(n_heads > 0 && d_model > 0 && d_model % n_heads == 0, "MultiHeadAttention", "d_model ", d_model,
           " must be a positive multiple of n_heads ", n_heads);
-    check(!rotary || d_head % 2 == 0, "MultiHeadAttention", "rotary embedding needs an even head size, got ",
-          d_head);
+    check(!rotary || d_head % 2 == 0, "MultiHeadAttention", "rotary embedding needs an even head size, got ", d_head);
     wq = register_module("wq", std::make_shared<Linear>(d_model, d_model, gen));
     wk = register_module("wk", std::make_shared<Linear>(d_model, d_model, gen));
     wv = register_module("wv", std::make_shared<Linear>(d_model, d_model, gen));
@@ -72,8 +69,8 @@ MultiHeadAttention::MultiHeadAttention(int64_t d_model_, int64_t n_heads_, Gener
 }
 
 Tensor MultiHeadAttention::split_heads(const Tensor& x) const {
-    check(x.dim() == 3 && x.size(2) == d_model, "MultiHeadAttention", "expects [batch, len, ", d_model,
-          "], got ", x.shape());
+    check(x.dim() == 3 && x.size(2) == d_model, "MultiHeadAttention", "expects [batch, len, ", d_model, "], got ",
+          x.shape());
     return transpose(reshape(x, {x.size(0), x.size(1), n_heads, d_head}), 1, 2);
 }
 
@@ -85,8 +82,7 @@ Tensor MultiHeadAttention::rotate(const Tensor& x, int64_t position) const {
     return rotary ? merge_heads(apply_rotary(split_heads(x), position)) : x;
 }
 
-KeysValues MultiHeadAttention::project_keys_values(const Tensor& key, const Tensor& value,
-                                                   int64_t position) const {
+KeysValues MultiHeadAttention::project_keys_values(const Tensor& key, const Tensor& value, int64_t position) const {
     check(key.dim() == 3 && value.dim() == 3, "MultiHeadAttention", "key and value must be [batch, length, ", d_model,
           "], got ", key.shape(), " and ", value.shape());
     check(key.size(0) == value.size(0) && key.size(1) == value.size(1), "MultiHeadAttention", "key ", key.shape(),
@@ -108,8 +104,8 @@ AttentionOutput MultiHeadAttention::attend_heads(const Tensor& q, const KeysValu
               "MultiHeadAttention", "mask ", mask.shape(), " does not broadcast to the scores ", scores);
     }
     Tensor weights;
-    const Tensor context = seqgrad::attention(q, kv.keys, kv.values, n_heads, mask, dropout->p(), dropout->is_training(),
-                                     &dropout->generator(), &weights);
+    const Tensor context = seqgrad::attention(q, kv.keys, kv.values, n_heads, mask, dropout->p(),
+                                              dropout->is_training(), &dropout->generator(), &weights);
     return {wo->forward(context), weights};
 }
 
@@ -150,10 +146,9 @@ namespace {
 
 void check_scorer_inputs(const Tensor& query, const Tensor& keys, const IntTensor& src_mask, int64_t hidden,
                          const char* op) {
-    check(query.dim() == 2 && query.size(1) == hidden, op, "query must be [batch, ", hidden, "], got ",
-          query.shape());
-    check(keys.dim() == 3 && keys.size(0) == query.size(0) && keys.size(2) == hidden, op,
-          "encoder outputs must be [", query.size(0), ", src_len, ", hidden, "], got ", keys.shape());
+    check(query.dim() == 2 && query.size(1) == hidden, op, "query must be [batch, ", hidden, "], got ", query.shape());
+    check(keys.dim() == 3 && keys.size(0) == query.size(0) && keys.size(2) == hidden, op, "encoder outputs must be [",
+          query.size(0), ", src_len, ", hidden, "], got ", keys.shape());
     check(!has_mask(src_mask) || src_mask.shape() == Shape{keys.size(0), keys.size(1)}, op,
           "src_mask must be [batch, src_len] = [", keys.size(0), ", ", keys.size(1), "], got ", src_mask.shape());
 }

@@ -9,8 +9,8 @@
 namespace seqgrad::nn {
 
 Linear::Linear(int64_t in_features, int64_t out_features, Generator& gen, bool with_bias) {
-    check(in_features > 0 && out_features > 0, "Linear", "sizes must be positive, got in ", in_features,
-          " and out ", out_features);
+    check(in_features > 0 && out_features > 0, "Linear", "sizes must be positive, got in ", in_features, " and out ",
+          out_features);
     // PyTorch's reset_parameters: kaiming_uniform(a = sqrt(5)) reduces to this bound for both.
     const float bound = 1.0f / std::sqrt(static_cast<float>(in_features));
     weight = register_parameter("weight", Tensor::uniform({out_features, in_features}, -bound, bound, gen));
@@ -24,8 +24,7 @@ Tensor Linear::forward(const Tensor& x) const {
 }
 
 Embedding::Embedding(int64_t num_embeddings, int64_t dim, Generator& gen) {
-    check(num_embeddings > 0 && dim > 0, "Embedding", "sizes must be positive, got ", num_embeddings, " and ",
-          dim);
+    check(num_embeddings > 0 && dim > 0, "Embedding", "sizes must be positive, got ", num_embeddings, " and ", dim);
     weight = register_parameter("weight", Tensor::normal({num_embeddings, dim}, 0.0f, 1.0f, gen));
 }
 
@@ -55,8 +54,8 @@ Dropout::Dropout(float p, std::shared_ptr<Generator> generator)
 // Not traced: at inference it is the identity, and a summary reads better without it.
 Tensor Dropout::forward(const Tensor& x) const { return dropout(x, p_, is_training(), *generator_); }
 
-FeedForward::FeedForward(int64_t dim, int64_t hidden_dim, Generator& gen, Activation activation_,
-                         float dropout_p, std::shared_ptr<Generator> dropout_generator)
+FeedForward::FeedForward(int64_t dim, int64_t hidden_dim, Generator& gen, Activation activation_, float dropout_p,
+                         std::shared_ptr<Generator> dropout_generator)
     : activation(activation_) {
     w1 = register_module("w1", std::make_shared<Linear>(dim, hidden_dim, gen));
     w2 = register_module("w2", std::make_shared<Linear>(hidden_dim, dim, gen));

@@ -15,9 +15,8 @@ namespace seqgrad::nn {
 
 LSTM::LSTM(int64_t input_size_, int64_t hidden_size_, int64_t num_layers_, bool bidirectional_, Generator& gen)
     : input_size(input_size_), hidden_size(hidden_size_), num_layers(num_layers_), bidirectional(bidirectional_) {
-    check(input_size > 0 && hidden_size > 0 && num_layers > 0, "LSTM",
-          "sizes must be positive, got input_size ", input_size, ", hidden_size ", hidden_size, ", num_layers ",
-          num_layers);
+    check(input_size > 0 && hidden_size > 0 && num_layers > 0, "LSTM", "sizes must be positive, got input_size ",
+          input_size, ", hidden_size ", hidden_size, ", num_layers ", num_layers);
     const int64_t directions = bidirectional ? 2 : 1;
     const int64_t gates = 4 * hidden_size;
     const float bound = 1.0f / std::sqrt(static_cast<float>(hidden_size));

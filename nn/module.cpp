@@ -10,8 +10,8 @@
 namespace seqgrad::nn {
 
 void Module::check_new_name(const std::string& name) const {
-    check(!name.empty() && name.find('.') == std::string::npos, "Module::register",
-          "name '", name, "' must be non-empty and contain no '.'");
+    check(!name.empty() && name.find('.') == std::string::npos, "Module::register", "name '", name,
+          "' must be non-empty and contain no '.'");
     auto taken = [&](const auto& entries, auto name_of) {
         return std::any_of(entries.begin(), entries.end(), [&](const auto& e) { return name_of(e) == name; });
     };
@@ -106,9 +106,8 @@ void Module::load_state_dict(const std::map<std::string, Tensor>& state) {
 
     if (!missing.empty() || !unexpected.empty() || !misshaped.empty()) {
         std::ostringstream message;
-        message << "load_state_dict: the state does not fit the module ("
-                << missing.size() << " missing, " << unexpected.size() << " unexpected, "
-                << misshaped.size() << " with the wrong shape)";
+        message << "load_state_dict: the state does not fit the module (" << missing.size() << " missing, "
+                << unexpected.size() << " unexpected, " << misshaped.size() << " with the wrong shape)";
         auto list = [&](const char* title, const std::vector<std::string>& names) {
             for (const std::string& n : names) message << "\n  " << title << ": " << n;
         };

@@ -133,8 +133,7 @@ void Optimizer::load_state(const std::map<std::string, Tensor>& state) {
                 if (!incoming[i].count(kind)) problems.push_back("missing: " + kind + "." + params_[i].first);
     if (!problems.empty()) {
         std::ostringstream message;
-        message << "Optimizer::load_state: the state does not fit this optimizer (" << problems.size()
-                << " problems)";
+        message << "Optimizer::load_state: the state does not fit this optimizer (" << problems.size() << " problems)";
         for (const std::string& p : problems) message << "\n  " << p;
         throw Error(message.str());
     }
@@ -216,8 +215,8 @@ void Adam::step() {
         const double t = step;
         const float minus_step_size = static_cast<float>(-(lr_ / (1.0 - std::pow(b1, t))));
         const float bias_correction2_sqrt = static_cast<float>(std::sqrt(1.0 - std::pow(b2, t)));
-        const AdamScalars c{beta1, beta2, one_minus_beta1, one_minus_beta2, eps, weight_decay, decay,
-                            minus_step_size, bias_correction2_sqrt};
+        const AdamScalars c{beta1,        beta2, one_minus_beta1, one_minus_beta2,      eps,
+                            weight_decay, decay, minus_step_size, bias_correction2_sqrt};
         float* const p = param.data();
         float* const m = s[1].data();
         float* const v = s[2].data();
@@ -227,12 +226,9 @@ void Adam::step() {
         // Each element's update reads only that element, so the split across threads changes
         // nothing.
         parallel_for(param.numel(), kUpdateGrain, [=](int64_t begin, int64_t end) {
-            if (l2)
-                adam_update<true, false>(p, m, v, g, begin, end, c);
-            else if (decoupled)
-                adam_update<false, true>(p, m, v, g, begin, end, c);
-            else
-                adam_update<false, false>(p, m, v, g, begin, end, c);
+            if (l2) adam_update<true, false>(p, m, v, g, begin, end, c);
+            else if (decoupled) adam_update<false, true>(p, m, v, g, begin, end, c);
+            else adam_update<false, false>(p, m, v, g, begin, end, c);
         });
     }
 }
@@ -299,8 +295,7 @@ void WeightAverage::load_state(const std::map<std::string, Tensor>& state) {
         }
     }
     const auto count = state.find("average_updates");
-    if (count == state.end())
-        problems.push_back("missing: average_updates");
+    if (count == state.end()) problems.push_back("missing: average_updates");
     else if (!count->second.defined() || count->second.numel() != 1 || count->second.item() < 0)
         problems.push_back("average_updates must be a non-negative scalar");
     for (const auto& [key, value] : state)

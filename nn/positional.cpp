@@ -30,18 +30,15 @@ Tensor sinusoidal_table(int64_t max_len, int64_t dim) {
 }
 
 PositionalEncoding::PositionalEncoding(int64_t dim, int64_t max_len, PositionalKind kind_) : kind(kind_) {
-    if (kind == PositionalKind::sinusoidal)
-        table = register_buffer("pe", sinusoidal_table(max_len, dim));
-    else
-        table = register_parameter("weight", sinusoidal_table(max_len, dim));
+    if (kind == PositionalKind::sinusoidal) table = register_buffer("pe", sinusoidal_table(max_len, dim));
+    else table = register_parameter("weight", sinusoidal_table(max_len, dim));
 }
 
 Tensor PositionalEncoding::forward(const Tensor& x) const {
-    check(x.dim() == 3 && x.size(2) == table.size(1), "PositionalEncoding", "expects [batch, len, ",
-          table.size(1), "], got ", x.shape());
+    check(x.dim() == 3 && x.size(2) == table.size(1), "PositionalEncoding", "expects [batch, len, ", table.size(1),
+          "], got ", x.shape());
     const int64_t len = x.size(1);
-    check(len <= table.size(0), "PositionalEncoding", "sequence length ", len, " exceeds max_len ",
-          table.size(0));
+    check(len <= table.size(0), "PositionalEncoding", "sequence length ", len, " exceeds max_len ", table.size(0));
     // [len, dim] broadcast over the batch; slicing the parameter keeps its gradient path.
     Tensor y = add(x, len == table.size(0) ? table : slice(table, 0, 0, len));
     trace(*this, y);
@@ -49,8 +46,7 @@ Tensor PositionalEncoding::forward(const Tensor& x) const {
 }
 
 Tensor apply_rotary(const Tensor& x, int64_t offset) {
-    check(x.dim() >= 2 && x.size(-1) % 2 == 0, "apply_rotary", "expects [..., len, d] with d even, got ",
-          x.shape());
+    check(x.dim() >= 2 && x.size(-1) % 2 == 0, "apply_rotary", "expects [..., len, d] with d even, got ", x.shape());
     check(offset >= 0, "apply_rotary", "negative position offset ", offset);
     const int64_t len = x.size(-2), d = x.size(-1);
     // y[2i] = x[2i] cos - x[2i+1] sin,  y[2i+1] = x[2i+1] cos + x[2i] sin

@@ -74,7 +74,8 @@ TEST_CASE("a tensor larger than the machine's memory is a clear error, and the a
     const AllocatorStats before = allocator_stats();
     // 4 TiB: refused before the system is asked, after the cache was given back.
     CHECK_THROWS_WITH(Tensor::zeros({int64_t{1} << 40}),
-                      Catch::Matchers::Contains("allocator: cannot allocate 4096.0 GiB for a tensor of 1099511627776 floats") &&
+                      Catch::Matchers::Contains("allocator: cannot allocate 4096.0 GiB for a tensor of 1099511627776 "
+                                                "floats") &&
                           Catch::Matchers::Contains("of this machine's"));
     CHECK(allocator_stats().bytes_cached == 0);
     CHECK(allocator_stats().bytes_in_use == before.bytes_in_use);

@@ -85,7 +85,8 @@ TEST_CASE("a line reader reads plain and gzip files alike, CRLF and a last line 
     const std::vector<std::string> expected = {"first", "second", "", "last"};
     CHECK(lines_of(plain.path()) == expected);
     CHECK(lines_of(compressed.path()) == expected);
-    CHECK_THAT(error_of([] { LineReader("/no/such/corpus.tsv"); }), Contains("/no/such/corpus.tsv") && Contains("cannot open"));
+    CHECK_THAT(error_of([] { LineReader("/no/such/corpus.tsv"); }),
+               Contains("/no/such/corpus.tsv") && Contains("cannot open"));
 }
 
 TEST_CASE("a corrupt gzip file is an Error naming the file", "[corpus]") {
@@ -124,7 +125,9 @@ TEST_CASE("aligned files give line i of each as a pair, and different lengths na
     CHECK(pairs[2].source == "three");
     CHECK(pairs[2].target == "tres");
     CHECK_THAT(pairs[2].where, Contains("line 3"));
-    CHECK_THAT(error_of([&] { pairs_of({source.path(), short_target.path()}); }),
+    CHECK_THAT(error_of([&] {
+                   pairs_of({source.path(), short_target.path()});
+               }),
                Contains(source.path() + " has 3") && Contains(short_target.path() + " has 1"));
 }
 
@@ -146,7 +149,7 @@ TEST_CASE("the space tokenizer reads whitespace-separated symbols and joins them
 
 TEST_CASE("a SentencePiece model trained here detokenizes exactly, and travels as JSON", "[corpus][tokenizer]") {
     // Sentences of eight words each from a small list, in many orders.
-    const std::vector<std::string> words = {"the",  "quick", "brown", "fox",  "jumps", "over",  "lazy", "dog",
+    const std::vector<std::string> words = {"the",  "quick", "brown", "fox",   "jumps", "over",  "lazy", "dog",
                                             "café", "naïve", "item",  "river", "stone", "green", "house"};
     std::vector<std::string> sentences;
     for (size_t i = 0; i < 2000; ++i) {
@@ -159,9 +162,9 @@ TEST_CASE("a SentencePiece model trained here detokenizes exactly, and travels a
     options.vocab_size = 60;
     const Tokenizer spm = Tokenizer::train_sentencepiece(
         [&](std::string& s) {
-            if (next == sentences.size()) return false;
-            s = sentences[next++];
-            return true;
+        if (next == sentences.size()) return false;
+        s = sentences[next++];
+        return true;
         },
         options);
     CHECK(spm.kind() == "sentencepiece");
@@ -192,7 +195,8 @@ TEST_CASE("a SentencePiece model that does not load, and a bad tokenizer JSON, a
 TEST_CASE("base64 round-trips every byte and refuses what is not base64", "[corpus]") {
     std::string bytes;
     for (int i = 0; i < 256; ++i) bytes += static_cast<char>(i);
-    for (size_t n : {0, 1, 2, 3, 4, 255, 256}) CHECK(base64_decode(base64_encode(bytes.substr(0, n))) == bytes.substr(0, n));
+    for (size_t n : {0, 1, 2, 3, 4, 255, 256})
+        CHECK(base64_decode(base64_encode(bytes.substr(0, n))) == bytes.substr(0, n));
     CHECK(base64_encode("Man") == "TWFu");
     CHECK(base64_encode("Ma") == "TWE=");
     CHECK(base64_encode("M") == "TQ==");
@@ -215,8 +219,7 @@ TEST_CASE("a vocabulary from counts keeps the frequent symbols, ties broken by b
 
 // ---- the pipeline ----
 
-TEST_CASE("a corpus without dev files is carved by a hash of the source, every line of a source together",
-          "[corpus]") {
+TEST_CASE("a corpus without dev files is carved by a hash of the source, every line of a source together", "[corpus]") {
     std::string text = numbered_tsv(400);
     text += "w7\tanother answer\n";  // a second reference of w7, far from its first
     const TempFile tsv(text);
@@ -230,7 +233,8 @@ TEST_CASE("a corpus without dev files is carved by a hash of the source, every l
     CHECK(data.train.size() == train_pairs);
     for (const Example& e : data.dev) CHECK(split_by_hash(e.name) == Split::dev);
     for (const Example& e : data.test) CHECK(split_by_hash(e.name) == Split::test);
-    CHECK(static_cast<int64_t>(data.dev.size() + data.test.size()) + train_pairs == 401 - (split_by_hash("w7") != Split::train));
+    CHECK(static_cast<int64_t>(data.dev.size() + data.test.size()) + train_pairs ==
+          401 - (split_by_hash("w7") != Split::train));
     CHECK_THAT(data.report.front(), Contains(std::to_string(train_pairs) + " training pairs"));
     CHECK_THAT(data.report[1], Contains("carved"));
     // The second reference joins its source wherever it fell.
@@ -264,7 +268,8 @@ TEST_CASE("bad lines refuse the corpus with their file and line, or are skipped 
     o.skip_invalid = true;
     const TrainingData data = prepare_data(o);
     bool reported = false;
-    for (const std::string& line : data.report) reported = reported || line.find("skipped 2 invalid lines") != std::string::npos;
+    for (const std::string& line : data.report)
+        reported = reported || line.find("skipped 2 invalid lines") != std::string::npos;
     CHECK(reported);
 }
 

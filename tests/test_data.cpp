@@ -45,8 +45,7 @@ Example example(const std::string& source, const std::vector<std::string>& refer
 // Rows of an IntTensor [B, L] as vectors.
 std::vector<std::vector<int64_t>> rows_of(const seqgrad::IntTensor& t) {
     std::vector<std::vector<int64_t>> rows;
-    for (int64_t b = 0; b < t.size(0); ++b)
-        rows.emplace_back(t.data() + b * t.size(1), t.data() + (b + 1) * t.size(1));
+    for (int64_t b = 0; b < t.size(0); ++b) rows.emplace_back(t.data() + b * t.size(1), t.data() + (b + 1) * t.size(1));
     return rows;
 }
 
@@ -81,18 +80,17 @@ double padding_fraction(const std::vector<Batch>& batches) {
 // ---- Dictionary reader ------------------------------------------------------------------------
 
 TEST_CASE("the dictionary reader reports malformed lines by number and keeps the good ones", "[data]") {
-    const TempFile file(
-        "abc EY B IY S IY\n"        // 1 good
-        "nophones\n"                // 2 no phones
-        "\n"                        // 3 blank: ignored
-        "stressed AH0 B\n"          // 4 a phone with stress
-        "   \t \n"                  // 5 blank: ignored
-        "xyz(2) Z IY\r\n"           // 6 a variant before its base word, CRLF
-        "xyz\tEH K S\r\n"           // 7 the base word, a tab, CRLF
-        "\xFF\xFEoops AH\n"         // 8 not UTF-8
-        "abc EY B IY S IY\n"        // 9 a repeated pronunciation
-        "lower ah\n"                // 10 lower-case phone
-        "caf\xC3\xA9 K AE F EY");   // 11 UTF-8 headword, no final newline
+    const TempFile file("abc EY B IY S IY\n"       // 1 good
+                        "nophones\n"               // 2 no phones
+                        "\n"                       // 3 blank: ignored
+                        "stressed AH0 B\n"         // 4 a phone with stress
+                        "   \t \n"                 // 5 blank: ignored
+                        "xyz(2) Z IY\r\n"          // 6 a variant before its base word, CRLF
+                        "xyz\tEH K S\r\n"          // 7 the base word, a tab, CRLF
+                        "\xFF\xFEoops AH\n"        // 8 not UTF-8
+                        "abc EY B IY S IY\n"       // 9 a repeated pronunciation
+                        "lower ah\n"               // 10 lower-case phone
+                        "caf\xC3\xA9 K AE F EY");  // 11 UTF-8 headword, no final newline
     const Lexicon lexicon = read_dictionary(file.path());
 
     CHECK(lexicon.lines == 11);
@@ -143,7 +141,8 @@ TEST_CASE("a dictionary with no valid entry is an Error naming the path and the 
     CHECK_THAT(message, Contains("3 lines, 2 skipped"));
     // It shows why, so that a dictionary in another format is recognised at once.
     CHECK_THAT(message, Contains(all_bad.path() + ":1: no phones for 'word'"));
-    CHECK_THAT(message, Contains(all_bad.path() + ":2: in 'other': 'AH1' is not one of the 39 ARPAbet phones (it carries a stress mark"));
+    CHECK_THAT(message, Contains(all_bad.path() + ":2: in 'other': 'AH1' is not one of the 39 ARPAbet phones (it "
+                                                  "carries a stress mark"));
 }
 
 TEST_CASE("a variant mark is only (digits) after a word", "[data]") {
@@ -264,13 +263,11 @@ TEST_CASE("loading a vocabulary validates what it reads", "[data]") {
     CHECK_THAT(error_of([] { Vocabulary::from_json(R"({"a": 1})"); }), Contains("array"));
     CHECK_THAT(error_of([] { Vocabulary::from_json(R"(["<pad>","<s>"])"); }), Contains("four special"));
     CHECK_THAT(error_of([] { Vocabulary::from_json(R"(["<s>","<pad>","</s>","<unk>"])"); }), Contains("id 0"));
-    CHECK_THAT(error_of([] { Vocabulary::from_json(R"(["<pad>","<s>","</s>","<unk>","a","a"])"); }),
-               Contains("twice"));
+    CHECK_THAT(error_of([] { Vocabulary::from_json(R"(["<pad>","<s>","</s>","<unk>","a","a"])"); }), Contains("twice"));
     CHECK_THAT(error_of([] { Vocabulary::from_json(R"(["<pad>","<s>","</s>","<unk>",""])"); }), Contains("empty"));
     CHECK_THAT(error_of([] { Vocabulary::from_json(R"(["<pad>","<s>","</s>","<unk>",7])"); }),
                Contains("not a string"));
-    CHECK_THAT(error_of([] { Vocabulary::from_json(R"(["<pad>","<s>","</s>","<unk>","<s>"])"); }),
-               Contains("special"));
+    CHECK_THAT(error_of([] { Vocabulary::from_json(R"(["<pad>","<s>","</s>","<unk>","<s>"])"); }), Contains("special"));
     CHECK_THROWS_AS(Vocabulary::from_symbols({"a", "</s>"}), Error);
     CHECK_THROWS_AS(Vocabulary::from_symbols({"a", ""}), Error);
 }
@@ -338,7 +335,8 @@ TEST_CASE("synthetic tasks are reproducible from the generator's seed", "[data]"
     for (size_t i = 0; i < first.train.size(); ++i) CHECK(first.train[i].source == second.train[i].source);
     CHECK(first.test.back().source == second.test.back().source);
     bool all_same = true;
-    for (size_t i = 0; i < first.train.size(); ++i) all_same = all_same && first.train[i].source == other.train[i].source;
+    for (size_t i = 0; i < first.train.size(); ++i)
+        all_same = all_same && first.train[i].source == other.train[i].source;
     CHECK_FALSE(all_same);
 }
 

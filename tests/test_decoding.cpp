@@ -95,13 +95,15 @@ TEST_CASE("step-by-step decoding scores what the whole teacher-forced prefix giv
             while (src_len < src.size(1) && src.data()[row * src.size(1) + src_len] != kPad) ++src_len;
             std::vector<int64_t> row_src(src.data() + row * src.size(1), src.data() + row * src.size(1) + src_len);
             NoGradGuard no_grad;
-            const Tensor log_probs = log_softmax(
-                model->forward(IntTensor::from_vector(row_src, {1, src_len}), IntTensor::from_vector(tgt_in, {1, len})), -1);
+            const Tensor log_probs = log_softmax(model->forward(IntTensor::from_vector(row_src, {1, src_len}),
+                                                                IntTensor::from_vector(tgt_in, {1, len})),
+                                                 -1);
             double total = 0;
             const int64_t vocab = log_probs.size(-1);
             for (int64_t t = 0; t < len; ++t) {
                 const float* step = log_probs.data() + t * vocab;
-                CHECK(std::max_element(step, step + vocab) - step == tgt_out[static_cast<size_t>(t)]);  // greedy's choice
+                CHECK(std::max_element(step, step + vocab) - step ==
+                      tgt_out[static_cast<size_t>(t)]);  // greedy's choice
                 total += step[tgt_out[static_cast<size_t>(t)]];
             }
             CHECK(h.log_prob == Approx(total).margin(1e-4));

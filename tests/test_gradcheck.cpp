@@ -43,8 +43,9 @@ TEST_CASE("gradcheck catches a gradient sent to the wrong input", "[gradcheck]")
         const Tensor& x = in[0];
         const Tensor& y = in[1];
         Tensor out = Tensor::from_vector((x.detach() * y.detach()).to_vector(), x.shape());
-        return record("swapped_mul", out, {x, y},
-                      [x, y](const Tensor& g) { return std::vector<Tensor>{mul(g, x), mul(g, y)}; });
+        return record("swapped_mul", out, {x, y}, [x, y](const Tensor& g) {
+            return std::vector<Tensor>{mul(g, x), mul(g, y)};
+        });
     };
     CHECK_FALSE(gradcheck(swapped, {a, b}).ok);
 }

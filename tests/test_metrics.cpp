@@ -85,8 +85,8 @@ TEST_CASE("an empty prediction costs every phone of the shortest reference", "[m
 
 TEST_CASE("WER and PER sum over words, not average per word", "[metrics]") {
     ErrorRates rates;
-    rates.add(phones("TH R UW"), {phones("TH R UW")});             // right: 0 of 3
-    rates.add(phones("F IY N IH K S"), {phones("F IY N IH K S")}); // right: 0 of 6
+    rates.add(phones("TH R UW"), {phones("TH R UW")});              // right: 0 of 3
+    rates.add(phones("F IY N IH K S"), {phones("F IY N IH K S")});  // right: 0 of 6
     rates.add(phones("K AA T"), {phones("K AE T")});                // 1 of 3
     rates.add(phones("D AO G Z"), {phones("D AO G")});              // 1 of 3
     CHECK(rates.words() == 4);

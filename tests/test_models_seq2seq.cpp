@@ -92,8 +92,7 @@ TEST_CASE("Seq2Seq padding never changes a row's logits at its real positions", 
 
 // ---- names ----
 
-TEST_CASE("Seq2Seq state_dict names and shapes are PyTorch's, for 1 and 2 layers and both decoders",
-          "[seq2seq]") {
+TEST_CASE("Seq2Seq state_dict names and shapes are PyTorch's, for 1 and 2 layers and both decoders", "[seq2seq]") {
     for (const std::string decoder : {"init_state", "context_input"}) {
         for (int64_t layers : {1, 2}) {
             INFO(decoder << ", " << layers << " layers");

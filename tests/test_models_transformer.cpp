@@ -166,8 +166,7 @@ TEST_CASE("every matrix starts Xavier-uniform and every vector as PyTorch's defa
 
 // ---- behaviour ----
 
-TEST_CASE("padding never changes an answer: each padded row gives the logits of the row run alone",
-          "[transformer]") {
+TEST_CASE("padding never changes an answer: each padded row gives the logits of the row run alone", "[transformer]") {
     for (const std::string norm : {"post", "pre"}) {
         INFO(norm);
         ModelConfig config = small_config(norm, 2, 2);
@@ -177,7 +176,7 @@ TEST_CASE("padding never changes an answer: each padded row gives the logits of 
         Transformer model(config, gen);
         model.eval();
         const IntTensor tgt_in = kTgt.slice_last(0, kTgt.size(1) - 1);  // [3, 5], padded rows
-        const Tensor logits = model.forward(kSrc, tgt_in);                // [3, 5, 9]
+        const Tensor logits = model.forward(kSrc, tgt_in);              // [3, 5, 9]
         for (int64_t b = 0; b < kSrc.size(0); ++b) {
             INFO("row " << b);
             const IntTensor src_alone = testing::unpadded_row(kSrc, b);
@@ -357,7 +356,8 @@ TEST_CASE("the positional choice: a sinusoidal buffer, a learned table that star
     config.positional = "learned";
     Transformer learned(config, gen);
     const auto params = learned.named_parameters();
-    const auto table = std::find_if(params.begin(), params.end(), [](const auto& p) { return p.first == "pos_encoder.weight"; });
+    const auto table =
+        std::find_if(params.begin(), params.end(), [](const auto& p) { return p.first == "pos_encoder.weight"; });
     REQUIRE(table != params.end());
     CHECK(table->second.shape() == Shape{config.max_seq_len, config.d_model});
     CHECK(table->second.to_vector() == nn::sinusoidal_table(config.max_seq_len, config.d_model).to_vector());
@@ -462,10 +462,16 @@ TEST_CASE("a tied weight is one parameter, listed once, whose gradient sums its 
         std::vector<std::string> uses;     // the untied parameters it stands for
     };
     const std::vector<Case> cases = {
-        {true, false, {"tgt_embedding.weight"}, "src_embedding.weight",
+        {true,
+         false,
+         {"tgt_embedding.weight"},
+         "src_embedding.weight",
          {"src_embedding.weight", "tgt_embedding.weight"}},
         {false, true, {"output.weight"}, "tgt_embedding.weight", {"tgt_embedding.weight", "output.weight"}},
-        {true, true, {"tgt_embedding.weight", "output.weight"}, "src_embedding.weight",
+        {true,
+         true,
+         {"tgt_embedding.weight", "output.weight"},
+         "src_embedding.weight",
          {"src_embedding.weight", "tgt_embedding.weight", "output.weight"}},
     };
     for (const Case& c : cases) {
@@ -539,8 +545,7 @@ TEST_CASE("bad input is a clear seqgrad::Error", "[transformer]") {
                       Contains("src id 7 at [0, 1]") && Contains("outside the vocabulary [0, 7)"));
     CHECK_THROWS_WITH(model.forward(src, IntTensor::from_vector({1, 9, 1, 8}, {2, 2})),
                       Contains("tgt_in id 9") && Contains("[0, 9)"));
-    CHECK_THROWS_WITH(model.forward(src, IntTensor::from_vector({1, -1, 1, 8}, {2, 2})),
-                      Contains("tgt_in id -1"));
+    CHECK_THROWS_WITH(model.forward(src, IntTensor::from_vector({1, -1, 1, 8}, {2, 2})), Contains("tgt_in id -1"));
 
     CHECK_THROWS_WITH(model.forward(src, IntTensor::from_vector({1, 4, 5}, {3, 1})),
                       Contains("tgt_in must be [2, len] for src [2, 2], got [3, 1]"));

@@ -35,7 +35,7 @@ TEST_CASE("padding, causal and decoder masks: real keys, the lower triangle, and
     CHECK(causal.to_vector() == std::vector<int64_t>{1, 0, 0, 1, 1, 0, 1, 1, 1});
     const IntTensor dec = decoder_mask(ids);
     CHECK(dec.shape() == Shape{2, 1, 3, 3});
-    CHECK(dec.to_vector() == std::vector<int64_t>{1, 0, 0, 1, 1, 0, 1, 1, 0,   // row 0: key 2 is padding
+    CHECK(dec.to_vector() == std::vector<int64_t>{1, 0, 0, 1, 1, 0, 1, 1, 0,    // row 0: key 2 is padding
                                                   1, 0, 0, 1, 0, 0, 1, 0, 0});  // row 1: keys 1, 2
 }
 
@@ -79,8 +79,7 @@ TEST_CASE("a query whose keys are all masked gets uniform weights, not NaN", "[n
         for (float g : p.grad().to_vector()) CHECK(std::isfinite(g));
 }
 
-TEST_CASE("a padding mask blocks keys: zero weight, and their keys and values change nothing",
-          "[nn][attention]") {
+TEST_CASE("a padding mask blocks keys: zero weight, and their keys and values change nothing", "[nn][attention]") {
     Generator gen(6);
     MultiHeadAttention mha(8, 2, gen);
     const Tensor q = random_tensor({2, 3, 8}, 7, -1, 1, false);
@@ -134,8 +133,7 @@ TEST_CASE("MultiHeadAttention's gradients pass gradcheck, with a mask", "[nn][at
     require_gradcheck_in_place([&] { return mha.forward(q, k, v, mask).attention_weights; }, {q, k});
 }
 
-TEST_CASE("attending in two halves with a growing key cache equals attending all at once",
-          "[nn][attention]") {
+TEST_CASE("attending in two halves with a growing key cache equals attending all at once", "[nn][attention]") {
     Generator gen(15);
     for (bool rotary : {false, true}) {
         MultiHeadAttention mha(8, 2, gen, 0.0f, nullptr, rotary);
@@ -146,7 +144,8 @@ TEST_CASE("attending in two halves with a growing key cache equals attending all
         for (int64_t t = 0; t < 4; ++t) {
             const Tensor xt = slice(x, 1, t, t + 1);
             const KeysValues step = mha.project_keys_values(xt, xt, t);
-            cache = t == 0 ? step : KeysValues{concat({cache.keys, step.keys}, 1), concat({cache.values, step.values}, 1)};
+            cache = t == 0 ? step
+                           : KeysValues{concat({cache.keys, step.keys}, 1), concat({cache.values, step.values}, 1)};
             const AttentionOutput out = mha.attend(xt, cache, IntTensor(), t);
             INFO("rotary " << rotary << " step " << t);
             CHECK(testing::max_abs_diff(out.output, slice(full.output, 1, t, t + 1)) < 1e-5f);
@@ -213,15 +212,15 @@ std::vector<double> reference_weights(int64_t batch, int64_t src_len, const IntT
         }
         double total = 0;
         for (double& v : s) total += (v = std::exp(v - top));
-        for (int64_t j = 0; j < src_len; ++j) out[static_cast<size_t>(b * src_len + j)] = s[static_cast<size_t>(j)] / total;
+        for (int64_t j = 0; j < src_len; ++j)
+            out[static_cast<size_t>(b * src_len + j)] = s[static_cast<size_t>(j)] / total;
     }
     return out;
 }
 
 }  // namespace
 
-TEST_CASE("AttentionSimple scores q . enc_j / sqrt(hidden), masks padding, has no parameters",
-          "[nn][attention]") {
+TEST_CASE("AttentionSimple scores q . enc_j / sqrt(hidden), masks padding, has no parameters", "[nn][attention]") {
     const int64_t batch = 2, src_len = 4, hidden = 3;
     AttentionSimple attention(hidden);
     CHECK(attention.named_parameters().empty());
@@ -232,13 +231,14 @@ TEST_CASE("AttentionSimple scores q . enc_j / sqrt(hidden), masks padding, has n
     REQUIRE(weights.shape() == Shape{batch, src_len});
     const auto expected = reference_weights(batch, src_len, src_mask, [&](int64_t b, int64_t j) {
         double dot = 0;
-        for (int64_t i = 0; i < hidden; ++i) dot += query.data()[b * hidden + i] * enc.data()[(b * src_len + j) * hidden + i];
+        for (int64_t i = 0; i < hidden; ++i)
+            dot += query.data()[b * hidden + i] * enc.data()[(b * src_len + j) * hidden + i];
         return dot / std::sqrt(static_cast<double>(hidden));
     });
     for (size_t i = 0; i < expected.size(); ++i) CHECK(weights.to_vector()[i] == Approx(expected[i]).margin(1e-6));
     CHECK(weights.to_vector()[4] == Approx(1.0f).epsilon(1e-6));  // a one-token source takes all the weight
-    testing::require_gradcheck(
-        [&](const std::vector<Tensor>& in) { return attention.forward(in[0], in[1], src_mask); }, {query, enc});
+    testing::require_gradcheck([&](const std::vector<Tensor>& in) { return attention.forward(in[0], in[1], src_mask); },
+                               {query, enc});
 }
 
 TEST_CASE("AttentionParams scores v . tanh(attn([q; enc_j])) with the query in attn's first columns",

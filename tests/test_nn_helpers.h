@@ -23,8 +23,8 @@ inline void require_gradcheck_in_place(const std::function<Tensor()>& f, const s
 }
 
 // |got - expected| <= atol + rtol * |expected| elementwise (by default the parity bound of docs/parity.md).
-inline void require_close(const Tensor& got, const Tensor& expected, const std::string& what,
-                          float atol = 1e-4f, float rtol = 1e-3f) {
+inline void require_close(const Tensor& got, const Tensor& expected, const std::string& what, float atol = 1e-4f,
+                          float rtol = 1e-3f) {
     INFO(what);
     REQUIRE(got.defined());
     REQUIRE(got.shape() == expected.shape());

@@ -29,8 +29,7 @@ TEST_CASE("xavier_uniform fills in place within gain * sqrt(6 / (fan_in + fan_ou
     CHECK_THROWS_AS(xavier_uniform(Tensor::zeros({4}), gen), Error);
 }
 
-TEST_CASE("init_xavier_uniform re-draws every matrix and leaves vectors alone, reproducibly",
-          "[nn][init]") {
+TEST_CASE("init_xavier_uniform re-draws every matrix and leaves vectors alone, reproducibly", "[nn][init]") {
     auto make = [] {
         Generator gen(2);
         return std::make_shared<FeedForward>(4, 6, gen);

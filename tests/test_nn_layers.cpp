@@ -31,8 +31,8 @@ TEST_CASE("Linear computes x W^T + b with PyTorch's names, shapes and initial ra
     lin.load_state_dict({{"weight", Tensor::from_vector({1, 2, 3, -1, 0, 2}, {2, 3})},
                          {"bias", Tensor::from_vector({0.5f, -1}, {2})}});
     const Tensor x = Tensor::from_vector({1, 0, -1, 2, 1, 1}, {2, 3});
-    CHECK(lin.forward(x).to_vector() == std::vector<float>{1 + 0 - 3 + 0.5f, -1 + 0 - 2 - 1,
-                                                           2 + 2 + 3 + 0.5f, -2 + 0 + 2 - 1});
+    CHECK(lin.forward(x).to_vector() ==
+          std::vector<float>{1 + 0 - 3 + 0.5f, -1 + 0 - 2 - 1, 2 + 2 + 3 + 0.5f, -2 + 0 + 2 - 1});
 
     Linear no_bias(3, 2, gen, /*bias=*/false);
     CHECK(names_of(no_bias) == std::vector<std::string>{"weight"});
@@ -126,7 +126,8 @@ TEST_CASE("FeedForward is w2(activation(w1(x))) with relu or exact gelu", "[nn][
         // relu and erf-gelu written out per element
         std::vector<float> activated = hidden.to_vector();
         for (float& v : activated)
-            v = act == Activation::relu ? std::max(v, 0.0f) : static_cast<float>(0.5 * v * (1 + std::erf(v / std::sqrt(2.0))));
+            v = act == Activation::relu ? std::max(v, 0.0f)
+                                        : static_cast<float>(0.5 * v * (1 + std::erf(v / std::sqrt(2.0))));
         const Tensor expected = linear(Tensor::from_vector(activated, hidden.shape()), ff.w2->weight, ff.w2->bias);
         CHECK(testing::max_abs_diff(ff.forward(x), expected) < 1e-5f);
     }

@@ -22,21 +22,27 @@ Tensor row(const Tensor& x, int64_t b) { return slice(x, 0, b, b + 1); }
 
 }  // namespace
 
-TEST_CASE("LSTM parameters have PyTorch's names and shapes, layer by layer and direction by direction",
-          "[nn][lstm]") {
+TEST_CASE("LSTM parameters have PyTorch's names and shapes, layer by layer and direction by direction", "[nn][lstm]") {
     Generator gen(1);
     LSTM lstm(3, 4, 2, /*bidirectional=*/true, gen);
     std::vector<std::pair<std::string, Shape>> got;
     for (const auto& [name, p] : lstm.named_parameters()) got.emplace_back(name, p.shape());
-    const std::vector<std::pair<std::string, Shape>> expected{
-        {"weight_ih_l0", {16, 3}},         {"weight_hh_l0", {16, 4}}, {"bias_ih_l0", {16}},
-        {"bias_hh_l0", {16}},              {"weight_ih_l0_reverse", {16, 3}},
-        {"weight_hh_l0_reverse", {16, 4}}, {"bias_ih_l0_reverse", {16}},
-        {"bias_hh_l0_reverse", {16}},      {"weight_ih_l1", {16, 8}},  // input: both directions
-        {"weight_hh_l1", {16, 4}},         {"bias_ih_l1", {16}},
-        {"bias_hh_l1", {16}},              {"weight_ih_l1_reverse", {16, 8}},
-        {"weight_hh_l1_reverse", {16, 4}}, {"bias_ih_l1_reverse", {16}},
-        {"bias_hh_l1_reverse", {16}}};
+    const std::vector<std::pair<std::string, Shape>> expected{{"weight_ih_l0", {16, 3}},
+                                                              {"weight_hh_l0", {16, 4}},
+                                                              {"bias_ih_l0", {16}},
+                                                              {"bias_hh_l0", {16}},
+                                                              {"weight_ih_l0_reverse", {16, 3}},
+                                                              {"weight_hh_l0_reverse", {16, 4}},
+                                                              {"bias_ih_l0_reverse", {16}},
+                                                              {"bias_hh_l0_reverse", {16}},
+                                                              {"weight_ih_l1", {16, 8}},  // input: both directions
+                                                              {"weight_hh_l1", {16, 4}},
+                                                              {"bias_ih_l1", {16}},
+                                                              {"bias_hh_l1", {16}},
+                                                              {"weight_ih_l1_reverse", {16, 8}},
+                                                              {"weight_hh_l1_reverse", {16, 4}},
+                                                              {"bias_ih_l1_reverse", {16}},
+                                                              {"bias_hh_l1_reverse", {16}}};
     CHECK(got == expected);
     for (const Tensor& p : lstm.parameters())
         for (float v : p.to_vector()) CHECK(std::fabs(v) <= 0.5f);  // 1 / sqrt(hidden)
@@ -96,9 +102,8 @@ TEST_CASE("the reverse direction starts at each row's last real token", "[nn][ls
     auto p = params_by_name(lstm);
     // Row 0's reverse output at its last real token (t = 2) is one cell step from the zero state.
     const Tensor x_last = reshape(slice(row(x, 0), 1, 2, 3), {1, 2});
-    const LstmState first = lstm_cell(x_last, {Tensor::zeros({1, 3}), Tensor::zeros({1, 3})},
-                                      p["weight_ih_l0_reverse"], p["weight_hh_l0_reverse"], p["bias_ih_l0_reverse"],
-                                      p["bias_hh_l0_reverse"]);
+    const LstmState first = lstm_cell(x_last, {Tensor::zeros({1, 3}), Tensor::zeros({1, 3})}, p["weight_ih_l0_reverse"],
+                                      p["weight_hh_l0_reverse"], p["bias_ih_l0_reverse"], p["bias_hh_l0_reverse"]);
     const Tensor reverse_at_2 = reshape(slice(slice(row(out.output, 0), 1, 2, 3), 2, 3, 6), {1, 3});
     CHECK(testing::max_abs_diff(reverse_at_2, first.h) < 1e-6f);
     // ... and its final reverse state is the one at t = 0 (h_n index 1 = layer 0, reverse).
@@ -109,8 +114,7 @@ TEST_CASE("the reverse direction starts at each row's last real token", "[nn][ls
     CHECK(testing::max_abs_diff(reshape(slice(slice(out.h_n, 0, 0, 1), 1, 0, 1), {1, 3}), forward_at_2) < 1e-7f);
 }
 
-TEST_CASE("LSTM gradients pass gradcheck through padding, both directions and two layers",
-          "[nn][lstm][gradcheck]") {
+TEST_CASE("LSTM gradients pass gradcheck through padding, both directions and two layers", "[nn][lstm][gradcheck]") {
     Generator gen(10);
     LSTM lstm(2, 2, 2, /*bidirectional=*/true, gen);
     const Tensor x = random_tensor({2, 3, 2}, 11);
@@ -121,8 +125,8 @@ TEST_CASE("LSTM gradients pass gradcheck through padding, both directions and tw
     // Output, h_n and c_n together, so every path is checked.
     testing::require_gradcheck_in_place(
         [&] {
-            const LSTMOutput out = lstm.forward(x, lengths, h0, c0);
-            return concat({reshape(out.output, {-1}), reshape(out.h_n, {-1}), reshape(out.c_n, {-1})}, 0);
+        const LSTMOutput out = lstm.forward(x, lengths, h0, c0);
+        return concat({reshape(out.output, {-1}), reshape(out.h_n, {-1}), reshape(out.c_n, {-1})}, 0);
         },
         checked);
 }
@@ -135,7 +139,8 @@ TEST_CASE("LSTM refuses inputs, lengths and states that do not fit", "[nn][lstm]
     CHECK_THROWS_WITH(lstm.forward(x, {4}), Contains("1 lengths for a batch of 2"));
     CHECK_THROWS_WITH(lstm.forward(x, {4, 5}), Contains("length 5 outside [0, 4]"));
     CHECK_THROWS_WITH(lstm.forward(x, {}, Tensor::zeros({1, 2, 2})), Contains("both h0 and c0"));
-    CHECK_THROWS_WITH(lstm.forward(x, {}, Tensor::zeros({2, 2, 2}), Tensor::zeros({2, 2, 2})), Contains("must be [1, 2, 2]"));
+    CHECK_THROWS_WITH(lstm.forward(x, {}, Tensor::zeros({2, 2, 2}), Tensor::zeros({2, 2, 2})),
+                      Contains("must be [1, 2, 2]"));
 }
 
 TEST_CASE("LSTM matches PyTorch's packed nn.LSTM on the committed fixtures", "[nn][lstm][parity]") {

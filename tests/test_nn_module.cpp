@@ -47,14 +47,19 @@ std::map<std::string, Tensor> as_map(const NamedTensors& named) { return {named.
 
 }  // namespace
 
-TEST_CASE("named_parameters gives dotted names in PyTorch's order: own parameters, then submodules",
-          "[nn][module]") {
+TEST_CASE("named_parameters gives dotted names in PyTorch's order: own parameters, then submodules", "[nn][module]") {
     Generator gen(1);
     Outer outer(gen);
-    const std::vector<std::string> expected{
-        "scale",           "proj.weight",          "blocks.0.fc.weight", "blocks.0.fc.bias",
-        "blocks.0.norm.gamma", "blocks.0.norm.beta", "blocks.1.fc.weight", "blocks.1.fc.bias",
-        "blocks.1.norm.gamma", "blocks.1.norm.beta"};
+    const std::vector<std::string> expected{"scale",
+                                            "proj.weight",
+                                            "blocks.0.fc.weight",
+                                            "blocks.0.fc.bias",
+                                            "blocks.0.norm.gamma",
+                                            "blocks.0.norm.beta",
+                                            "blocks.1.fc.weight",
+                                            "blocks.1.fc.bias",
+                                            "blocks.1.norm.gamma",
+                                            "blocks.1.norm.beta"};
     CHECK(names_of(outer.named_parameters()) == expected);
     // The registry and the members are the same tensors.
     CHECK(outer.named_parameters()[2].second.data() == outer.blocks->operator[](0)->fc->weight.data());

@@ -45,8 +45,9 @@ void check_close(const Tensor& got, const std::vector<double>& expected, double 
 }
 
 // Runs `steps` steps of the formula `update(values, grads, t)` in double from p's values.
-std::vector<double> reference(Problem& problem, int steps,
-                              const std::function<void(std::vector<double>&, const std::vector<double>&, int)>& update) {
+std::vector<double> reference(
+    Problem& problem, int steps,
+    const std::function<void(std::vector<double>&, const std::vector<double>&, int)>& update) {
     std::vector<double> values = as_double(problem.p);
     for (int t = 1; t <= steps; ++t) update(values, problem.grad_of(values), t);
     return values;
@@ -54,8 +55,7 @@ std::vector<double> reference(Problem& problem, int steps,
 
 }  // namespace
 
-TEST_CASE("Adam follows PyTorch's update for three steps and skips parameters without a gradient",
-          "[nn][optim]") {
+TEST_CASE("Adam follows PyTorch's update for three steps and skips parameters without a gradient", "[nn][optim]") {
     Problem problem;
     AdamOptions options;
     options.lr = 0.1;
@@ -117,23 +117,20 @@ TEST_CASE("Adam's weight decay is L2 on the gradient; AdamW's is decoupled", "[n
         INFO("decoupled " << decoupled);
         Problem problem;
         std::vector<double> m(3, 0.0), v(3, 0.0);
-        const auto expected = reference(problem, 3, [&](std::vector<double>& p, const std::vector<double>& grad, int t) {
+        const auto expected = reference(problem, 3,
+                                        [&](std::vector<double>& p, const std::vector<double>& grad, int t) {
             for (size_t i = 0; i < p.size(); ++i) {
                 double g = grad[i];
-                if (decoupled)
-                    p[i] *= 1 - lr * wd;
-                else
-                    g += wd * p[i];
+                if (decoupled) p[i] *= 1 - lr * wd;
+                else g += wd * p[i];
                 m[i] = b1 * m[i] + (1 - b1) * g;
                 v[i] = b2 * v[i] + (1 - b2) * g * g;
                 p[i] -= lr / (1 - std::pow(b1, t)) * m[i] / (std::sqrt(v[i]) / std::sqrt(1 - std::pow(b2, t)) + eps);
             }
         });
         std::unique_ptr<Optimizer> opt;
-        if (decoupled)
-            opt = std::make_unique<AdamW>(problem.named(), options);
-        else
-            opt = std::make_unique<Adam>(problem.named(), options);
+        if (decoupled) opt = std::make_unique<AdamW>(problem.named(), options);
+        else opt = std::make_unique<Adam>(problem.named(), options);
         for (int step = 0; step < 3; ++step) {
             problem.backward();
             opt->step();
@@ -152,7 +149,8 @@ TEST_CASE("SGD with momentum follows PyTorch: the buffer starts as the first gra
         options.weight_decay = 0.01;
         options.nesterov = nesterov;
         std::vector<double> buf(3, 0.0);
-        const auto expected = reference(problem, 3, [&](std::vector<double>& p, const std::vector<double>& grad, int t) {
+        const auto expected = reference(problem, 3,
+                                        [&](std::vector<double>& p, const std::vector<double>& grad, int t) {
             for (size_t i = 0; i < p.size(); ++i) {
                 const double g = grad[i] + 0.01 * p[i];
                 buf[i] = t == 1 ? g : 0.9 * buf[i] + g;
@@ -232,8 +230,7 @@ TEST_CASE("the state returned is a copy: later steps do not change it", "[nn][op
     CHECK(saved.at("step.layer.p").item() == 1.0f);
 }
 
-TEST_CASE("load_state reports every unknown, misshaped and incomplete entry and changes nothing",
-          "[nn][optim]") {
+TEST_CASE("load_state reports every unknown, misshaped and incomplete entry and changes nothing", "[nn][optim]") {
     Problem problem;
     Adam adam(problem.named(), AdamOptions{});
     problem.backward();
@@ -277,8 +274,7 @@ TEST_CASE("clip_grad_norm returns the total norm and scales only when it exceeds
     CHECK(clip_grad_norm({a, b}, 1.0f) == Approx(1.0f).epsilon(1e-5));
 }
 
-TEST_CASE("clip_grad_norm scales each gradient once even when backward made them share storage",
-          "[nn][optim]") {
+TEST_CASE("clip_grad_norm scales each gradient once even when backward made them share storage", "[nn][optim]") {
     Tensor a = Tensor::from_vector({1, 2}, {2}, true), b = Tensor::from_vector({3, 4}, {2}, true);
     add(a, b).backward(Tensor::from_vector({3, 4}, {2}));  // both gradients are [3, 4]
     CHECK(clip_grad_norm({a, b}, 1.0f) == Approx(std::sqrt(50.0f)));
@@ -287,8 +283,7 @@ TEST_CASE("clip_grad_norm scales each gradient once even when backward made them
     CHECK(b.grad().to_vector()[1] == Approx(4 * coefficient));
 }
 
-TEST_CASE("the Noam schedule warms up linearly, peaks at warmup, then decays as 1/sqrt(step)",
-          "[nn][optim]") {
+TEST_CASE("the Noam schedule warms up linearly, peaks at warmup, then decays as 1/sqrt(step)", "[nn][optim]") {
     const NoamSchedule noam{512, 4000, 1.0};
     // 512^-0.5 * 4000^-1.5 * step while warming up, 512^-0.5 * step^-0.5 after.
     CHECK(noam.rate(1) == Approx(1.746928107421711e-7).epsilon(1e-12));
@@ -344,7 +339,8 @@ TEST_CASE("WeightAverage rejects a bad decay and a state that does not fit", "[n
     WeightAverage average({{"p", p}}, 0.9);
     const std::vector<float> before = average.state().at("average.p").to_vector();
     std::map<std::string, Tensor> bad{{"average.p", Tensor::zeros({4})}, {"average.q", Tensor::zeros({3})}};
-    CHECK_THROWS_WITH(average.load_state(bad), Contains("wrong shape: average.p") && Contains("unexpected: average.q") &&
+    CHECK_THROWS_WITH(average.load_state(bad), Contains("wrong shape: average.p") &&
+                                                   Contains("unexpected: average.q") &&
                                                    Contains("missing: average_updates"));
     CHECK(average.state().at("average.p").to_vector() == before);  // nothing changed
     CHECK(average.updates() == 0);

@@ -16,8 +16,7 @@ Tensor dot_last(const Tensor& a, const Tensor& b) { return sum(mul(a, b), {-1});
 
 }  // namespace
 
-TEST_CASE("the sinusoidal table is sin at even and cos at odd features of p / 10000^(2i/d)",
-          "[nn][positional]") {
+TEST_CASE("the sinusoidal table is sin at even and cos at odd features of p / 10000^(2i/d)", "[nn][positional]") {
     const int64_t len = 50, d = 8;
     const Tensor pe = sinusoidal_table(len, d);
     REQUIRE(pe.shape() == Shape{len, d});
@@ -47,8 +46,7 @@ TEST_CASE("the sinusoidal encoding is a buffer added to x[:, :T], not a paramete
     CHECK_THROWS_WITH(pos.forward(random_tensor({1, 11, 6}, 2)), Contains("exceeds max_len 10"));
 }
 
-TEST_CASE("the learned encoding is the parameter 'weight' [max_len, d], trained only where used",
-          "[nn][positional]") {
+TEST_CASE("the learned encoding is the parameter 'weight' [max_len, d], trained only where used", "[nn][positional]") {
     PositionalEncoding pos(4, 6, PositionalKind::learned);
     REQUIRE(pos.named_parameters().size() == 1);
     CHECK(pos.named_parameters()[0].first == "weight");

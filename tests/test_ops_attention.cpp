@@ -47,9 +47,9 @@ TEST_CASE("attention's weights pass gradcheck as an output of their own", "[ops]
     const IntTensor mask = IntTensor::from_vector({1, 1, 1, 0, 1, 1, 0, 1, 1, 1}, {2, 1, 1, 5});
     require_gradcheck(
         [&](const std::vector<Tensor>& in) {
-            Tensor weights;
-            attention(in[0], in[1], in[2], 2, mask, 0.0f, false, nullptr, &weights);
-            return weights;
+        Tensor weights;
+        attention(in[0], in[1], in[2], 2, mask, 0.0f, false, nullptr, &weights);
+        return weights;
         },
         {q, k, v});
 }
@@ -68,8 +68,8 @@ TEST_CASE("attention passes gradcheck with and without masks and dropout", "[ops
                 const IntTensor mask = masks[m];
                 require_gradcheck(
                     [&](const std::vector<Tensor>& in) {
-                        Generator gen(9);  // the same dropout mask at every evaluation
-                        return attention(in[0], in[1], in[2], heads, mask, p, true, &gen);
+                    Generator gen(9);  // the same dropout mask at every evaluation
+                    return attention(in[0], in[1], in[2], heads, mask, p, true, &gen);
                     },
                     {q, k, v});
             }

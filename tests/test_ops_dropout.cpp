@@ -74,8 +74,8 @@ TEST_CASE("dropout's gradient goes through the same mask", "[ops][dropout][gradc
     auto x = testing::random_tensor({3, 4}, 4);
     testing::require_gradcheck(
         [](const std::vector<Tensor>& in) {
-            Generator gen(5);
-            return dropout(in[0], 0.4f, true, gen);
+        Generator gen(5);
+        return dropout(in[0], 0.4f, true, gen);
         },
         {x});
     Generator gen(6);

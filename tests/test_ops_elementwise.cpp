@@ -16,9 +16,8 @@ Tensor away_from_zero(const Shape& shape, uint64_t seed) {
 
 // Pairs of shapes that broadcast, size-1 axes and rank differences included.
 const std::vector<std::pair<Shape, Shape>> kBroadcastCases = {
-    {{3}, {3}},          {{2, 3}, {2, 3}},    {{2, 3}, {3}},       {{3}, {2, 3}},
-    {{2, 1}, {1, 3}},    {{4, 1, 3}, {2, 1}}, {{2, 3, 4}, {1}},    {{}, {2, 3}},
-    {{2, 3}, {}},        {{1, 1}, {2, 2}},    {{5, 1, 2}, {5, 3, 1}},
+    {{3}, {3}},       {{2, 3}, {2, 3}}, {{2, 3}, {3}}, {{3}, {2, 3}},    {{2, 1}, {1, 3}},       {{4, 1, 3}, {2, 1}},
+    {{2, 3, 4}, {1}}, {{}, {2, 3}},     {{2, 3}, {}},  {{1, 1}, {2, 2}}, {{5, 1, 2}, {5, 3, 1}},
 };
 
 }  // namespace

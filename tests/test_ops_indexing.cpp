@@ -19,7 +19,8 @@ TEST_CASE("embedding passes gradcheck with repeated ids", "[ops][indexing][gradc
     auto w = random_tensor({5, 3}, 1);
     auto ids = IntTensor::from_vector({4, 1, 1, 0, 4, 4}, {3, 2});
     require_gradcheck([&](const std::vector<Tensor>& in) { return embedding(in[0], ids); }, {w});
-    require_gradcheck([&](const std::vector<Tensor>& in) { return embedding(in[0], IntTensor::from_vector({3}, {})); }, {w});
+    require_gradcheck([&](const std::vector<Tensor>& in) { return embedding(in[0], IntTensor::from_vector({3}, {})); },
+                      {w});
 }
 
 TEST_CASE("an id outside the vocabulary is an error, not a read out of bounds", "[ops][indexing][errors]") {
@@ -88,9 +89,9 @@ TEST_CASE("where fills where the broadcast mask is not set and blocks the gradie
 
 TEST_CASE("where passes gradcheck with broadcast masks", "[ops][indexing][gradcheck]") {
     auto x = random_tensor({2, 2, 3, 4}, 1);
-    for (const IntTensor& mask : {IntTensor::from_vector({1, 0, 0, 1, 0, 0, 0, 1}, {2, 1, 1, 4}),
-                                  IntTensor::from_vector({0, 1, 1, 0, 0, 1, 1, 1, 0, 0, 0, 0}, {3, 4}),
-                                  IntTensor::from_vector({1}, {1})})
+    for (const IntTensor& mask :
+         {IntTensor::from_vector({1, 0, 0, 1, 0, 0, 0, 1}, {2, 1, 1, 4}),
+          IntTensor::from_vector({0, 1, 1, 0, 0, 1, 1, 1, 0, 0, 0, 0}, {3, 4}), IntTensor::from_vector({1}, {1})})
         require_gradcheck([&](const std::vector<Tensor>& in) { return where(mask, in[0], 0.5f); }, {x});
 }
 

@@ -12,7 +12,8 @@ namespace {
 Tensor composed_cross_entropy(const Tensor& logits, const IntTensor& targets, int64_t ignore, float eps) {
     const int64_t v = logits.size(-1);
     auto logp = reshape(log_softmax(logits, -1), {-1, v});
-    std::vector<float> onehot(static_cast<size_t>(targets.numel() * v), 0.0f), keep(static_cast<size_t>(targets.numel()), 0.0f);
+    std::vector<float> onehot(static_cast<size_t>(targets.numel() * v), 0.0f),
+        keep(static_cast<size_t>(targets.numel()), 0.0f);
     int64_t counted = 0;
     for (int64_t i = 0; i < targets.numel(); ++i) {
         if (targets.data()[i] == ignore) continue;

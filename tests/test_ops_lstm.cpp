@@ -22,9 +22,12 @@ struct Cell {
 };
 
 Cell make_cell(uint64_t seed, int64_t batch = 3, int64_t in = 4, int64_t hidden = 5) {
-    return {random_tensor({batch, in}, seed), random_tensor({batch, hidden}, seed + 1),
-            random_tensor({batch, hidden}, seed + 2), random_tensor({4 * hidden, in}, seed + 3, -0.5, 0.5),
-            random_tensor({4 * hidden, hidden}, seed + 4, -0.5, 0.5), random_tensor({4 * hidden}, seed + 5),
+    return {random_tensor({batch, in}, seed),
+            random_tensor({batch, hidden}, seed + 1),
+            random_tensor({batch, hidden}, seed + 2),
+            random_tensor({4 * hidden, in}, seed + 3, -0.5, 0.5),
+            random_tensor({4 * hidden, hidden}, seed + 4, -0.5, 0.5),
+            random_tensor({4 * hidden}, seed + 5),
             random_tensor({4 * hidden}, seed + 6)};
 }
 
@@ -56,27 +59,31 @@ TEST_CASE("the fused LSTM cell equals its composition, values and gradients", "[
 }
 
 TEST_CASE("the LSTM cell passes gradcheck through h and c", "[ops][lstm][gradcheck]") {
-    for (const auto& [batch, in, hidden] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{{3, 4, 5}, {1, 2, 3}, {2, 1, 1}}) {
+    for (const auto& [batch, in, hidden] :
+         std::vector<std::tuple<int64_t, int64_t, int64_t>>{{3, 4, 5}, {1, 2, 3}, {2, 1, 1}}) {
         Cell cell = make_cell(30, batch, in, hidden);
         require_gradcheck(
             [](const std::vector<Tensor>& p) {
-                auto s = lstm_cell(p[0], {p[1], p[2]}, p[3], p[4], p[5], p[6]);
-                return concat({s.h, s.c * 0.5f}, 1);
+            auto s = lstm_cell(p[0], {p[1], p[2]}, p[3], p[4], p[5], p[6]);
+            return concat({s.h, s.c * 0.5f}, 1);
             },
             inputs_of(cell));
     }
     Cell cell = make_cell(40);
-    require_gradcheck([](const std::vector<Tensor>& p) { return lstm_cell(p[0], {p[1], p[2]}, p[3], p[4], p[5], p[6]).c; },
-                      inputs_of(cell));
+    require_gradcheck(
+        [](const std::vector<Tensor>& p) {
+        return lstm_cell(p[0], {p[1], p[2]}, p[3], p[4], p[5], p[6]).c;
+        },
+        inputs_of(cell));
 }
 
 TEST_CASE("an LSTM cell unrolled over steps backpropagates through time", "[ops][lstm][gradcheck]") {
     Cell cell = make_cell(50, 2, 3, 4);
     require_gradcheck(
         [](const std::vector<Tensor>& p) {
-            LstmState s{p[1], p[2]};
-            for (int t = 0; t < 4; ++t) s = lstm_cell(p[0] * static_cast<float>(t + 1), s, p[3], p[4], p[5], p[6]);
-            return s.h;
+        LstmState s{p[1], p[2]};
+        for (int t = 0; t < 4; ++t) s = lstm_cell(p[0] * static_cast<float>(t + 1), s, p[3], p[4], p[5], p[6]);
+        return s.h;
         },
         inputs_of(cell));
 }
@@ -103,7 +110,8 @@ LstmSequence looped_lstm(const Tensor& x, const Tensor& h0, const Tensor& c0, co
     for (int64_t s = 0; s < steps; ++s) {
         const int64_t t = reverse ? steps - 1 - s : s;
         std::vector<float> keep(static_cast<size_t>(batch));
-        for (int64_t b = 0; b < batch; ++b) keep[static_cast<size_t>(b)] = t < lengths[static_cast<size_t>(b)] ? 1.0f : 0.0f;
+        for (int64_t b = 0; b < batch; ++b)
+            keep[static_cast<size_t>(b)] = t < lengths[static_cast<size_t>(b)] ? 1.0f : 0.0f;
         const Tensor k = Tensor::from_vector(keep, {batch, 1});
         const LstmState next =
             lstm_cell(reshape(slice(x, 1, t, t + 1), {batch, x.size(2)}), state, w_ih, w_hh, b_ih, b_hh);
@@ -115,17 +123,19 @@ LstmSequence looped_lstm(const Tensor& x, const Tensor& h0, const Tensor& c0, co
 
 }  // namespace
 
-TEST_CASE("lstm_sequence equals a loop of LSTM cells, padding and reverse included, gradients too",
-          "[ops][lstm]") {
+TEST_CASE("lstm_sequence equals a loop of LSTM cells, padding and reverse included, gradients too", "[ops][lstm]") {
     const int64_t batch = 4, steps = 5, in = 3, hidden = 6;
     const std::vector<int64_t> lengths = {5, 3, 1, 0};
     for (bool reverse : {false, true}) {
         INFO("reverse " << reverse);
         auto make = [&] {
-            return std::vector<Tensor>{random_tensor({batch, steps, in}, 61), random_tensor({batch, hidden}, 62),
-                                       random_tensor({batch, hidden}, 63), random_tensor({4 * hidden, in}, 64, -0.5, 0.5),
+            return std::vector<Tensor>{random_tensor({batch, steps, in}, 61),
+                                       random_tensor({batch, hidden}, 62),
+                                       random_tensor({batch, hidden}, 63),
+                                       random_tensor({4 * hidden, in}, 64, -0.5, 0.5),
                                        random_tensor({4 * hidden, hidden}, 65, -0.5, 0.5),
-                                       random_tensor({4 * hidden}, 66), random_tensor({4 * hidden}, 67)};
+                                       random_tensor({4 * hidden}, 66),
+                                       random_tensor({4 * hidden}, 67)};
         };
         const std::vector<Tensor> a = make(), b = make();
         const LstmSequence fused =
@@ -153,8 +163,8 @@ TEST_CASE("lstm_sequence passes gradcheck through its outputs and final state", 
             INFO("reverse " << reverse << " padded " << !lengths.empty());
             require_gradcheck(
                 [&](const std::vector<Tensor>& in) {
-                    const LstmSequence run = lstm_sequence(in[0], in[1], in[2], in[3], lengths, reverse);
-                    return concat({reshape(run.outputs, {-1}), reshape(run.h, {-1}), reshape(run.c, {-1})}, 0);
+                const LstmSequence run = lstm_sequence(in[0], in[1], in[2], in[3], lengths, reverse);
+                return concat({reshape(run.outputs, {-1}), reshape(run.h, {-1}), reshape(run.c, {-1})}, 0);
                 },
                 {random_tensor({batch, steps, 4 * hidden}, 71), random_tensor({batch, hidden}, 72),
                  random_tensor({batch, hidden}, 73), random_tensor({4 * hidden, hidden}, 74, -0.7, 0.7)});

@@ -13,7 +13,9 @@ std::vector<float> naive_matmul(const std::vector<float>& a, const std::vector<f
     std::vector<float> c(static_cast<size_t>(m * n), 0.0f);
     for (int64_t i = 0; i < m; ++i)
         for (int64_t j = 0; j < n; ++j)
-            for (int64_t p = 0; p < k; ++p) c[static_cast<size_t>(i * n + j)] += a[static_cast<size_t>(i * k + p)] * b[static_cast<size_t>(p * n + j)];
+            for (int64_t p = 0; p < k; ++p)
+                c[static_cast<size_t>(i * n + j)] +=
+                    a[static_cast<size_t>(i * k + p)] * b[static_cast<size_t>(p * n + j)];
     return c;
 }
 
@@ -43,8 +45,8 @@ TEST_CASE("matmul passes gradcheck for every transposition", "[ops][matmul][grad
 
 TEST_CASE("batched matmul broadcasts batch axes", "[ops][matmul][gradcheck]") {
     const std::vector<std::pair<Shape, Shape>> cases = {
-        {{2, 3, 4}, {2, 4, 5}}, {{2, 3, 4}, {4, 5}}, {{3, 4}, {2, 4, 5}}, {{2, 1, 3, 4}, {1, 3, 4, 2}},
-        {{1, 3, 4}, {2, 4, 1}}, {{2, 2, 1, 4}, {4, 3}},
+        {{2, 3, 4}, {2, 4, 5}},       {{2, 3, 4}, {4, 5}},    {{3, 4}, {2, 4, 5}},
+        {{2, 1, 3, 4}, {1, 3, 4, 2}}, {{1, 3, 4}, {2, 4, 1}}, {{2, 2, 1, 4}, {4, 3}},
     };
     for (const auto& [sa, sb] : cases) {
         INFO("shapes " << sa << " and " << sb);

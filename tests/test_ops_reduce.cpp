@@ -37,7 +37,8 @@ TEST_CASE("sum keeps float32 accuracy over a long axis", "[ops][reduce]") {
 
 TEST_CASE("sum and mean pass gradcheck over any set of axes", "[ops][reduce][gradcheck]") {
     auto x = random_tensor({2, 3, 4}, 1);
-    for (const std::vector<int64_t>& axes : std::vector<std::vector<int64_t>>{{}, {0}, {1}, {2}, {0, 2}, {-1, 0}, {0, 1, 2}}) {
+    for (const std::vector<int64_t>& axes :
+         std::vector<std::vector<int64_t>>{{}, {0}, {1}, {2}, {0, 2}, {-1, 0}, {0, 1, 2}}) {
         for (bool keepdim : {false, true}) {
             require_gradcheck([&](const std::vector<Tensor>& in) { return sum(in[0], axes, keepdim); }, {x});
             require_gradcheck([&](const std::vector<Tensor>& in) { return mean(in[0], axes, keepdim); }, {x});

@@ -33,14 +33,14 @@ TEST_CASE("shape operations pass gradcheck", "[ops][shape][gradcheck]") {
         require_gradcheck([axis](const std::vector<Tensor>& in) { return stack({in[0], in[1]}, axis); }, {x, w});
     require_gradcheck(
         [](const std::vector<Tensor>& in) {
-            auto parts = split(in[0], {1, 3}, 2);
-            return parts[0] * 2.0f + sum(parts[1], {2}, true);
+        auto parts = split(in[0], {1, 3}, 2);
+        return parts[0] * 2.0f + sum(parts[1], {2}, true);
         },
         {x});
     require_gradcheck(
         [](const std::vector<Tensor>& in) {
-            auto parts = chunk(in[0], 3, 1);
-            return parts[0] * parts[2] - parts[1];
+        auto parts = chunk(in[0], 3, 1);
+        return parts[0] * parts[2] - parts[1];
         },
         {x});
 }

@@ -51,7 +51,8 @@ TEST_CASE("every committed fixture passes the parity check", "[parity]") {
 }
 
 TEST_CASE("a fixture whose expected logits disagree fails the check", "[parity]") {
-    const std::string path = modified_copy("transformer_post_relu.safetensors", "perturbed_logits", [](SafetensorsFile& f) {
+    const std::string path = modified_copy("transformer_post_relu.safetensors", "perturbed_logits",
+                                           [](SafetensorsFile& f) {
         Tensor logits = f.tensor("expect.logits");
         logits.data()[3] += 0.01f;
         f.put("expect.logits", logits);
@@ -65,7 +66,8 @@ TEST_CASE("a fixture whose expected logits disagree fails the check", "[parity]"
 }
 
 TEST_CASE("a fixture whose gradient disagrees fails the check", "[parity]") {
-    const std::string path = modified_copy("seq2seq_init_state_1layer.safetensors", "perturbed_grad", [](SafetensorsFile& f) {
+    const std::string path = modified_copy("seq2seq_init_state_1layer.safetensors", "perturbed_grad",
+                                           [](SafetensorsFile& f) {
         Tensor g = f.tensor("expect.grad.decoder.fc.weight");
         g.data()[0] += 0.01f;
         f.put("expect.grad.decoder.fc.weight", g);
@@ -86,10 +88,12 @@ TEST_CASE("a fixture with a misnamed parameter is an error listing the name", "[
 }
 
 TEST_CASE("a fixture with a bad config or batch is a clear error", "[parity][errors]") {
-    const auto unknown_model = modified_copy("transformer_post_relu.safetensors", "unknown_model", [](SafetensorsFile& f) {
+    const auto unknown_model = modified_copy("transformer_post_relu.safetensors", "unknown_model",
+                                             [](SafetensorsFile& f) {
         f.set_metadata("config", R"({"model": "gru", "src_vocab": 10, "tgt_vocab": 10})");
     });
-    CHECK_THROWS_WITH(models::check_fixture(unknown_model), Catch::Contains("unknown_model.safetensors") && Catch::Contains("gru"));
+    CHECK_THROWS_WITH(models::check_fixture(unknown_model),
+                      Catch::Contains("unknown_model.safetensors") && Catch::Contains("gru"));
     const auto no_config = modified_copy("transformer_post_relu.safetensors", "no_config", [](SafetensorsFile& f) {
         SafetensorsFile bare;
         for (const std::string& name : f.names()) bare.put(name, f.entry(name));
@@ -101,11 +105,13 @@ TEST_CASE("a fixture with a bad config or batch is a clear error", "[parity][err
         src.data()[0] = 100000;
         f.put("input.src", src);
     });
-    CHECK_THROWS_WITH(models::check_fixture(bad_ids), Catch::Contains("bad_ids.safetensors") && Catch::Contains("100000"));
+    CHECK_THROWS_WITH(models::check_fixture(bad_ids),
+                      Catch::Contains("bad_ids.safetensors") && Catch::Contains("100000"));
 }
 
 TEST_CASE("a missing or corrupt fixture file is an error naming the file", "[parity][errors]") {
-    CHECK_THROWS_WITH(models::check_fixture("/nonexistent/fixture.safetensors"), Catch::Contains("/nonexistent/fixture.safetensors"));
+    CHECK_THROWS_WITH(models::check_fixture("/nonexistent/fixture.safetensors"),
+                      Catch::Contains("/nonexistent/fixture.safetensors"));
     const fs::path dir = fs::temp_directory_path() / "seqgrad_test_parity";
     fs::create_directories(dir);
     const std::string truncated = (dir / "truncated.safetensors").string();

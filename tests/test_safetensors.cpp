@@ -82,8 +82,7 @@ std::vector<float> values_of(const Tensor& t) { return t.to_vector(); }
 struct TempDir {
     std::filesystem::path path;
     explicit TempDir(const std::string& tag) {
-        path = std::filesystem::temp_directory_path() /
-               ("seqgrad_st_" + tag + "_" + std::to_string(::getpid()));
+        path = std::filesystem::temp_directory_path() / ("seqgrad_st_" + tag + "_" + std::to_string(::getpid()));
         std::filesystem::remove_all(path);
         std::filesystem::create_directories(path);
     }
@@ -161,10 +160,9 @@ TEST_CASE("safetensors writes metadata first, entries in put order, a space-padd
     std::memcpy(&header_length, bytes.data(), 8);
     CHECK(header_length % 8 == 0);
     const std::string header(reinterpret_cast<const char*>(bytes.data() + 8), header_length);
-    const std::string expected =
-        "{\"__metadata__\":{\"k\":\"v\"},"
-        "\"b\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"
-        "\"a\":{\"dtype\":\"I64\",\"shape\":[2],\"data_offsets\":[4,20]}}";
+    const std::string expected = "{\"__metadata__\":{\"k\":\"v\"},"
+                                 "\"b\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"
+                                 "\"a\":{\"dtype\":\"I64\",\"shape\":[2],\"data_offsets\":[4,20]}}";
     CHECK(header.substr(0, expected.size()) == expected);
     CHECK(header.find_first_not_of(' ', expected.size()) == std::string::npos);
     CHECK(bytes.size() == 8 + header_length + 20);
@@ -267,8 +265,8 @@ TEST_CASE("safetensors reads the values PyTorch wrote", "[safetensors]") {
     // Values read independently with Python's struct module.
     CHECK(f.names().front() == "input.src");
     CHECK(f.int_tensor("input.src").shape() == Shape{4, 7});
-    CHECK(f.int_tensor("input.src").to_vector() ==
-          std::vector<int64_t>{9, 8, 10, 10, 9, 0, 0, 9, 10, 6, 4, 8, 10, 6, 7, 4, 0, 0, 0, 0, 0, 9, 4, 5, 10, 4, 6, 0});
+    CHECK(f.int_tensor("input.src").to_vector() == std::vector<int64_t>{9, 8, 10, 10, 9, 0, 0, 9, 10, 6, 4,  8, 10, 6,
+                                                                        7, 4, 0,  0,  0, 0, 0, 9, 4,  5, 10, 4, 6,  0});
     CHECK(f.tensor("expect.loss").item() == 3.512383222579956f);
     const Tensor emb = f.tensor("src_embedding.weight");
     CHECK(emb.shape() == Shape{11, 16});
@@ -433,8 +431,9 @@ TEST_CASE("safetensors refuses trailing bytes and holes in the data section", "[
 }
 
 TEST_CASE("safetensors accepts unpadded headers, any key order and empty tensors inside the data", "[safetensors]") {
-    const std::string header = object_of(
-        {f32_pair("z", 0, 8), "\"e\":{\"dtype\":\"I64\",\"shape\":[0,5],\"data_offsets\":[4,4]}", f32_pair("a", 8, 16)});
+    const std::string header =
+        object_of({f32_pair("z", 0, 8), "\"e\":{\"dtype\":\"I64\",\"shape\":[0,5],\"data_offsets\":[4,4]}",
+                   f32_pair("a", 8, 16)});
     const SafetensorsFile f = SafetensorsFile::parse(make_file(header, std::string(16, '\0')), "ok");
     CHECK(f.names() == std::vector<std::string>{"z", "e", "a"});  // by position of the data
     CHECK(f.int_tensor("e").shape() == Shape{0, 5});
@@ -444,7 +443,8 @@ TEST_CASE("safetensors refuses duplicate keys in the header", "[safetensors]") {
     const std::string twice = object_of({f32_pair("t", 0, 8), f32_pair("t", 0, 8)});
     CHECK_THAT(error_of(make_file(twice, std::string(8, 'x'))), Contains("repeats the key \"t\""));
     CHECK_THAT(error_of(make_file("{\"__metadata__\":{\"a\":\"1\",\"a\":\"2\"}}")), Contains("repeats the key \"a\""));
-    CHECK_THAT(error_of(make_file("{\"t\":{\"dtype\":\"F32\",\"dtype\":\"I64\",\"shape\":[0],\"data_offsets\":[0,0]}}")),
+    CHECK_THAT(error_of(make_file("{\"t\":{\"dtype\":\"F32\",\"dtype\":\"I64\",\"shape\":[0],\"data_offsets\":[0,0]}"
+                                  "}")),
                Contains("repeats the key \"dtype\""));
     CHECK_THAT(error_of(make_file("{\"__metadata__\":{},\"__metadata__\":{}}")), Contains("repeats the key"));
     // The same key in different objects is fine.

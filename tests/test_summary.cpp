@@ -117,21 +117,20 @@ TEST_CASE("summary reproduces the shape walk-through of the paper-sized Transfor
     REQUIRE(summary.outputs.front() == TracedOutput{"src_embedding", "Embedding", "", {32, 10, 512}});
     // 1.2: Q, K, V; split into heads; scores; softmax; weights times V; heads merged; W_o; add & norm;
     // the feed-forward network; add & norm.
-    const std::vector<Shape> encoder_layer = {
-        {32, 10, 512},     {32, 10, 512},     {32, 10, 512},      {32, 8, 10, 64}, {32, 8, 10, 64},
-        {32, 8, 10, 64},   {32, 8, 10, 10},   {32, 8, 10, 10},    {32, 8, 10, 64}, {32, 10, 512},
-        {32, 10, 512},     {32, 10, 512},     {32, 10, 2048},     {32, 10, 2048},  {32, 10, 512},
-        {32, 10, 512}};
+    const std::vector<Shape> encoder_layer = {{32, 10, 512},   {32, 10, 512},   {32, 10, 512},   {32, 8, 10, 64},
+                                              {32, 8, 10, 64}, {32, 8, 10, 64}, {32, 8, 10, 10}, {32, 8, 10, 10},
+                                              {32, 8, 10, 64}, {32, 10, 512},   {32, 10, 512},   {32, 10, 512},
+                                              {32, 10, 2048},  {32, 10, 2048},  {32, 10, 512},   {32, 10, 512}};
     CHECK(shapes_of(under(summary.outputs, "encoder_layers.0.")) == encoder_layer);
     CHECK(under(summary.outputs, "tgt_embedding") ==
           std::vector<TracedOutput>{{"tgt_embedding", "Embedding", "", {32, 12, 512}}});
     // 2.2: masked self-attention [.., 12, 12]; cross-attention with queries of 12 positions and keys
     // and values of 10; the feed-forward network.
     const std::vector<Shape> decoder_layer = {
-        {32, 12, 512},   {32, 12, 512},   {32, 12, 512},   {32, 8, 12, 64},  {32, 8, 12, 64}, {32, 8, 12, 64},
-        {32, 8, 12, 12}, {32, 8, 12, 12}, {32, 8, 12, 64}, {32, 12, 512},    {32, 12, 512},   {32, 12, 512},
-        {32, 12, 512},   {32, 10, 512},   {32, 10, 512},   {32, 8, 12, 64},  {32, 8, 10, 64}, {32, 8, 10, 64},
-        {32, 8, 12, 10}, {32, 8, 12, 10}, {32, 8, 12, 64}, {32, 12, 512},    {32, 12, 512},   {32, 12, 512},
+        {32, 12, 512},   {32, 12, 512},   {32, 12, 512},   {32, 8, 12, 64}, {32, 8, 12, 64}, {32, 8, 12, 64},
+        {32, 8, 12, 12}, {32, 8, 12, 12}, {32, 8, 12, 64}, {32, 12, 512},   {32, 12, 512},   {32, 12, 512},
+        {32, 12, 512},   {32, 10, 512},   {32, 10, 512},   {32, 8, 12, 64}, {32, 8, 10, 64}, {32, 8, 10, 64},
+        {32, 8, 12, 10}, {32, 8, 12, 10}, {32, 8, 12, 64}, {32, 12, 512},   {32, 12, 512},   {32, 12, 512},
         {32, 12, 2048},  {32, 12, 2048},  {32, 12, 512},   {32, 12, 512}};
     CHECK(shapes_of(under(summary.outputs, "decoder_layers.0.")) == decoder_layer);
     // The final linear layer's logits.
@@ -193,8 +192,8 @@ TEST_CASE("summary of a small Transformer: every step of a layer, in order, and 
     CHECK(has_line(text, "encoder_layers.0.ffn_norm LayerNorm [3, 4, 8] 16"));
     CHECK(has_line(text, "(model) Transformer logits [3, 5, 13] 0"));
     // The second layer of each stack computes what the first did: one line stands for it.
-    const int64_t encoder_layer_parameters = (*std::dynamic_pointer_cast<Transformer>(model)->encoder_layers)[1]
-                                                 ->num_parameters();
+    const int64_t encoder_layer_parameters =
+        (*std::dynamic_pointer_cast<Transformer>(model)->encoder_layers)[1]->num_parameters();
     CHECK(has_line(text, "encoder_layers.1 1 x EncoderLayer as encoder_layers.0 " + commas(encoder_layer_parameters)));
     CHECK(text.find("encoder_layers.1.attention") == std::string::npos);
     CHECK(has_line(text, "encoder_layers 2 x EncoderLayer " + commas(2 * encoder_layer_parameters)));
@@ -236,10 +235,10 @@ TEST_CASE("summary works for the LSTM models, with a recurrent decoder's steps f
         const ModelSummary summary = summarize(*model, {2, 3, 4});
         const std::vector<TracedOutput> expected = {
             {"encoder.embedding", "Embedding", "", {2, 3, 6}}, {"encoder.rnn", "LSTM", "", {2, 3, 6}},
-            {"encoder.rnn", "LSTM", "h_n", {2, 2, 6}},          {"encoder.rnn", "LSTM", "c_n", {2, 2, 6}},
+            {"encoder.rnn", "LSTM", "h_n", {2, 2, 6}},         {"encoder.rnn", "LSTM", "c_n", {2, 2, 6}},
             {"decoder.embedding", "Embedding", "", {2, 4, 6}}, {"decoder.rnn", "LSTM", "", {2, 4, 6}},
-            {"decoder.rnn", "LSTM", "h_n", {2, 2, 6}},          {"decoder.rnn", "LSTM", "c_n", {2, 2, 6}},
-            {"decoder.fc", "Linear", "", {2, 4, 13}},           {"", "Seq2Seq", "logits", {2, 4, 13}}};
+            {"decoder.rnn", "LSTM", "h_n", {2, 2, 6}},         {"decoder.rnn", "LSTM", "c_n", {2, 2, 6}},
+            {"decoder.fc", "Linear", "", {2, 4, 13}},          {"", "Seq2Seq", "logits", {2, 4, 13}}};
         CHECK(summary.outputs == expected);
     }
     SECTION("attn_seq2seq") {

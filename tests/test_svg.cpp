@@ -218,7 +218,7 @@ TEST_CASE("heatmaps draw one cell per value, titled panels and escaped labels", 
         REQUIRE(text.compare(colour_at - fill.size(), fill.size(), fill) == 0);
         row_luminance.push_back(luminance(text.substr(colour_at, 7)));
     }
-    REQUIRE(row_luminance.size() == 8);  // row "T" in both panels
+    REQUIRE(row_luminance.size() == 8);                                             // row "T" in both panels
     for (size_t c = 1; c < 4; ++c) CHECK(row_luminance[c] < row_luminance[c - 1]);  // 0 < 0.1 < 0.3 < 0.6
 
     figure.panels[1].values.pop_back();

@@ -108,7 +108,7 @@ TEST_CASE("13a removes <skipped> and joins lines broken after a dash", "[text_me
 
 TEST_CASE("13a splits on Unicode whitespace and treats other non-ASCII characters as letters", "[text_metrics]") {
     CHECK(tokenize_13a("a\u00A0b\tc\u3000d\r\ne") == "a b c d e");  // no-break and ideographic spaces
-    CHECK(tokenize_13a("a\u200Bb") == "a\u200Bb");  // a zero-width space is not whitespace to Python
+    CHECK(tokenize_13a("a\u200Bb") == "a\u200Bb");                  // a zero-width space is not whitespace to Python
     CHECK(tokenize_13a("Müller café.") == "Müller café .");
     CHECK(tokenize_13a("") == "");
     CHECK(tokenize_13a(" \t ") == "");
@@ -408,9 +408,9 @@ TEST_CASE("BLEU and chrF reject an empty corpus", "[text_metrics]") {
 }
 
 TEST_CASE("BLEU, chrF and 13a reject text that is not UTF-8", "[text_metrics]") {
-    const std::string truncated = "caf\xC3";           // a lead byte without its continuation
-    const std::string overlong = "a\xC0\xAF";          // "/" in two bytes
-    const std::string surrogate = "\xED\xA0\x80";      // U+D800
+    const std::string truncated = "caf\xC3";       // a lead byte without its continuation
+    const std::string overlong = "a\xC0\xAF";      // "/" in two bytes
+    const std::string surrogate = "\xED\xA0\x80";  // U+D800
     CHECK_THROWS_WITH(corpus_bleu({truncated}, {{"cafe"}}),
                       Catch::Contains("bleu: hypothesis 0 is not valid UTF-8 (byte 3)"));
     CHECK_THROWS_WITH(corpus_bleu({"a"}, {{"a", overlong}}),

@@ -235,7 +235,8 @@ double reverse_test_wer(const ModelConfig& model, TrainingOptions o, const std::
     request.train = false;
     request.test = true;
     const TrainingData data = prepare_data(o, request);
-    const EvalResult test = evaluate(*best.model, data.test, best.source_vocab, best.target_vocab, DecodeOptions{10, 1, 0.6f});
+    const EvalResult test =
+        evaluate(*best.model, data.test, best.source_vocab, best.target_vocab, DecodeOptions{10, 1, 0.6f});
     return test.wer;
 }
 

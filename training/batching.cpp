@@ -156,8 +156,8 @@ void cut_batches(const EncodedPairs& examples, std::vector<int64_t>::const_itera
         const size_t new_target = std::max(target_cells, target_size + 2);
         const auto new_rows = static_cast<int64_t>(rows.size()) + 1;
         const bool too_many = options.max_sentences > 0 && new_rows > options.max_sentences;
-        const bool too_large =
-            options.max_tokens > 0 && new_rows * static_cast<int64_t>(new_source + new_target) > options.max_tokens;
+        const bool too_large = options.max_tokens > 0 &&
+                               new_rows * static_cast<int64_t>(new_source + new_target) > options.max_tokens;
         if (!rows.empty() && (too_many || too_large)) {
             batches.push_back(std::move(rows));
             rows.clear();
@@ -226,8 +226,8 @@ uint64_t mix64(uint64_t z) {
 }
 
 // Epoch e's batches, from (seed, e) alone.
-std::vector<std::vector<int64_t>> plan_epoch(const EncodedPairs& examples, const BatchOptions& options,
-                                             uint64_t seed, int64_t epoch) {
+std::vector<std::vector<int64_t>> plan_epoch(const EncodedPairs& examples, const BatchOptions& options, uint64_t seed,
+                                             int64_t epoch) {
     Generator gen(mix64(seed ^ mix64(0x9E3779B97F4A7C15ULL + static_cast<uint64_t>(epoch))));
     return plan_batches(examples, options, gen);
 }

@@ -48,7 +48,8 @@ LoadedModel load_model(const std::string& path) {
     std::error_code ec;
     check(fs::exists(path, ec), "checkpoint", "no checkpoint at ", path);
     const std::string file_path = model_file_of(path);
-    check(fs::exists(file_path, ec), "checkpoint", path, " is a directory without model.safetensors or best.safetensors");
+    check(fs::exists(file_path, ec), "checkpoint", path,
+          " is a directory without model.safetensors or best.safetensors");
     const SafetensorsFile file = SafetensorsFile::load(file_path);
     try {
         check(file.metadata().count("format") && file.metadata("format") == kModelFormat, "checkpoint",
@@ -63,7 +64,8 @@ LoadedModel load_model(const std::string& path) {
             loaded.source_tokenizer = Tokenizer::from_json(file.metadata("source_tokenizer"));
             loaded.target_tokenizer = Tokenizer::from_json(file.metadata("target_tokenizer"));
         } else {  // a file from before tokenizers were stored: its task's
-            check(loaded.task != "corpus", "checkpoint", "the file lacks its tokenizers (metadata \"source_tokenizer\", "
+            check(loaded.task != "corpus", "checkpoint",
+                  "the file lacks its tokenizers (metadata \"source_tokenizer\", "
                   "\"target_tokenizer\")");
             TrainingOptions options;
             options.task = loaded.task;
@@ -72,7 +74,8 @@ LoadedModel load_model(const std::string& path) {
         const models::ModelConfig config = models::ModelConfig::from_json(file.metadata("config"));
         check(config.src_vocab == loaded.source_vocab.size() && config.tgt_vocab == loaded.target_vocab.size(),
               "checkpoint", "the config's vocabulary sizes (", config.src_vocab, ", ", config.tgt_vocab,
-              ") differ from the stored vocabularies (", loaded.source_vocab.size(), ", ", loaded.target_vocab.size(), ")");
+              ") differ from the stored vocabularies (", loaded.source_vocab.size(), ", ", loaded.target_vocab.size(),
+              ")");
         Generator gen(0);
         loaded.model = models::make_model(config, gen);
         std::map<std::string, Tensor> state;
@@ -146,8 +149,7 @@ const OptionTable<Progress>& progress_table() {
             .required()
             // These two are absent in checkpoints from before lr_decay: their defaults apply.
             .add("lr_scale", "lr_decay's factors so far", &P::lr_scale)
-            .add("scheduled_best_wer", "the best WER of the scheduled evaluations (-1: none)",
-                 &P::scheduled_best_wer)
+            .add("scheduled_best_wer", "the best WER of the scheduled evaluations (-1: none)", &P::scheduled_best_wer)
             .list("history", "every dev evaluation", history_table(), &P::history)
             .required();
     return table;

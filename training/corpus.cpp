@@ -22,8 +22,7 @@ namespace seqgrad::training {
 LineReader::LineReader(const std::string& path) : path_(path) {
     errno = 0;
     gzFile file = gzopen(path.c_str(), "rb");  // reads plain files as they are
-    if (file == nullptr)
-        throw Error(path + ": cannot open: " + (errno != 0 ? std::strerror(errno) : "out of memory"));
+    if (file == nullptr) throw Error(path + ": cannot open: " + (errno != 0 ? std::strerror(errno) : "out of memory"));
     gzbuffer(file, 1 << 17);
     file_ = file;
 }
@@ -43,8 +42,9 @@ bool LineReader::fill() {
     const char* message = gzerror(static_cast<gzFile>(file_), &code);
     // A gzip stream cut short reads to its end and then reports Z_BUF_ERROR.
     if (got < 0 || (code != Z_OK && code != Z_STREAM_END)) {
-        throw Error(detail::concat(path_, ": cannot read", code == Z_ERRNO ? std::string(": ") + std::strerror(errno)
-                                                                          : std::string(" (") + message + ")",
+        throw Error(detail::concat(path_, ": cannot read",
+                                   code == Z_ERRNO ? std::string(": ") + std::strerror(errno)
+                                                   : std::string(" (") + message + ")",
                                    " after line ", line_number_));
     }
     buffer_.resize(old_size + static_cast<size_t>(got));
@@ -107,8 +107,7 @@ bool PairReader::next(std::string& source, std::string& target, std::string& pro
             // Count the rest of the longer file, so that the message names both lengths.
             LineReader& longer = got_first ? *first_ : *second_;
             std::string rest;
-            while (longer.next(rest)) {
-            }
+            while (longer.next(rest)) {}
             throw Error(detail::concat("corpus: the aligned files have different numbers of lines: ", first_->path(),
                                        " has ", first_->line_number(), ", ", second_->path(), " has ",
                                        second_->line_number()));
@@ -171,7 +170,8 @@ struct Problems {
         std::string shown;
         for (const std::string& p : first) shown += "\n  " + p;
         if (!skip_invalid)
-            throw Error(detail::concat(what, ": ", count, count == 1 ? " line is not a valid pair" : " lines are not valid pairs",
+            throw Error(detail::concat(what, ": ", count,
+                                       count == 1 ? " line is not a valid pair" : " lines are not valid pairs",
                                        "; the first:", shown,
                                        "\n(fix them, or pass --skip-invalid to train on the rest)"));
         report.push_back(detail::concat("skipped ", count, count == 1 ? " invalid line" : " invalid lines", " of ",
@@ -261,10 +261,10 @@ public:
             data.target_vocab = *request_.target_vocab;
             // Training on with vocabularies of other data would give its symbols other ids.
             check(!request_.train ||
-                      (data.source_vocab == Vocabulary::from_counts(source_counter_.counts(), options.min_count,
-                                                                    options.max_vocab) &&
-                       data.target_vocab == Vocabulary::from_counts(target_counter_.counts(), options.min_count,
-                                                                    options.max_vocab)),
+                      (data.source_vocab ==
+                           Vocabulary::from_counts(source_counter_.counts(), options.min_count, options.max_vocab) &&
+                       data.target_vocab ==
+                           Vocabulary::from_counts(target_counter_.counts(), options.min_count, options.max_vocab)),
                   "data", "the training data has changed: its vocabularies differ from the checkpoint's");
         } else if (request_.train) {
             data.source_vocab = Vocabulary::from_counts(source_counter_.counts(), options.min_count, options.max_vocab);
@@ -299,10 +299,11 @@ public:
         std::snprintf(text, sizeof text,
                       "vocabularies: %lld source and %lld target symbols; unknown tokens: %lld of %lld in train "
                       "(%.2f%%), %lld of %lld in dev (%.2f%%)",
-                      static_cast<long long>(data.source_vocab.size()), static_cast<long long>(data.target_vocab.size()),
-                      static_cast<long long>(train_unknown), static_cast<long long>(train_tokens),
-                      percent(train_unknown, train_tokens), static_cast<long long>(dev_unknown),
-                      static_cast<long long>(dev_tokens), percent(dev_unknown, dev_tokens));
+                      static_cast<long long>(data.source_vocab.size()),
+                      static_cast<long long>(data.target_vocab.size()), static_cast<long long>(train_unknown),
+                      static_cast<long long>(train_tokens), percent(train_unknown, train_tokens),
+                      static_cast<long long>(dev_unknown), static_cast<long long>(dev_tokens),
+                      percent(dev_unknown, dev_tokens));
         return text;
     }
 
@@ -322,7 +323,8 @@ private:
                     return false;
                 }
         }
-        const auto too_long = [&](const std::vector<std::string>& symbols, int64_t extra, int64_t limit, const char* side) {
+        const auto too_long =
+            [&](const std::vector<std::string>& symbols, int64_t extra, int64_t limit, const char* side) {
             if (limit <= 0 || static_cast<int64_t>(symbols.size()) + extra <= limit) return false;
             problem = detail::concat("the ", side, " has ", symbols.size(), " symbols", extra ? " (and </s>)" : "",
                                      "; the model takes at most ", limit - extra);
@@ -453,9 +455,7 @@ TrainingData prepare_data(const TrainingOptions& options, const DataRequest& req
     } else if (options.task == "corpus") {
         what = corpus_name(options.train_files);
         const bool carve = options.dev_files.empty();
-        const auto only = [](Split split) {
-            return [split](std::string_view) { return std::optional<Split>(split); };
-        };
+        const auto only = [](Split split) { return [split](std::string_view) { return std::optional<Split>(split); }; };
         if (carve) {
             // Test files, if given, replace the carved test split, whose lines are then unused.
             read_corpus(options.train_files, builder, problems, [&](std::string_view source) {
@@ -467,10 +467,10 @@ TrainingData prepare_data(const TrainingOptions& options, const DataRequest& req
             read_corpus(options.dev_files, builder, problems, only(Split::dev));
         }
         if (!options.test_files.empty()) read_corpus(options.test_files, builder, problems, only(Split::test));
-        report.push_back(detail::concat(
-            carve ? "dev and test carved from " + what + " by a hash of the source side"
-                  : "train " + what + ", dev " + corpus_name(options.dev_files),
-            !options.test_files.empty() ? ", test " + corpus_name(options.test_files) : std::string()));
+        report.push_back(detail::concat(carve ? "dev and test carved from " + what + " by a hash of the source side"
+                                              : "train " + what + ", dev " + corpus_name(options.dev_files),
+                                        !options.test_files.empty() ? ", test " + corpus_name(options.test_files)
+                                                                    : std::string()));
     } else {
         SyntheticOptions synthetic = options.synthetic;
         synthetic.task = options.task;

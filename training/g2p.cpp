@@ -12,10 +12,10 @@
 namespace seqgrad::training {
 
 const std::vector<std::string>& arpabet_phones() {
-    static const std::vector<std::string> phones = {
-        "AA", "AE", "AH", "AO", "AW", "AY", "B",  "CH", "D",  "DH", "EH", "ER", "EY",
-        "F",  "G",  "HH", "IH", "IY", "JH", "K",  "L",  "M",  "N",  "NG", "OW", "OY",
-        "P",  "R",  "S",  "SH", "T",  "TH", "UH", "UW", "V",  "W",  "Y",  "Z",  "ZH"};
+    static const std::vector<std::string> phones = {"AA", "AE", "AH", "AO", "AW", "AY", "B",  "CH", "D",  "DH",
+                                                    "EH", "ER", "EY", "F",  "G",  "HH", "IH", "IY", "JH", "K",
+                                                    "L",  "M",  "N",  "NG", "OW", "OY", "P",  "R",  "S",  "SH",
+                                                    "T",  "TH", "UH", "UW", "V",  "W",  "Y",  "Z",  "ZH"};
     return phones;
 }
 
@@ -125,7 +125,8 @@ Lexicon read_dictionary(const std::string& path) {
 
     if (lexicon.words.empty()) {
         std::string first_problems;
-        for (size_t i = 0; i < std::min<size_t>(3, lexicon.warnings.size()); ++i) first_problems += "\n  " + lexicon.warnings[i];
+        for (size_t i = 0; i < std::min<size_t>(3, lexicon.warnings.size()); ++i)
+            first_problems += "\n  " + lexicon.warnings[i];
         throw Error(detail::concat(path, ": no valid entries (", lexicon.lines, " lines, ", lexicon.skipped_lines,
                                    " skipped)", first_problems.empty() ? "" : "; the first problems:", first_problems));
     }

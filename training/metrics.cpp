@@ -8,8 +8,7 @@
 namespace seqgrad::training {
 
 template <typename Token>
-void ErrorRates::add_word(const std::vector<Token>& prediction,
-                          const std::vector<std::vector<Token>>& references) {
+void ErrorRates::add_word(const std::vector<Token>& prediction, const std::vector<std::vector<Token>>& references) {
     check(!references.empty(), "ErrorRates::add", "a word needs at least one reference");
     // The nearest reference; among equally near ones the shortest, so a tie costs the larger
     // share of that word's phones.
@@ -36,8 +35,7 @@ void ErrorRates::add(const std::vector<std::string>& prediction,
     add_word(prediction, references);
 }
 
-void ErrorRates::add(const std::vector<int64_t>& prediction,
-                     const std::vector<std::vector<int64_t>>& references) {
+void ErrorRates::add(const std::vector<int64_t>& prediction, const std::vector<std::vector<int64_t>>& references) {
     add_word(prediction, references);
 }
 

@@ -47,8 +47,7 @@ const OptionTable<TrainingOptions>& table() {
             .at_least(1)
             .add("max_vocab", "and at most this many of the most frequent (0: no limit)", &O::max_vocab)
             .at_least(0)
-            .add("skip_invalid", "train on the valid lines and count the others, instead of refusing",
-                 &O::skip_invalid)
+            .add("skip_invalid", "train on the valid lines and count the others, instead of refusing", &O::skip_invalid)
             .add("batch_sentences", "sentences per batch (0: no limit)", &O::batches, &BatchOptions::max_sentences)
             .at_least(0)
             .add("batch_tokens", "cells per batch, padding included (0: no limit)", &O::batches,

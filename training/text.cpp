@@ -68,7 +68,8 @@ std::vector<std::string> utf8_characters(std::string_view text) {
     for (size_t at = 0; at < text.size();) {
         const size_t length = utf8_length(text, at);
         if (length == 0)  // not check(): its message would be built for every valid string too
-            throw Error(detail::concat("utf8_characters: \"", printable(text), "\" is not valid UTF-8 (byte ", at, ")"));
+            throw Error(detail::concat("utf8_characters: \"", printable(text), "\" is not valid UTF-8 (byte ", at,
+                                       ")"));
         characters.emplace_back(text.substr(at, length));
         at += length;
     }

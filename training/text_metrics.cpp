@@ -56,8 +56,7 @@ void append_utf8(std::string& out, char32_t code) {
 // sacreBLEU splits tokens on, strips lines with, and removes before counting chrF's characters.
 bool is_space(char32_t c) {
     return (c >= 0x09 && c <= 0x0D) || (c >= 0x1C && c <= 0x20) || c == 0x85 || c == 0xA0 || c == 0x1680 ||
-           (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F ||
-           c == 0x3000;
+           (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F || c == 0x3000;
 }
 
 bool is_digit(char32_t c) { return c >= U'0' && c <= U'9'; }  // ASCII only, as the class [0-9]
@@ -135,8 +134,8 @@ std::vector<std::string> tokens_13a(std::u32string line) {
     // A period or comma not preceded by a digit: "a." -> "a . ".
     std::u32string text = substitute_pairs(padded, not_digit, is_period_or_comma,
                                            [](std::u32string& out, char32_t a, char32_t b) {
-                                               out += a, out += U' ', out += b, out += U' ';
-                                           });
+        out += a, out += U' ', out += b, out += U' ';
+    });
     // A period or comma not followed by a digit: ".a" -> " . a".
     text = substitute_pairs(text, is_period_or_comma, not_digit, [](std::u32string& out, char32_t a, char32_t b) {
         out += U' ', out += a, out += U' ', out += b;
@@ -366,8 +365,8 @@ BleuResult corpus_bleu(const std::vector<std::string>& hypotheses,
     return result;
 }
 
-double corpus_chrf(const std::vector<std::string>& hypotheses,
-                   const std::vector<std::vector<std::string>>& references, const ChrfOptions& options) {
+double corpus_chrf(const std::vector<std::string>& hypotheses, const std::vector<std::vector<std::string>>& references,
+                   const ChrfOptions& options) {
     check(options.char_order >= 1, "chrf", "char_order must be at least 1, not ", options.char_order);
     check(options.beta >= 0, "chrf", "beta must not be negative, not ", options.beta);
     check_corpus("chrf", hypotheses, references);

@@ -67,8 +67,7 @@ Tokenizer Tokenizer::train_sentencepiece(const std::function<bool(std::string&)>
                                          const SentencePieceOptions& options) {
     check(options.model_type == "unigram" || options.model_type == "bpe", kOp,
           "the SentencePiece model type must be unigram or bpe, got \"", options.model_type, "\"");
-    check(options.vocab_size >= 8, kOp, "a SentencePiece vocabulary needs at least 8 pieces, got ",
-          options.vocab_size);
+    check(options.vocab_size >= 8, kOp, "a SentencePiece vocabulary needs at least 8 pieces, got ", options.vocab_size);
     CallbackSentences sentences(next);
     check(!sentences.done(), kOp, "no text to train a SentencePiece model on");
     sentencepiece::SetRandomGeneratorSeed(static_cast<unsigned int>(options.seed));
@@ -195,8 +194,7 @@ std::string base64_encode(std::string_view bytes) {
     for (size_t i = 0; i < bytes.size(); i += 3) {
         const size_t n = std::min<size_t>(3, bytes.size() - i);
         uint32_t group = 0;
-        for (size_t k = 0; k < 3; ++k)
-            group = (group << 8) | (k < n ? static_cast<unsigned char>(bytes[i + k]) : 0u);
+        for (size_t k = 0; k < 3; ++k) group = (group << 8) | (k < n ? static_cast<unsigned char>(bytes[i + k]) : 0u);
         for (size_t k = 0; k < 4; ++k) out += k <= n ? kBase64[(group >> (18 - 6 * k)) & 63] : '=';
     }
     return out;

@@ -58,8 +58,11 @@ DataRequest request_for(const models::ModelConfig& config) {
 class Trainer {
 public:
     Trainer(Run& run, const TrainingListener& listener, const std::atomic<bool>* stop_requested)
-        : run_(run), listener_(listener), stop_requested_(stop_requested),
-          seconds_before_(run.progress.seconds), start_step_(run.progress.step) {}
+        : run_(run),
+          listener_(listener),
+          stop_requested_(stop_requested),
+          seconds_before_(run.progress.seconds),
+          start_step_(run.progress.step) {}
 
     TrainingResult run();
 
@@ -91,7 +94,7 @@ private:
     const Clock::time_point session_start_ = Clock::now();
     const double seconds_before_;  // training time of the earlier sessions
     const int64_t start_step_;
-    int64_t saved_step_ = -1;      // the step of this session's last checkpoint
+    int64_t saved_step_ = -1;                        // the step of this session's last checkpoint
     double recent_tokens_ = 0, recent_seconds_ = 0;  // decaying sums for tokens per second
 };
 
@@ -207,7 +210,8 @@ void Trainer::evaluate_and_keep_best(bool scheduled) {
     models::DecodeOptions decode_options;
     decode_options.max_len = run_.options.eval_max_len;
     run_.model->eval();
-    const EvalResult result = evaluate(*run_.model, dev, run_.data.source_vocab, run_.data.target_vocab, decode_options);
+    const EvalResult result =
+        evaluate(*run_.model, dev, run_.data.source_vocab, run_.data.target_vocab, decode_options);
     run_.model->train();
 
     p.last_dev = result;
@@ -283,8 +287,7 @@ bool Trainer::budget_reached() const {
 double Trainer::budget_fraction() const {
     const TrainingOptions& o = run_.options;
     double f = -1;
-    if (o.max_steps > 0)
-        f = std::max(f, static_cast<double>(run_.progress.step) / static_cast<double>(o.max_steps));
+    if (o.max_steps > 0) f = std::max(f, static_cast<double>(run_.progress.step) / static_cast<double>(o.max_steps));
     if (o.minutes > 0) f = std::max(f, session_seconds() / (60.0 * o.minutes));
     if (o.epochs > 0) {
         const BatchStreamState at = run_.stream->state();

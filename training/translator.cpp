@@ -23,7 +23,8 @@ std::vector<std::vector<Translation>> Translator::translate(const std::vector<st
     check(options.beam_size >= 1 && options.nbest >= 1 && options.nbest <= options.beam_size, op,
           "needs beam_size >= 1 and 1 <= nbest <= beam_size, got beam ", options.beam_size, " and nbest ",
           options.nbest);
-    check(options.max_len >= 0 && options.max_hypotheses >= 1, op, "max_len must be 0 or more, max_hypotheses positive");
+    check(options.max_len >= 0 && options.max_hypotheses >= 1, op,
+          "max_len must be 0 or more, max_hypotheses positive");
     std::lock_guard<std::mutex> lock(mutex_);
     const auto start = std::chrono::steady_clock::now();
     NoGradGuard no_grad;
@@ -60,7 +61,8 @@ std::vector<std::vector<Translation>> Translator::translate(const std::vector<st
         decode.max_len = options.max_len > 0 ? options.max_len : std::max<int64_t>(40, 2 * width + 10);
         std::vector<std::vector<models::Hypothesis>> found;
         if (options.beam_size == 1) {
-            for (models::Hypothesis& h : models::greedy_decode(*loaded_.model, src, decode.max_len)) found.push_back({h});
+            for (models::Hypothesis& h : models::greedy_decode(*loaded_.model, src, decode.max_len))
+                found.push_back({h});
         } else {
             found = models::beam_search_nbest(*loaded_.model, src, decode, options.nbest);
         }

@@ -65,13 +65,11 @@ int64_t Vocabulary::id(std::string_view symbol) const {
     return it != sorted_ids_.end() && it->first == symbol ? it->second : kUnk;
 }
 
-bool Vocabulary::contains(std::string_view symbol) const {
-    return id(symbol) != kUnk || symbol == kSpecials[kUnk];
-}
+bool Vocabulary::contains(std::string_view symbol) const { return id(symbol) != kUnk || symbol == kSpecials[kUnk]; }
 
 const std::string& Vocabulary::symbol(int64_t id) const {
-    check(id >= 0 && id < size(), "Vocabulary::symbol", "id ", id, " is out of range for a vocabulary of ",
-          size(), " symbols");
+    check(id >= 0 && id < size(), "Vocabulary::symbol", "id ", id, " is out of range for a vocabulary of ", size(),
+          " symbols");
     return symbols_[static_cast<size_t>(id)];
 }
 

@@ -43,10 +43,8 @@ struct Problem {
     }
     // Pair p's weights (or their gradient) after dropout, into out [tq, tk], which may be weights.
     void drop(const float* weights, int64_t p, float* out) const {
-        if (out == weights)
-            dropout_mask.apply_in_place(out, tq * tk, p * tq * tk);
-        else
-            dropout_mask.apply(weights, out, tq * tk, p * tq * tk);
+        if (out == weights) dropout_mask.apply_in_place(out, tq * tk, p * tq * tk);
+        else dropout_mask.apply(weights, out, tq * tk, p * tq * tk);
     }
     // Pairs per chunk of work for parallel_for.
     int64_t grain() const { return std::max<int64_t>(1, (1 << 17) / std::max<int64_t>(1, tq * tk * head_size)); }
@@ -177,8 +175,8 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t head
                 small_gemm(true, false, b.tk, b.head_size, b.tq, dropped, b.tk, g_context, b.width,
                            gv_data + b.key_offset(p), b.width);
                 // d dropout(weights) = d context v^T, then back through dropout
-                small_gemm(false, true, b.tq, b.tk, b.head_size, g_context, b.width, pv + b.key_offset(p), b.width,
-                           s, b.tk);
+                small_gemm(false, true, b.tq, b.tk, b.head_size, g_context, b.width, pv + b.key_offset(p), b.width, s,
+                           b.tk);
                 if (b.dropout) b.drop(s, p, s);
                 // d weights gains the weights' own gradient; then d scores = weights * (d weights -
                 // sum(d weights * weights)), 0 where masked (the fill replaced those scores), and

@@ -44,9 +44,8 @@ template <typename Forward, typename Backward>
 Tensor unary(const char* name, const Tensor& x, Forward forward, Backward backward) {
     check(x.defined(), name, "the operand is undefined");
     Tensor out = map(x, forward);
-    return record(name, out, {x}, [x, out, backward](const Tensor& g) {
-        return std::vector<Tensor>{backward(g, x, out)};
-    });
+    return record(name, out, {x},
+                  [x, out, backward](const Tensor& g) { return std::vector<Tensor>{backward(g, x, out)}; });
 }
 
 using Pair = std::pair<Tensor, Tensor>;
@@ -54,92 +53,99 @@ using Pair = std::pair<Tensor, Tensor>;
 }  // namespace
 
 Tensor add(const Tensor& a, const Tensor& b) {
-    return binary("add", a, b, std::plus<float>(),
-                  [](const Tensor& g, const Tensor&, const Tensor&, const Tensor&) { return Pair{g, g}; });
+    return binary("add", a, b, std::plus<float>(), [](const Tensor& g, const Tensor&, const Tensor&, const Tensor&) {
+        return Pair{g, g};
+    });
 }
 
 Tensor sub(const Tensor& a, const Tensor& b) {
-    return binary("sub", a, b, std::minus<float>(),
-                  [](const Tensor& g, const Tensor&, const Tensor&, const Tensor&) {
-                      return Pair{g, map(g, [](float v) { return -v; })};
-                  });
+    return binary("sub", a, b, std::minus<float>(), [](const Tensor& g, const Tensor&, const Tensor&, const Tensor&) {
+        return Pair{g, map(g, [](float v) { return -v; })};
+    });
 }
 
 Tensor mul(const Tensor& a, const Tensor& b) {
     return binary("mul", a, b, std::multiplies<float>(),
                   [](const Tensor& g, const Tensor& a, const Tensor& b, const Tensor&) {
-                      return Pair{a.requires_grad() ? mul(g, b) : Tensor(),
-                                  b.requires_grad() ? mul(g, a) : Tensor()};
-                  });
+        return Pair{a.requires_grad() ? mul(g, b) : Tensor(), b.requires_grad() ? mul(g, a) : Tensor()};
+    });
 }
 
 Tensor div(const Tensor& a, const Tensor& b) {
     return binary("div", a, b, std::divides<float>(),
                   [](const Tensor& g, const Tensor& a, const Tensor& b, const Tensor& out) {
-                      // d(a/b)/db = -a/b^2 = -out/b
-                      return Pair{a.requires_grad() ? div(g, b) : Tensor(),
-                                  b.requires_grad() ? neg(div(mul(g, out), b)) : Tensor()};
-                  });
+        // d(a/b)/db = -a/b^2 = -out/b
+        return Pair{a.requires_grad() ? div(g, b) : Tensor(), b.requires_grad() ? neg(div(mul(g, out), b)) : Tensor()};
+    });
 }
 
 Tensor neg(const Tensor& x) {
-    return unary("neg", x, [](float v) { return -v; },
-                 [](const Tensor& g, const Tensor&, const Tensor&) { return neg(g); });
+    return unary(
+        "neg", x, [](float v) { return -v; }, [](const Tensor& g, const Tensor&, const Tensor&) { return neg(g); });
 }
 
 Tensor add(const Tensor& a, float s) {
-    return unary("add_scalar", a, [s](float v) { return v + s; },
-                 [](const Tensor& g, const Tensor&, const Tensor&) { return g; });
+    return unary(
+        "add_scalar", a, [s](float v) { return v + s; },
+        [](const Tensor& g, const Tensor&, const Tensor&) { return g; });
 }
 
 Tensor mul(const Tensor& a, float s) {
-    return unary("mul_scalar", a, [s](float v) { return v * s; },
-                 [s](const Tensor& g, const Tensor&, const Tensor&) { return mul(g, s); });
+    return unary(
+        "mul_scalar", a, [s](float v) { return v * s; },
+        [s](const Tensor& g, const Tensor&, const Tensor&) { return mul(g, s); });
 }
 
 Tensor exp(const Tensor& x) {
-    return unary("exp", x, [](float v) { return detail::fast_exp(v); },
-                 [](const Tensor& g, const Tensor&, const Tensor& y) { return mul(g, y); });
+    return unary(
+        "exp", x, [](float v) { return detail::fast_exp(v); },
+        [](const Tensor& g, const Tensor&, const Tensor& y) { return mul(g, y); });
 }
 
 Tensor log(const Tensor& x) {
-    return unary("log", x, [](float v) { return std::log(v); },
-                 [](const Tensor& g, const Tensor& x, const Tensor&) { return div(g, x); });
+    return unary(
+        "log", x, [](float v) { return std::log(v); },
+        [](const Tensor& g, const Tensor& x, const Tensor&) { return div(g, x); });
 }
 
 Tensor sqrt(const Tensor& x) {
-    return unary("sqrt", x, [](float v) { return std::sqrt(v); },
-                 [](const Tensor& g, const Tensor&, const Tensor& y) {
-                     return zip(g, y, [](float gv, float yv) { return 0.5f * gv / yv; });
-                 });
+    return unary(
+        "sqrt", x, [](float v) { return std::sqrt(v); },
+        [](const Tensor& g, const Tensor&, const Tensor& y) {
+        return zip(g, y, [](float gv, float yv) { return 0.5f * gv / yv; });
+        });
 }
 
 Tensor pow(const Tensor& x, float p) {
-    return unary("pow", x, [p](float v) { return std::pow(v, p); },
-                 [p](const Tensor& g, const Tensor& x, const Tensor&) {
-                     return zip(g, x, [p](float gv, float xv) { return gv * p * std::pow(xv, p - 1); });
-                 });
+    return unary(
+        "pow", x, [p](float v) { return std::pow(v, p); },
+        [p](const Tensor& g, const Tensor& x, const Tensor&) {
+        return zip(g, x, [p](float gv, float xv) { return gv * p * std::pow(xv, p - 1); });
+        });
 }
 
 Tensor tanh(const Tensor& x) {
-    return unary("tanh", x, [](float v) { return detail::fast_tanh(v); },
-                 [](const Tensor& g, const Tensor&, const Tensor& y) {
-                     return zip(g, y, [](float gv, float yv) { return gv * (1 - yv * yv); });
-                 });
+    return unary(
+        "tanh", x, [](float v) { return detail::fast_tanh(v); },
+        [](const Tensor& g, const Tensor&, const Tensor& y) {
+        return zip(g, y, [](float gv, float yv) { return gv * (1 - yv * yv); });
+        });
 }
 
 Tensor sigmoid(const Tensor& x) {
-    return unary("sigmoid", x, [](float v) { return detail::fast_sigmoid(v); },
-                 [](const Tensor& g, const Tensor&, const Tensor& y) {
-                     return zip(g, y, [](float gv, float yv) { return gv * yv * (1 - yv); });
-                 });
+    return unary(
+        "sigmoid", x, [](float v) { return detail::fast_sigmoid(v); },
+        [](const Tensor& g, const Tensor&, const Tensor& y) {
+        return zip(g, y, [](float gv, float yv) { return gv * yv * (1 - yv); });
+        });
 }
 
 Tensor relu(const Tensor& x) {
-    return unary("relu", x, [](float v) { return v > 0 ? v : 0.0f; },
-                 [](const Tensor& g, const Tensor& x, const Tensor&) {
-                     return zip(g, x, [](float gv, float xv) { return xv > 0 ? gv : 0.0f; });
-                 });
+    return unary(
+        "relu", x, [](float v) { return v > 0 ? v : 0.0f; },
+        [](const Tensor& g, const Tensor& x, const Tensor&) {
+        return zip(g, x, [](float gv, float xv) { return xv > 0 ? gv : 0.0f; });
+        });
 }
 
 Tensor gelu(const Tensor& x) {
@@ -147,14 +153,15 @@ Tensor gelu(const Tensor& x) {
     // distribution and density.
     constexpr float inv_sqrt2 = 0.70710678118654752f;
     constexpr float inv_sqrt_2pi = 0.39894228040143268f;
-    return unary("gelu", x, [](float v) { return 0.5f * v * (1 + detail::fast_erf(v * inv_sqrt2)); },
-                 [](const Tensor& g, const Tensor& x, const Tensor&) {
-                     return zip(g, x, [](float gv, float xv) {
-                         const float cdf = 0.5f * (1 + detail::fast_erf(xv * inv_sqrt2));
-                         const float pdf = inv_sqrt_2pi * detail::fast_exp(-0.5f * xv * xv);
-                         return gv * (cdf + xv * pdf);
-                     });
-                 });
+    return unary(
+        "gelu", x, [](float v) { return 0.5f * v * (1 + detail::fast_erf(v * inv_sqrt2)); },
+        [](const Tensor& g, const Tensor& x, const Tensor&) {
+        return zip(g, x, [](float gv, float xv) {
+            const float cdf = 0.5f * (1 + detail::fast_erf(xv * inv_sqrt2));
+            const float pdf = inv_sqrt_2pi * detail::fast_exp(-0.5f * xv * xv);
+            return gv * (cdf + xv * pdf);
+        });
+        });
 }
 
 Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
@@ -187,8 +194,8 @@ Tensor sum_to(const Tensor& grad, const Shape& shape) {
 namespace seqgrad {
 
 Tensor Tensor::clone() const {
-    return unary("clone", *this, [](float v) { return v; },
-                 [](const Tensor& g, const Tensor&, const Tensor&) { return g; });
+    return unary(
+        "clone", *this, [](float v) { return v; }, [](const Tensor& g, const Tensor&, const Tensor&) { return g; });
 }
 
 }  // namespace seqgrad

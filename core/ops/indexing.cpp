@@ -22,8 +22,8 @@ void gather_blocks(const float* x, float* out, const int64_t* index, int64_t pic
 }
 
 // Its gradient: gx[o, index[i], :] += g[o, i, :], in order, so a repeated index sums its copies.
-void scatter_add_blocks(const float* g, float* gx, const int64_t* index, int64_t picked, int64_t outer,
-                        int64_t count, int64_t inner) {
+void scatter_add_blocks(const float* g, float* gx, const int64_t* index, int64_t picked, int64_t outer, int64_t count,
+                        int64_t inner) {
     for (int64_t o = 0; o < outer; ++o)
         for (int64_t i = 0; i < picked; ++i) {
             float* to = gx + (o * count + index[i]) * inner;
@@ -40,8 +40,8 @@ Tensor embedding(const Tensor& weight, const IntTensor& ids) {
     const int64_t vocab = weight.size(0), dim = weight.size(1);
     const int64_t* pid = ids.data();
     for (int64_t i = 0; i < ids.numel(); ++i)
-        check(pid[i] >= 0 && pid[i] < vocab, "embedding", "id ", pid[i], " at position ", i, " of ids ",
-              ids.shape(), " is outside the vocabulary of ", vocab, " (weight ", weight.shape(), ")");
+        check(pid[i] >= 0 && pid[i] < vocab, "embedding", "id ", pid[i], " at position ", i, " of ids ", ids.shape(),
+              " is outside the vocabulary of ", vocab, " (weight ", weight.shape(), ")");
     Shape out_shape = ids.shape();
     out_shape.push_back(dim);
     Tensor out = Tensor::empty(out_shape);

@@ -90,8 +90,7 @@ Tensor broadcast_zip(const Tensor& a, const Tensor& b, const Shape& out_shape, F
     const float* pa = a.data();
     const float* pb = b.data();
     float* po = out.data();
-    parallel_for(rows, std::max<int64_t>(1, kElementwiseGrain / inner),
-                         [&](int64_t begin, int64_t end) {
+    parallel_for(rows, std::max<int64_t>(1, kElementwiseGrain / inner), [&](int64_t begin, int64_t end) {
         for (int64_t row = begin; row < end; ++row) {
             int64_t rest = row, oa = 0, ob = 0;
             for (size_t d = rank - 1; d-- > 0;) {

@@ -28,8 +28,8 @@ Tensor cross_entropy(const Tensor& logits, const IntTensor& targets, int64_t ign
     int64_t counted = 0;
     for (int64_t i = 0; i < n; ++i) {
         if (pt[i] == ignore_index) continue;
-        check(pt[i] >= 0 && pt[i] < vocab, "cross_entropy", "target ", pt[i], " at position ", i,
-              " is outside [0, ", vocab, ")");
+        check(pt[i] >= 0 && pt[i] < vocab, "cross_entropy", "target ", pt[i], " at position ", i, " is outside [0, ",
+              vocab, ")");
         ++counted;
     }
     const float eps = label_smoothing;
@@ -68,7 +68,8 @@ Tensor cross_entropy(const Tensor& logits, const IntTensor& targets, int64_t ign
         const float* plse = lse.data();
         const int64_t* pt = targets.data();
         float* pd = gx.data();
-        detail::parallel_for(rows, std::max<int64_t>(1, detail::kElementwiseGrain / v), [&](int64_t begin, int64_t end) {
+        detail::parallel_for(rows, std::max<int64_t>(1, detail::kElementwiseGrain / v),
+                             [&](int64_t begin, int64_t end) {
             for (int64_t i = begin; i < end; ++i) {
                 float* drow = pd + i * v;
                 if (pt[i] == ignore_index) {

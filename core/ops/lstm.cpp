@@ -61,8 +61,8 @@ void gates_backward(const float* __restrict acts, const float* __restrict c_prev
 
 }  // namespace
 
-LstmState lstm_cell(const Tensor& x, const LstmState& state, const Tensor& w_ih, const Tensor& w_hh,
-                    const Tensor& b_ih, const Tensor& b_hh) {
+LstmState lstm_cell(const Tensor& x, const LstmState& state, const Tensor& w_ih, const Tensor& w_hh, const Tensor& b_ih,
+                    const Tensor& b_hh) {
     const Tensor& h = state.h;
     const Tensor& c = state.c;
     check(x.defined() && h.defined() && c.defined() && w_ih.defined() && w_hh.defined(), "lstm_cell",
@@ -72,10 +72,10 @@ LstmState lstm_cell(const Tensor& x, const LstmState& state, const Tensor& w_ih,
     check(h.dim() == 2 && h.size(0) == batch, "lstm_cell", "h ", h.shape(), " does not fit input ", x.shape());
     const int64_t hidden = h.size(1);
     check(c.shape() == h.shape(), "lstm_cell", "c ", c.shape(), " differs from h ", h.shape());
-    check(w_ih.shape() == Shape{4 * hidden, in}, "lstm_cell", "w_ih ", w_ih.shape(), " should be [",
-          4 * hidden, ", ", in, "] for input ", x.shape(), " and h ", h.shape());
-    check(w_hh.shape() == Shape{4 * hidden, hidden}, "lstm_cell", "w_hh ", w_hh.shape(), " should be [",
-          4 * hidden, ", ", hidden, "]");
+    check(w_ih.shape() == Shape{4 * hidden, in}, "lstm_cell", "w_ih ", w_ih.shape(), " should be [", 4 * hidden, ", ",
+          in, "] for input ", x.shape(), " and h ", h.shape());
+    check(w_hh.shape() == Shape{4 * hidden, hidden}, "lstm_cell", "w_hh ", w_hh.shape(), " should be [", 4 * hidden,
+          ", ", hidden, "]");
     for (const Tensor* b : {&b_ih, &b_hh})
         check(!b->defined() || b->shape() == Shape{4 * hidden}, "lstm_cell", "bias ", b->shape(), " should be [",
               4 * hidden, "]");
@@ -103,49 +103,57 @@ LstmState lstm_cell(const Tensor& x, const LstmState& state, const Tensor& w_ih,
         const float* __restrict pc = c.data();
         float* __restrict ph = h_next.data();
         float* __restrict pcn = c_next.data();
-        detail::parallel_for(batch, std::max<int64_t>(1, detail::kElementwiseGrain / g4), [=](int64_t begin, int64_t end) {
+        detail::parallel_for(batch, std::max<int64_t>(1, detail::kElementwiseGrain / g4),
+                             [=](int64_t begin, int64_t end) {
             for (int64_t b = begin; b < end; ++b)
                 gates_forward<true>(pa + b * g4, pbias, pc + b * hidden, pcn + b * hidden, ph + b * hidden, hidden);
         });
     }
 
-    auto outputs = record("lstm_cell", {h_next, c_next}, {x, h, c, w_ih, w_hh, b_ih, b_hh},
-        [x, h, c, w_ih, w_hh, b_ih, b_hh, gates, c_next, batch, in, hidden](std::span<const Tensor> grads) {
-            const int64_t g4 = 4 * hidden;
-            Tensor dgates = Tensor::empty({batch, g4});  // gradient of the pre-activation gates
-            Tensor dc = Tensor::empty({batch, hidden});
-            const float* __restrict dh = grads[0].data();
-            const float* __restrict dcn = grads[1].data();
-            const float* __restrict pa = gates.data();
-            const float* __restrict pc = c.data();
-            const float* __restrict pcn = c_next.data();
-            float* __restrict pd = dgates.data();
-            float* __restrict pdc = dc.data();
-            detail::parallel_for(batch, std::max<int64_t>(1, detail::kElementwiseGrain / g4), [=](int64_t begin, int64_t end) {
-                for (int64_t b = begin; b < end; ++b)
-                    gates_backward(pa + b * g4, pc + b * hidden, pcn + b * hidden, dh + b * hidden, dcn + b * hidden,
-                                   pd + b * g4, pdc + b * hidden, hidden);
-            });
-            Tensor dx, dh_prev, dw_ih, dw_hh, db;
-            if (x.requires_grad()) {
-                dx = Tensor::empty(x.shape());
-                detail::gemm(false, false, batch, in, g4, pd, w_ih.data(), dx.data(), false);
-            }
-            if (h.requires_grad()) {
-                dh_prev = Tensor::empty(h.shape());
-                detail::gemm(false, false, batch, hidden, g4, pd, w_hh.data(), dh_prev.data(), false);
-            }
-            if (w_ih.requires_grad()) {
-                dw_ih = Tensor::empty(w_ih.shape());
-                detail::gemm(true, false, g4, in, batch, pd, x.data(), dw_ih.data(), false);
-            }
-            if (w_hh.requires_grad()) {
-                dw_hh = Tensor::empty(w_hh.shape());
-                detail::gemm(true, false, g4, hidden, batch, pd, h.data(), dw_hh.data(), false);
-            }
-            if (b_ih.requires_grad() || b_hh.requires_grad()) db = sum(dgates, {0});
-            return std::vector<Tensor>{dx, dh_prev, c.requires_grad() ? dc : Tensor(), dw_ih, dw_hh,
-                                       b_ih.requires_grad() ? db : Tensor(), b_hh.requires_grad() ? db : Tensor()};
+    auto outputs =
+        record("lstm_cell", {h_next, c_next}, {x, h, c, w_ih, w_hh, b_ih, b_hh},
+               [x, h, c, w_ih, w_hh, b_ih, b_hh, gates, c_next, batch, in, hidden](std::span<const Tensor> grads) {
+        const int64_t g4 = 4 * hidden;
+        Tensor dgates = Tensor::empty({batch, g4});  // gradient of the pre-activation gates
+        Tensor dc = Tensor::empty({batch, hidden});
+        const float* __restrict dh = grads[0].data();
+        const float* __restrict dcn = grads[1].data();
+        const float* __restrict pa = gates.data();
+        const float* __restrict pc = c.data();
+        const float* __restrict pcn = c_next.data();
+        float* __restrict pd = dgates.data();
+        float* __restrict pdc = dc.data();
+        detail::parallel_for(batch, std::max<int64_t>(1, detail::kElementwiseGrain / g4),
+                             [=](int64_t begin, int64_t end) {
+            for (int64_t b = begin; b < end; ++b)
+                gates_backward(pa + b * g4, pc + b * hidden, pcn + b * hidden, dh + b * hidden, dcn + b * hidden,
+                               pd + b * g4, pdc + b * hidden, hidden);
+        });
+        Tensor dx, dh_prev, dw_ih, dw_hh, db;
+        if (x.requires_grad()) {
+            dx = Tensor::empty(x.shape());
+            detail::gemm(false, false, batch, in, g4, pd, w_ih.data(), dx.data(), false);
+        }
+        if (h.requires_grad()) {
+            dh_prev = Tensor::empty(h.shape());
+            detail::gemm(false, false, batch, hidden, g4, pd, w_hh.data(), dh_prev.data(), false);
+        }
+        if (w_ih.requires_grad()) {
+            dw_ih = Tensor::empty(w_ih.shape());
+            detail::gemm(true, false, g4, in, batch, pd, x.data(), dw_ih.data(), false);
+        }
+        if (w_hh.requires_grad()) {
+            dw_hh = Tensor::empty(w_hh.shape());
+            detail::gemm(true, false, g4, hidden, batch, pd, h.data(), dw_hh.data(), false);
+        }
+        if (b_ih.requires_grad() || b_hh.requires_grad()) db = sum(dgates, {0});
+        return std::vector<Tensor>{dx,
+                                   dh_prev,
+                                   c.requires_grad() ? dc : Tensor(),
+                                   dw_ih,
+                                   dw_hh,
+                                   b_ih.requires_grad() ? db : Tensor(),
+                                   b_hh.requires_grad() ? db : Tensor()};
         });
     return {outputs[0], outputs[1]};
 }
@@ -159,11 +167,11 @@ LstmSequence lstm_sequence(const Tensor& input_gates, const Tensor& h0, const Te
     check(input_gates.dim() == 3 && input_gates.size(1) > 0 && input_gates.size(2) > 0 && input_gates.size(2) % 4 == 0,
           op, "input gates must be [batch, steps >= 1, 4 * hidden], got ", input_gates.shape());
     const int64_t batch = input_gates.size(0), steps = input_gates.size(1), g4 = input_gates.size(2), hidden = g4 / 4;
-    check(h0.shape() == Shape{batch, hidden} && c0.shape() == h0.shape(), op, "h0 ", h0.shape(), " and c0 ",
-          c0.shape(), " must be [", batch, ", ", hidden, "]");
+    check(h0.shape() == Shape{batch, hidden} && c0.shape() == h0.shape(), op, "h0 ", h0.shape(), " and c0 ", c0.shape(),
+          " must be [", batch, ", ", hidden, "]");
     check(w_hh.shape() == Shape{g4, hidden}, op, "w_hh ", w_hh.shape(), " should be [", g4, ", ", hidden, "]");
-    check(lengths.empty() || static_cast<int64_t>(lengths.size()) == batch, op, lengths.size(), " lengths for a batch of ",
-          batch);
+    check(lengths.empty() || static_cast<int64_t>(lengths.size()) == batch, op, lengths.size(),
+          " lengths for a batch of ", batch);
     std::vector<int64_t> length(static_cast<size_t>(batch), steps);
     for (size_t b = 0; b < lengths.size(); ++b) {
         check(lengths[b] >= 0 && lengths[b] <= steps, op, "length ", lengths[b], " outside [0, ", steps, "]");
@@ -213,49 +221,50 @@ LstmSequence lstm_sequence(const Tensor& input_gates, const Tensor& h0, const Te
     std::copy_n(cs.data() + steps * batch * hidden, batch * hidden, c_n.data());
 
     auto results = record(op, {outputs, h_n, c_n}, {input_gates, h0, c0, w_hh},
-        [acts, hs, cs, w_hh, length, batch, steps, g4, hidden, reverse, row_grain](std::span<const Tensor> grads) {
-            const float* g_out = grads[0].data();
-            Tensor d_gates = Tensor::empty({batch, steps, g4});
-            Tensor d_steps = Tensor::empty({steps, batch, g4});  // the same, in processing order
-            // With respect to the state after step s; first the final state's gradients.
-            Tensor dh = Tensor::empty({batch, hidden}), dc = Tensor::empty({batch, hidden});
-            std::copy_n(grads[1].data(), batch * hidden, dh.data());
-            std::copy_n(grads[2].data(), batch * hidden, dc.data());
-            for (int64_t s = steps - 1; s >= 0; --s) {
-                const int64_t t = reverse ? steps - 1 - s : s;
-                const float* a = acts.data() + s * batch * g4;
-                const float* c_prev = cs.data() + s * batch * hidden;
-                const float* c_new = cs.data() + (s + 1) * batch * hidden;
-                float* dg = d_steps.data() + s * batch * g4;
-                float* pdh = dh.data();
-                float* pdc = dc.data();
-                float* pd_gates = d_gates.data();
-                detail::parallel_for(batch, row_grain, [&](int64_t begin, int64_t end) {
-                    for (int64_t b = begin; b < end; ++b) {
-                        float* __restrict drow = dg + b * g4;
-                        if (t >= length[static_cast<size_t>(b)]) {  // padding: dh and dc pass through
-                            std::fill_n(drow, g4, 0.0f);
-                            std::fill_n(pd_gates + (b * steps + t) * g4, g4, 0.0f);
-                            continue;
-                        }
-                        const float* go = g_out + (b * steps + t) * hidden;
-                        float* dhb = pdh + b * hidden;
-                        float* dcb = pdc + b * hidden;
-                        for (int64_t j = 0; j < hidden; ++j) dhb[j] += go[j];  // h's gradient, output included
-                        gates_backward(a + b * g4, c_prev + b * hidden, c_new + b * hidden, dhb, dcb, drow, dcb, hidden);
-                        std::fill_n(dhb, hidden, 0.0f);  // replaced below by d gates W_hh
-                        std::copy_n(drow, g4, pd_gates + (b * steps + t) * g4);
+                          [acts, hs, cs, w_hh, length, batch, steps, g4, hidden, reverse,
+                           row_grain](std::span<const Tensor> grads) {
+        const float* g_out = grads[0].data();
+        Tensor d_gates = Tensor::empty({batch, steps, g4});
+        Tensor d_steps = Tensor::empty({steps, batch, g4});  // the same, in processing order
+        // With respect to the state after step s; first the final state's gradients.
+        Tensor dh = Tensor::empty({batch, hidden}), dc = Tensor::empty({batch, hidden});
+        std::copy_n(grads[1].data(), batch * hidden, dh.data());
+        std::copy_n(grads[2].data(), batch * hidden, dc.data());
+        for (int64_t s = steps - 1; s >= 0; --s) {
+            const int64_t t = reverse ? steps - 1 - s : s;
+            const float* a = acts.data() + s * batch * g4;
+            const float* c_prev = cs.data() + s * batch * hidden;
+            const float* c_new = cs.data() + (s + 1) * batch * hidden;
+            float* dg = d_steps.data() + s * batch * g4;
+            float* pdh = dh.data();
+            float* pdc = dc.data();
+            float* pd_gates = d_gates.data();
+            detail::parallel_for(batch, row_grain, [&](int64_t begin, int64_t end) {
+                for (int64_t b = begin; b < end; ++b) {
+                    float* __restrict drow = dg + b * g4;
+                    if (t >= length[static_cast<size_t>(b)]) {  // padding: dh and dc pass through
+                        std::fill_n(drow, g4, 0.0f);
+                        std::fill_n(pd_gates + (b * steps + t) * g4, g4, 0.0f);
+                        continue;
                     }
-                });
-                // dh before the step: d gates W_hh on real rows (padded rows have zero d gates and
-                // keep the dh that passed through).
-                detail::gemm(false, false, batch, hidden, g4, dg, w_hh.data(), pdh, true);
-            }
-            // W_hh's gradient over every step at once: sum_s d gates_s^T h_s.
-            Tensor d_w_hh = Tensor::empty(w_hh.shape());
-            detail::gemm(true, false, g4, hidden, steps * batch, d_steps.data(), hs.data(), d_w_hh.data(), false);
-            return std::vector<Tensor>{d_gates, dh, dc, d_w_hh};
-        });
+                    const float* go = g_out + (b * steps + t) * hidden;
+                    float* dhb = pdh + b * hidden;
+                    float* dcb = pdc + b * hidden;
+                    for (int64_t j = 0; j < hidden; ++j) dhb[j] += go[j];  // h's gradient, output included
+                    gates_backward(a + b * g4, c_prev + b * hidden, c_new + b * hidden, dhb, dcb, drow, dcb, hidden);
+                    std::fill_n(dhb, hidden, 0.0f);  // replaced below by d gates W_hh
+                    std::copy_n(drow, g4, pd_gates + (b * steps + t) * g4);
+                }
+            });
+            // dh before the step: d gates W_hh on real rows (padded rows have zero d gates and
+            // keep the dh that passed through).
+            detail::gemm(false, false, batch, hidden, g4, dg, w_hh.data(), pdh, true);
+        }
+        // W_hh's gradient over every step at once: sum_s d gates_s^T h_s.
+        Tensor d_w_hh = Tensor::empty(w_hh.shape());
+        detail::gemm(true, false, g4, hidden, steps * batch, d_steps.data(), hs.data(), d_w_hh.data(), false);
+        return std::vector<Tensor>{d_gates, dh, dc, d_w_hh};
+    });
     return {results[0], results[1], results[2]};
 }
 

@@ -29,8 +29,8 @@ std::vector<int64_t> batch_offsets(const Shape& own, const Shape& batch) {
 
 Tensor matmul(const Tensor& a, const Tensor& b, bool ta, bool tb) {
     check(a.defined() && b.defined(), "matmul", "an operand is undefined");
-    check(a.dim() >= 2 && b.dim() >= 2, "matmul", "operands need rank >= 2, got shapes ", a.shape(),
-          " and ", b.shape());
+    check(a.dim() >= 2 && b.dim() >= 2, "matmul", "operands need rank >= 2, got shapes ", a.shape(), " and ",
+          b.shape());
     const Shape& sa = a.shape();
     const Shape& sb = b.shape();
     const int64_t m = ta ? sa[sa.size() - 1] : sa[sa.size() - 2];
@@ -101,7 +101,8 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
     }
     detail::gemm(false, true, rows, out_features, in_features, x.data(), weight.data(), po, bias.defined());
 
-    return record("linear", out, {x, weight, bias}, [x, weight, bias, rows, in_features, out_features](const Tensor& g) {
+    return record("linear", out, {x, weight, bias},
+                  [x, weight, bias, rows, in_features, out_features](const Tensor& g) {
         Tensor gx, gw, gb;
         if (x.requires_grad()) {  // dX = dY W
             gx = Tensor::empty(x.shape());

@@ -13,8 +13,8 @@ Tensor layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, floa
     check(x.defined() && gamma.defined() && beta.defined(), "layer_norm", "an operand is undefined");
     check(x.dim() >= 1, "layer_norm", "needs rank >= 1, got ", x.shape());
     const int64_t d = x.size(-1);
-    check(gamma.shape() == Shape{d} && beta.shape() == Shape{d}, "layer_norm", "gamma ", gamma.shape(),
-          " and beta ", beta.shape(), " must both be [", d, "] for input ", x.shape());
+    check(gamma.shape() == Shape{d} && beta.shape() == Shape{d}, "layer_norm", "gamma ", gamma.shape(), " and beta ",
+          beta.shape(), " must both be [", d, "] for input ", x.shape());
     check(eps >= 0, "layer_norm", "eps must be non-negative, got ", eps);
     const int64_t rows = x.numel() / std::max<int64_t>(d, 1);
     Tensor out = Tensor::empty(x.shape());

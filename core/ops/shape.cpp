@@ -74,8 +74,8 @@ Tensor reshape(const Tensor& x, const Shape& shape) {
         check(known > 0 && x.numel() % known == 0, "reshape", "cannot view shape ", x.shape(), " as ", shape);
         resolved[static_cast<size_t>(inferred)] = x.numel() / known;
     }
-    check(resolved.numel() == x.numel(), "reshape", "cannot view shape ", x.shape(), " (", x.numel(),
-          " elements) as ", shape);
+    check(resolved.numel() == x.numel(), "reshape", "cannot view shape ", x.shape(), " (", x.numel(), " elements) as ",
+          shape);
     if (resolved == x.shape()) return x;
     auto impl = std::make_shared<TensorImpl>();
     impl->storage = x.impl()->storage;
@@ -109,7 +109,8 @@ Tensor permute(const Tensor& x, const std::vector<int64_t>& order) {
         const int64_t rows = out.numel() / inner;
         const float* px = x.data();
         float* po = out.data();
-        detail::parallel_for(rows, std::max<int64_t>(1, detail::kElementwiseGrain / inner), [&](int64_t begin, int64_t end) {
+        detail::parallel_for(rows, std::max<int64_t>(1, detail::kElementwiseGrain / inner),
+                             [&](int64_t begin, int64_t end) {
             for (int64_t row = begin; row < end; ++row) {
                 int64_t rest = row, offset = 0;
                 for (size_t d = rank - 1; d-- > 0;) {
@@ -123,8 +124,7 @@ Tensor permute(const Tensor& x, const std::vector<int64_t>& order) {
     } else if (out.numel() == 1) {
         out.data()[0] = x.data()[0];
     }
-    return record("permute", out, {x},
-                  [inverse](const Tensor& g) { return std::vector<Tensor>{permute(g, inverse)}; });
+    return record("permute", out, {x}, [inverse](const Tensor& g) { return std::vector<Tensor>{permute(g, inverse)}; });
 }
 
 Tensor transpose(const Tensor& x, int64_t axis0, int64_t axis1) {
@@ -143,8 +143,7 @@ Tensor slice(const Tensor& x, int64_t axis, int64_t start, int64_t stop) {
     const Shape& s = x.shape();
     const int64_t n = s[a];
     const int64_t b = start < 0 ? start + n : start, e = stop < 0 ? stop + n : stop;
-    check(0 <= b && b <= e && e <= n, "slice", "range [", start, ", ", stop, ") is outside axis ", a,
-          " of shape ", s);
+    check(0 <= b && b <= e && e <= n, "slice", "range [", start, ", ", stop, ") is outside axis ", a, " of shape ", s);
     Shape out_shape = s;
     out_shape[a] = e - b;
     Tensor out = Tensor::empty(out_shape);
@@ -198,8 +197,8 @@ std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, in
         check(len >= 0, "split", "negative piece size ", len);
         total += len;
     }
-    check(total == x.shape()[a], "split", "pieces add up to ", total, " but axis ", a, " of shape ",
-          x.shape(), " has ", x.shape()[a]);
+    check(total == x.shape()[a], "split", "pieces add up to ", total, " but axis ", a, " of shape ", x.shape(), " has ",
+          x.shape()[a]);
     std::vector<Tensor> pieces = split_data(x, sizes, a);
     return record("split", pieces, {x}, [a](std::span<const Tensor> grads) {
         return std::vector<Tensor>{concat_data(std::vector<Tensor>(grads.begin(), grads.end()), a)};
@@ -209,8 +208,8 @@ std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, in
 std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t axis) {
     check(x.defined(), "chunk", "the operand is undefined");
     const int64_t n = x.size(normalize_axis(axis, x.dim(), "chunk"));
-    check(chunks > 0 && n % chunks == 0, "chunk", "axis ", axis, " of shape ", x.shape(),
-          " does not divide into ", chunks, " equal parts");
+    check(chunks > 0 && n % chunks == 0, "chunk", "axis ", axis, " of shape ", x.shape(), " does not divide into ",
+          chunks, " equal parts");
     return split(x, std::vector<int64_t>(static_cast<size_t>(chunks), n / chunks), axis);
 }
 

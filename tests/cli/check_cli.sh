@@ -15,7 +15,8 @@ echo "$out" | grep -q "expect.grad." || fail "no per-tensor lines"
 
 out=$("$seqgrad" check /nonexistent.safetensors "$fixtures/seq2seq_init_state_1layer.safetensors"); status=$?
 [ $status -eq 1 ] || fail "a missing file should exit 1, got $status"
-echo "$out" | grep -q "FAIL /nonexistent.safetensors: .*nonexistent.safetensors" || fail "no message naming the missing file"
+echo "$out" | grep -q "FAIL /nonexistent.safetensors: .*nonexistent.safetensors" \
+  || fail "no message naming the missing file"
 [ "$(echo "$out" | tail -n 1)" = "1 passed, 1 failed" ] || fail "wrong summary for a missing file"
 
 "$seqgrad" check --atol 2>/dev/null; status=$?

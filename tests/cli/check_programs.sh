@@ -67,9 +67,11 @@ for cmd in eval predict; do
   extra=(); [ $cmd = predict ] && extra=(abc)
   out=$("$seqgrad" $cmd --checkpoint "$work/nothing_here" "${extra[@]}" 2>&1); status=$?
   [ $status -ne 0 ] || fail "$cmd on a missing checkpoint should exit non-zero"
-  echo "$out" | grep -q "no checkpoint at $work/nothing_here" || fail "$cmd: no message naming the missing checkpoint: $out"
+  echo "$out" | grep -q "no checkpoint at $work/nothing_here" \
+    || fail "$cmd: no message naming the missing checkpoint: $out"
 done
-out=$("$seqgrad" train --task reverse --model transformer --config "$work/missing.json" --max-steps 1 --out "$work/x" 2>&1)
+out=$("$seqgrad" train --task reverse --model transformer --config "$work/missing.json" --max-steps 1 \
+      --out "$work/x" 2>&1)
 status=$?
 [ $status -ne 0 ] || fail "a missing config should exit non-zero"
 echo "$out" | grep -q "missing.json" || fail "no message naming the missing config: $out"
@@ -79,7 +81,8 @@ status=$?
 [ $status -ne 0 ] || fail "a config with an unknown key should exit non-zero"
 echo "$out" | grep -q 'unknown key "epoch"' || fail "no message naming the unknown key: $out"
 [ ! -e "$work/y" ] || fail "a rejected config still created the output directory"
-out=$("$seqgrad" train --task g2p --model transformer --dictionary "$work/no_such.dict" --max-steps 1 --out "$work/d" 2>&1)
+out=$("$seqgrad" train --task g2p --model transformer --dictionary "$work/no_such.dict" --max-steps 1 \
+      --out "$work/d" 2>&1)
 status=$?
 [ $status -ne 0 ] || fail "a missing dictionary should exit non-zero"
 echo "$out" | grep -q "no_such.dict: cannot open" || fail "no message naming the missing dictionary: $out"
@@ -117,17 +120,22 @@ EOF
 corpus=("$seqgrad" train --model attn_seq2seq --config "$work/corpus.json" --threads 1 --max-steps 8)
 out=$("${corpus[@]}" --train "$work/pairs.tsv" --out "$work/own" 2>&1); status=$?
 [ $status -eq 0 ] || fail "training on a TSV exited $status: $out"
-echo "$out" | grep -q "pairs.tsv: [0-9]* training pairs, [0-9]* dev sources" || fail "no start line with the counts: $out"
-echo "$out" | grep -q "dev and test carved from .*pairs.tsv" || fail "the start line did not say dev and test were carved: $out"
+echo "$out" | grep -q "pairs.tsv: [0-9]* training pairs, [0-9]* dev sources" \
+  || fail "no start line with the counts: $out"
+echo "$out" | grep -q "dev and test carved from .*pairs.tsv" \
+  || fail "the start line did not say dev and test were carved: $out"
 echo "$out" | grep -q "unknown tokens: .* in train" || fail "no count of unknown tokens: $out"
-out=$("${corpus[@]}" --train "$work/src.txt.gz" "$work/tgt.txt.gz" --dev "$work/heldout.tsv" --tgt-tokens sentencepiece \
+out=$("${corpus[@]}" --train "$work/src.txt.gz" "$work/tgt.txt.gz" --dev "$work/heldout.tsv" \
+      --tgt-tokens sentencepiece \
       --spm-vocab-size 20 --out "$work/own_gz" 2>&1); status=$?
 [ $status -eq 0 ] || fail "training on aligned gzip files with a SentencePiece target exited $status: $out"
 echo "$out" | grep -q "target sentencepiece" || fail "the start line did not name the SentencePiece target: $out"
-out=$("$seqgrad" eval --checkpoint "$work/own_gz" --test "$work/heldout.tsv" --metric bleu --metric chrf --threads 1 2>&1)
+out=$("$seqgrad" eval --checkpoint "$work/own_gz" --test "$work/heldout.tsv" --metric bleu --metric chrf \
+      --threads 1 2>&1)
 status=$?
 [ $status -eq 0 ] || fail "eval --test exited $status: $out"
-echo "$out" | grep -q "WER .*PER .*(20 words).*BLEU [0-9.]*  chrF [0-9.]*" || fail "eval printed no WER, PER, BLEU, chrF: $out"
+echo "$out" | grep -q "WER .*PER .*(20 words).*BLEU [0-9.]*  chrF [0-9.]*" \
+  || fail "eval printed no WER, PER, BLEU, chrF: $out"
 out=$("$seqgrad" eval --checkpoint "$work/own" --split dev --threads 1 2>&1); status=$?
 [ $status -eq 0 ] || fail "eval of a corpus run's dev split exited $status: $out"
 printf 'abc\n\nfed\n' > "$work/inputs.txt"

@@ -13,7 +13,8 @@ test -f "$work/prefix/lib/libseqgrad.a"
 test -f "$work/prefix/include/seqgrad/seqgrad.h"
 "$work/prefix/bin/seqgrad" --help | grep -q "train" || { echo "the installed seqgrad program does not run"; exit 1; }
 
-cmake -S "$here/project" -B "$work/cmake-build" -DCMAKE_PREFIX_PATH="$work/prefix" -DCMAKE_BUILD_TYPE=Release > "$work/configure.log"
+cmake -S "$here/project" -B "$work/cmake-build" -DCMAKE_PREFIX_PATH="$work/prefix" -DCMAKE_BUILD_TYPE=Release \
+  > "$work/configure.log"
 cmake --build "$work/cmake-build" > "$work/build.log"
 out=$("$work/cmake-build/quick_start")
 echo "$out"
@@ -29,22 +30,24 @@ echo "find_package and pkg-config builds both ran"
 
 # examples/: a model of one's own from the layers, trained with Adam, saved and loaded back.
 examples=$(cd "$here/../../examples" && pwd)
-cmake -S "$examples" -B "$work/examples-build" -DCMAKE_PREFIX_PATH="$work/prefix" -DCMAKE_BUILD_TYPE=Release > "$work/examples-configure.log"
+cmake -S "$examples" -B "$work/examples-build" -DCMAKE_PREFIX_PATH="$work/prefix" -DCMAKE_BUILD_TYPE=Release \
+  > "$work/examples-configure.log"
 cmake --build "$work/examples-build" > "$work/examples-build.log"
 out_layers=$(cd "$work" && "$work/examples-build/layers")
 echo "$out_layers"
 grep -q "^trained: adds 100 of 100 pairs" <<< "$out_layers" || { echo "examples/layers did not learn to add"; exit 1; }
-grep -q "^restored: adds 100 of 100 pairs" <<< "$out_layers" || { echo "examples/layers: the restored model differs"; exit 1; }
+grep -q "^restored: adds 100 of 100 pairs" <<< "$out_layers" \
+  || { echo "examples/layers: the restored model differs"; exit 1; }
 test -f "$work/adder.safetensors"
 # A checkpoint trained by the installed program on a corpus of its own (words and their
 # reversals), then used from C++ through the Translator: one best output, then three with scores.
 for i in $(seq 1 400); do
   w=$(printf '%x' $((i * 2654435761 % 1000003)) | tr '0-9' 'g-p')
-  printf '%s	%s
-' "$w" "$(echo "$w" | rev)"
+  printf '%s\t%s\n' "$w" "$(echo "$w" | rev)"
 done > "$work/pairs.tsv"
 "$work/prefix/bin/seqgrad" train --train "$work/pairs.tsv" --model seq2seq --max-steps 20 --threads 1 --show 0 \
-  --out "$work/reverse" > "$work/train.log" 2>&1 || { echo "the installed program did not train:"; cat "$work/train.log"; exit 1; }
+  --out "$work/reverse" > "$work/train.log" 2>&1 \
+  || { echo "the installed program did not train:"; cat "$work/train.log"; exit 1; }
 out_translate=$("$work/examples-build/translate" "$work/reverse" abc fedcba)
 echo "$out_translate"
 [ "$(echo "$out_translate" | wc -l)" -eq 2 ] && grep -q "^abc	" <<< "$out_translate" \

@@ -6,9 +6,9 @@
 int main() {
     auto a = seqgrad::Tensor::from_vector({1, 2, 3, 4, 5, 6}, {2, 3}, /*requires_grad=*/true);
     auto b = seqgrad::Tensor::from_vector({1, 0, 0, 1, 1, 1}, {3, 2}, true);
-    auto loss = seqgrad::tanh(seqgrad::matmul(a, b)).sum();   // also a + b, a * b, -a with broadcasting
+    auto loss = seqgrad::tanh(seqgrad::matmul(a, b)).sum();  // also a + b, a * b, -a with broadcasting
     loss.backward();
-    std::vector<float> ga = a.grad().to_vector();             // and loss.item(), a.shape()
+    std::vector<float> ga = a.grad().to_vector();  // and loss.item(), a.shape()
     std::printf("loss %.6f\n", loss.item());
     std::printf("grad");
     for (float g : ga) std::printf(" %.6f", g);

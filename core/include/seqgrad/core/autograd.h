@@ -21,7 +21,7 @@ namespace seqgrad {
 using BackwardFn = std::function<std::vector<Tensor>(std::span<const Tensor> grad_outputs)>;
 
 struct Node {
-    const char* name = "";      // the operation, for error messages
+    const char* name = "";       // the operation, for error messages
     std::vector<Tensor> inputs;  // the edges of the graph
     std::vector<Shape> output_shapes;
     BackwardFn backward;

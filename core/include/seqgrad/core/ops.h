@@ -67,8 +67,8 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_a = false, bool t
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias);
 
 // ---- shapes (core/ops/shape.cpp) ----
-Tensor reshape(const Tensor& x, const Shape& shape);  // a view; one extent may be -1
-Tensor transpose(const Tensor& x, int64_t axis0, int64_t axis1);  // copies
+Tensor reshape(const Tensor& x, const Shape& shape);                 // a view; one extent may be -1
+Tensor transpose(const Tensor& x, int64_t axis0, int64_t axis1);     // copies
 Tensor permute(const Tensor& x, const std::vector<int64_t>& order);  // copies
 // Indices [start, stop) along an axis (negative values count from the end, as Python's).
 Tensor slice(const Tensor& x, int64_t axis, int64_t start, int64_t stop);
@@ -109,8 +109,8 @@ struct LstmState {
 };
 // One step of PyTorch's LSTM cell: gates = x W_ih^T + b_ih + h W_hh^T + b_hh, in the order
 // i, f, g, o; c' = f * c + i * g; h' = o * tanh(c'). The gate nonlinearities are fused.
-LstmState lstm_cell(const Tensor& x, const LstmState& state, const Tensor& w_ih, const Tensor& w_hh,
-                    const Tensor& b_ih, const Tensor& b_hh);
+LstmState lstm_cell(const Tensor& x, const LstmState& state, const Tensor& w_ih, const Tensor& w_hh, const Tensor& b_ih,
+                    const Tensor& b_hh);
 
 struct LstmSequence {
     Tensor outputs;  // [B, T, H]

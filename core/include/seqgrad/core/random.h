@@ -12,10 +12,10 @@ public:
     explicit Generator(uint64_t seed = 0x5eed);
     void seed(uint64_t seed);
     uint64_t next_u64();
-    float uniform();                          // [0, 1)
-    float uniform(float low, float high);     // [low, high)
-    float normal(float mean, float stddev);   // Box-Muller, one value per call
-    uint64_t below(uint64_t n);               // uniform integer in [0, n), n > 0
+    float uniform();                         // [0, 1)
+    float uniform(float low, float high);    // [low, high)
+    float normal(float mean, float stddev);  // Box-Muller, one value per call
+    uint64_t below(uint64_t n);              // uniform integer in [0, n), n > 0
 
     // The whole state, to save with a checkpoint and restore for an exact resume. An all-zero
     // state is invalid for xoshiro and refused.

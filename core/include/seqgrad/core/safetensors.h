@@ -89,7 +89,7 @@ public:
 
     // A new tensor holding a copy of the data (not requiring grad). Errors name the file and the
     // tensor when it is missing or of the other dtype.
-    Tensor tensor(const std::string& name) const;        // F32
+    Tensor tensor(const std::string& name) const;         // F32
     IntTensor int_tensor(const std::string& name) const;  // I64
 
     // Adds a copy of the tensor's data under `name`, replacing (in place, keeping its position)

@@ -38,12 +38,9 @@ public:
     static Tensor ones(const Shape& shape, bool requires_grad = false);
     static Tensor full(const Shape& shape, float value, bool requires_grad = false);
     static Tensor scalar(float value, bool requires_grad = false);  // shape []
-    static Tensor from_vector(const std::vector<float>& values, const Shape& shape,
-                              bool requires_grad = false);
-    static Tensor uniform(const Shape& shape, float low, float high, Generator& gen,
-                          bool requires_grad = false);
-    static Tensor normal(const Shape& shape, float mean, float stddev, Generator& gen,
-                         bool requires_grad = false);
+    static Tensor from_vector(const std::vector<float>& values, const Shape& shape, bool requires_grad = false);
+    static Tensor uniform(const Shape& shape, float low, float high, Generator& gen, bool requires_grad = false);
+    static Tensor normal(const Shape& shape, float mean, float stddev, Generator& gen, bool requires_grad = false);
 
     bool defined() const { return impl_ != nullptr; }
     const Shape& shape() const;
@@ -61,7 +58,7 @@ public:
     bool is_leaf() const;                           // made by the user, not by an operation
     Tensor grad() const;                            // undefined until a backward reaches it
     void set_grad(const Tensor& grad);
-    void zero_grad();                               // drops the gradient (grad() is undefined)
+    void zero_grad();  // drops the gradient (grad() is undefined)
     // From a one-element output, with gradient 1.
     void backward(bool retain_graph = false) const;
     // With the given gradient of this tensor (same shape).

@@ -47,10 +47,10 @@ std::string format_number(double value, bool as_float = false);
 
 // How `read` treats a key that no field has.
 struct ReadPolicy {
-    bool strict = true;                          // an unknown key is an Error
+    bool strict = true;                           // an unknown key is an Error
     std::vector<std::string>* ignored = nullptr;  // otherwise collected here (if given)
-    bool complete = true;  // the JSON is the whole object: a required key missing is an Error
-                           // (false when it updates values already set)
+    bool complete = true;                         // the JSON is the whole object: a required key missing is an Error
+                                                  // (false when it updates values already set)
 };
 
 template <typename S>
@@ -61,11 +61,11 @@ public:
     // One field whose value is reached from S through the member pointers of `path`.
     template <typename... Path>
     OptionTable& add(std::string key, std::string help, Path... path) {
-        using Value = std::remove_cvref_t<decltype((std::declval<S&>() .* ... .* path))>;
+        using Value = std::remove_cvref_t<decltype((std::declval<S&>().*....*path))>;
         auto field = std::make_shared<ValueField<Value>>();
         field->key = std::move(key);
         field->help = std::move(help);
-        field->access = [path...](S& s) -> Value& { return (s .* ... .* path); };
+        field->access = [path...](S& s) -> Value& { return (s.*....*path); };
         fields_.push_back(field);
         return *this;
     }
@@ -76,7 +76,7 @@ public:
         auto field = std::make_shared<ObjectField<T>>(table);
         field->key = std::move(key);
         field->help = std::move(help);
-        field->access = [path...](S& s) -> T& { return (s .* ... .* path); };
+        field->access = [path...](S& s) -> T& { return (s.*....*path); };
         fields_.push_back(field);
         return *this;
     }
@@ -87,7 +87,7 @@ public:
         auto field = std::make_shared<ListField<T>>(table);
         field->key = std::move(key);
         field->help = std::move(help);
-        field->access = [path...](S& s) -> std::vector<T>& { return (s .* ... .* path); };
+        field->access = [path...](S& s) -> std::vector<T>& { return (s.*....*path); };
         fields_.push_back(field);
         return *this;
     }
@@ -271,8 +271,7 @@ private:
         std::string text(const S& s) const override {
             if constexpr (std::is_floating_point_v<Value>)
                 return format_number(static_cast<double>(get(s)), std::is_same_v<Value, float>);
-            else
-                return write(s).dump();
+            else return write(s).dump();
         }
         void validate(const S& s, const std::string& what) const override {
             if constexpr (std::is_arithmetic_v<Value> && !std::is_same_v<Value, bool>) {

@@ -34,8 +34,8 @@ struct AttnSeq2SeqState {
 
 // The decoder's answer for a block of tokens.
 struct AttnDecoderOutput {
-    Tensor logits;             // [B, T, vocab]
-    Tensor hidden;             // [num_layers, B, hidden_size]: the state after the last token
+    Tensor logits;  // [B, T, vocab]
+    Tensor hidden;  // [num_layers, B, hidden_size]: the state after the last token
     Tensor cell;
     Tensor attention_weights;  // [B, T, S]: each step's weights over the source (rows sum to 1)
 };
@@ -67,7 +67,7 @@ public:
 
 // One decoding step's answer.
 struct AttnSeq2SeqStep {
-    Tensor logits;             // [B, tgt_vocab]
+    Tensor logits;  // [B, tgt_vocab]
     AttnSeq2SeqState state;
     Tensor attention_weights;  // [B, S]: where this step looked
 };

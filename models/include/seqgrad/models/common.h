@@ -18,8 +18,7 @@ void check_token_ids(const IntTensor& ids, int64_t vocab, const char* op, const 
 
 // A training batch: src [B, S] and tgt_in [B, T] of the config's vocabularies (check_token_ids),
 // with the same B.
-void check_source_and_target(const IntTensor& src, const IntTensor& tgt_in, const ModelConfig& config,
-                             const char* op);
+void check_source_and_target(const IntTensor& src, const IntTensor& tgt_in, const ModelConfig& config, const char* op);
 
 // The number of real tokens in each row of a right-padded src [B, S], (src != <pad>).sum(1): the
 // lengths pack_padded_sequence is given. Throws Error naming the row for a row with no real token

@@ -16,7 +16,7 @@ struct Hypothesis {
 };
 
 struct DecodeOptions {
-    int64_t max_len = 50;       // output tokens, </s> included
+    int64_t max_len = 50;  // output tokens, </s> included
     int64_t beam_size = 1;
     float length_penalty = 0.6f;  // alpha of GNMT's ((5 + len) / 6)^alpha; 0 turns it off
 };

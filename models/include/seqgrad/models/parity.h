@@ -16,18 +16,18 @@ struct Tolerance {
 };
 
 struct TensorCheck {
-    std::string name;            // e.g. "expect.logits", "expect.grad.output.weight", "adam.losses"
-    double max_abs_error = 0;    // max |actual - expected|
-    double max_rel_error = 0;    // max |actual - expected| / |expected| over elements with |expected| >= atol
+    std::string name;          // e.g. "expect.logits", "expect.grad.output.weight", "adam.losses"
+    double max_abs_error = 0;  // max |actual - expected|
+    double max_rel_error = 0;  // max |actual - expected| / |expected| over elements with |expected| >= atol
     bool ok = true;
-    std::string problem;         // why it could not be compared (a missing tensor, a shape), if so
+    std::string problem;  // why it could not be compared (a missing tensor, a shape), if so
 };
 
 struct FixtureResult {
     std::string path;
-    std::string kind;                 // the config's "model"
+    std::string kind;  // the config's "model"
     std::vector<TensorCheck> checks;
-    std::vector<std::string> notes;   // e.g. config keys that were ignored
+    std::vector<std::string> notes;  // e.g. config keys that were ignored
     bool ok() const;
 };
 

@@ -49,13 +49,13 @@ struct SummaryOptions {
 };
 
 struct ModelSummary {
-    std::string model_type;            // "Transformer"
-    SummaryOptions options;            // the dummy batch's shape
+    std::string model_type;             // "Transformer"
+    SummaryOptions options;             // the dummy batch's shape
     std::vector<TracedOutput> outputs;  // the traced pass in order; last the model's logits (path "")
-    std::vector<ModuleInfo> modules;   // the module tree, depth-first in registration order
-    std::vector<ModuleInfo> groups;    // the root's own parameters (if any, path "") and its children
-                                       // that hold parameters
-    int64_t total_parameters = 0;      // model.num_parameters(); the groups add up to it
+    std::vector<ModuleInfo> modules;    // the module tree, depth-first in registration order
+    std::vector<ModuleInfo> groups;     // the root's own parameters (if any, path "") and its children
+                                        // that hold parameters
+    int64_t total_parameters = 0;       // model.num_parameters(); the groups add up to it
 };
 
 // Runs the model once in evaluation mode (its mode is restored afterwards) without recording

@@ -50,12 +50,10 @@ public:
     DecoderLayer(const ModelConfig& config, Generator& gen, std::shared_ptr<Generator> dropout_generator);
     // x [B, T, d_model], memory [B, S, d_model], src_mask [B, 1, 1, S], tgt_mask [B, 1, T, T]
     // -> [B, T, d_model]
-    Tensor forward(const Tensor& x, const Tensor& memory, const IntTensor& src_mask,
-                   const IntTensor& tgt_mask) const;
+    Tensor forward(const Tensor& x, const Tensor& memory, const IntTensor& src_mask, const IntTensor& tgt_mask) const;
     // The same layer for one new position, x [B, 1, d_model] -> [B, 1, d_model], reading and
     // growing `cache`; self_mask [B, 1, 1, t + 1] selects the cached keys.
-    Tensor step(const Tensor& x, DecoderLayerCache& cache, const IntTensor& src_mask,
-                const IntTensor& self_mask) const;
+    Tensor step(const Tensor& x, DecoderLayerCache& cache, const IntTensor& src_mask, const IntTensor& self_mask) const;
 
     std::shared_ptr<nn::MultiHeadAttention> self_attention;
     std::shared_ptr<nn::LayerNorm> self_attn_norm;
@@ -78,8 +76,8 @@ private:
 class OutputProjection : public nn::Module {
 public:
     OutputProjection(int64_t d_model, int64_t vocab, Generator& gen);  // its own weight
-    OutputProjection(const Tensor& tied_weight, Generator& gen);        // W borrowed, [vocab, d_model]
-    Tensor forward(const Tensor& x) const;                              // [..., d_model] -> [..., vocab]
+    OutputProjection(const Tensor& tied_weight, Generator& gen);       // W borrowed, [vocab, d_model]
+    Tensor forward(const Tensor& x) const;                             // [..., d_model] -> [..., vocab]
 
     Tensor weight;  // [vocab, d_model]
     Tensor bias;    // [vocab]
@@ -150,7 +148,7 @@ public:
     std::vector<std::pair<std::string, std::string>> tied_aliases() const;
 
     std::shared_ptr<nn::Embedding> src_embedding;
-    std::shared_ptr<nn::Embedding> tgt_embedding;  // the same module as src_embedding when shared
+    std::shared_ptr<nn::Embedding> tgt_embedding;         // the same module as src_embedding when shared
     std::shared_ptr<nn::PositionalEncoding> pos_encoder;  // null with rotary positions
     std::shared_ptr<nn::Dropout> dropout;
     std::shared_ptr<nn::ModuleList<EncoderLayer>> encoder_layers;

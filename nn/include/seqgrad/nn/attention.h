@@ -70,8 +70,8 @@ public:
     bool rotary;
 
 private:
-    Tensor split_heads(const Tensor& x) const;   // [B, T, d] -> [B, H, T, d_head]
-    Tensor merge_heads(const Tensor& x) const;   // [B, H, T, d_head] -> [B, T, d]
+    Tensor split_heads(const Tensor& x) const;               // [B, T, d] -> [B, H, T, d_head]
+    Tensor merge_heads(const Tensor& x) const;               // [B, H, T, d_head] -> [B, T, d]
     Tensor rotate(const Tensor& x, int64_t position) const;  // apply_rotary per head, [B, T, d]
     // wq(query) (rotated): [B, Tq, d]
     Tensor project_queries(const Tensor& query, int64_t position) const;

@@ -58,9 +58,7 @@ public:
     NamedTensors named_buffers() const;  // all buffers, persistent or not
     // Parameters and persistent buffers, in PyTorch's state_dict order.
     NamedTensors state_dict() const;
-    const std::vector<std::pair<std::string, std::shared_ptr<Module>>>& named_children() const {
-        return children_;
-    }
+    const std::vector<std::pair<std::string, std::shared_ptr<Module>>>& named_children() const { return children_; }
     int64_t num_parameters() const;  // total number of elements
 
     // Copies every tensor of `state` into the tensor of the same name, in place (optimizers that

@@ -16,7 +16,8 @@ enum class PositionalKind {
 
 // x + table[:T] for x [B, T, dim]. The sinusoidal table is computed in float32 exactly as the
 // PyTorch Transformer of tests/fixtures/make_fixtures.py does: pe[p, 2i] = sin(p * exp(2i *
-// -ln(10000) / dim)), pe[p, 2i+1] = cos(the same). The learned table starts from the same values, so a learned encoding begins as the fixed one.
+// -ln(10000) / dim)), pe[p, 2i+1] = cos(the same). The learned table starts from the same values,
+// so a learned encoding begins as the fixed one.
 class PositionalEncoding : public Module {
 public:
     PositionalEncoding(int64_t dim, int64_t max_len, PositionalKind kind = PositionalKind::sinusoidal);

@@ -31,9 +31,9 @@ namespace seqgrad::training {
 // A trained model with what is needed to use it.
 struct LoadedModel : TextSides {
     std::shared_ptr<models::Seq2SeqModel> model;
-    std::string task;     // "g2p", "corpus", "copy", "reverse", "sort"
-    int64_t step = 0;     // training steps behind these weights
-    std::string path;     // the file read
+    std::string task;  // "g2p", "corpus", "copy", "reverse", "sort"
+    int64_t step = 0;  // training steps behind these weights
+    std::string path;  // the file read
 };
 
 // Writes a model file (model.safetensors / best.safetensors format) atomically.
@@ -52,9 +52,9 @@ std::string model_file_of(const std::string& checkpoint);
 // One point of the training curve.
 struct HistoryEntry {
     int64_t step = 0;
-    int64_t epoch = 0;          // epochs finished
-    double minutes = 0;         // training time so far, all sessions
-    double train_loss = 0;      // mean over the steps since the previous entry
+    int64_t epoch = 0;      // epochs finished
+    double minutes = 0;     // training time so far, all sessions
+    double train_loss = 0;  // mean over the steps since the previous entry
     EvalResult dev;
 };
 

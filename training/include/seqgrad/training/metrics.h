@@ -38,14 +38,13 @@ class ErrorRates {
 public:
     // Scores one word. `references` must not be empty, nor any reference in it (an empty
     // reference has no phones to divide by). Symbols or ids: whichever the caller holds.
-    void add(const std::vector<std::string>& prediction,
-             const std::vector<std::vector<std::string>>& references);
+    void add(const std::vector<std::string>& prediction, const std::vector<std::vector<std::string>>& references);
     void add(const std::vector<int64_t>& prediction, const std::vector<std::vector<int64_t>>& references);
     void merge(const ErrorRates& other);  // e.g. totals from several threads
 
     int64_t words() const { return words_; }
     int64_t word_errors() const { return word_errors_; }
-    int64_t phone_errors() const { return phone_errors_; }        // sum of nearest distances
+    int64_t phone_errors() const { return phone_errors_; }          // sum of nearest distances
     int64_t reference_phones() const { return reference_phones_; }  // sum of their lengths
     // Percentages; NaN before any word is added (0/0: there is no rate to report).
     double wer() const;

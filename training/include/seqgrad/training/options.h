@@ -26,11 +26,11 @@ struct TrainingOptions {
     std::string src_tokens = "char";  // "char", "space" or "sentencepiece" (tokenizer.h)
     std::string tgt_tokens = "char";
     std::string src_spm_model, tgt_spm_model;  // a SentencePiece .model to load, or "" to train one
-    std::string spm_type = "unigram";           // the kind of model trained: "unigram" or "bpe"
-    int64_t spm_vocab_size = 8000;              // its pieces
-    int64_t min_count = 1;   // vocabularies keep the symbols seen at least this often in training
-    int64_t max_vocab = 0;   // and at most this many of the most frequent (0: no limit)
-    bool skip_invalid = false;  // train on the valid lines and count the others, instead of refusing
+    std::string spm_type = "unigram";          // the kind of model trained: "unigram" or "bpe"
+    int64_t spm_vocab_size = 8000;             // its pieces
+    int64_t min_count = 1;                     // vocabularies keep the symbols seen at least this often in training
+    int64_t max_vocab = 0;                     // and at most this many of the most frequent (0: no limit)
+    bool skip_invalid = false;                 // train on the valid lines and count the others, instead of refusing
 
     BatchOptions batches;
     std::string schedule = "noam";  // "noam": lr * d^-0.5 * min(t^-0.5, t * warmup^-1.5); or "constant"

@@ -23,10 +23,10 @@ struct BleuResult {
     double score = 0.0;                  // percent
     std::array<double, 4> precisions{};  // n-gram precisions in percent, order 1 to 4, as smoothed
     double brevity_penalty = 0.0;
-    int64_t hyp_len = 0;                 // hypothesis tokens in the corpus
-    int64_t ref_len = 0;                 // sum of each hypothesis' closest reference length
-    std::array<int64_t, 4> matches{};    // clipped n-gram matches, order 1 to 4
-    std::array<int64_t, 4> totals{};     // hypothesis n-grams, order 1 to 4
+    int64_t hyp_len = 0;               // hypothesis tokens in the corpus
+    int64_t ref_len = 0;               // sum of each hypothesis' closest reference length
+    std::array<int64_t, 4> matches{};  // clipped n-gram matches, order 1 to 4
+    std::array<int64_t, 4> totals{};   // hypothesis n-grams, order 1 to 4
 };
 
 // BLEU of a corpus: references[i] holds every reference of hypotheses[i] (one or more; their
@@ -41,8 +41,8 @@ BleuResult corpus_bleu(const std::vector<std::string>& hypotheses,
 // sacreBLEU's chrF settings; the defaults are its defaults (its chrF2 signature "nc:6|nw:0|space:no"
 // with "eff:yes").
 struct ChrfOptions {
-    int char_order = 6;            // character n-grams of orders 1 to char_order
-    int beta = 2;                  // recall weighs beta times as much as precision
+    int char_order = 6;  // character n-grams of orders 1 to char_order
+    int beta = 2;        // recall weighs beta times as much as precision
     // false: precision and recall are averaged over the orders that both hypothesis and reference
     // have n-grams of, then combined (sacreBLEU's default). true: an F-score per order, with 1e-16
     // standing in for an undefined precision, recall or F-score, averaged over all orders (the
@@ -54,7 +54,7 @@ struct ChrfOptions {
 // chrF of a corpus in percent: per hypothesis, the reference whose statistics give the best
 // F-score (the first of equals); those statistics summed over the corpus, then scored. Characters
 // are Unicode code points. Same errors as corpus_bleu, and for char_order < 1 or beta < 0.
-double corpus_chrf(const std::vector<std::string>& hypotheses,
-                   const std::vector<std::vector<std::string>>& references, const ChrfOptions& options = {});
+double corpus_chrf(const std::vector<std::string>& hypotheses, const std::vector<std::vector<std::string>>& references,
+                   const ChrfOptions& options = {});
 
 }  // namespace seqgrad::training

@@ -30,7 +30,7 @@ namespace seqgrad::training {
 struct SentencePieceOptions {
     std::string model_type = "unigram";  // or "bpe"
     int64_t vocab_size = 8000;
-    uint64_t seed = 1;     // SentencePiece's sampling of sentences and pieces
+    uint64_t seed = 1;  // SentencePiece's sampling of sentences and pieces
     int64_t threads = 1;
 };
 
@@ -61,7 +61,7 @@ public:
     // {"kind": ..., "lowercase": ..., "model": base64 of a SentencePiece model's bytes}
     std::string to_json() const;
     static Tokenizer from_json(const std::string& text);  // Error for anything but to_json's form
-    std::string describe() const;  // "char", "space", "sentencepiece (unigram, 8000 pieces)"
+    std::string describe() const;                         // "char", "space", "sentencepiece (unigram, 8000 pieces)"
 
     friend bool operator==(const Tokenizer& a, const Tokenizer& b) {
         return a.kind_ == b.kind_ && a.lowercase_ == b.lowercase_ && a.model_ == b.model_;

@@ -31,11 +31,11 @@ struct TrainingEvent {
     int64_t epoch = 0;
     int64_t batches_in_epoch = 0;
     int64_t batch_in_epoch = 0;
-    double loss = 0;                // this step's loss
-    double learning_rate = 0;       // the rate this step used
-    double tokens_per_second = 0;   // target tokens, over recent steps
-    double elapsed_seconds = 0;     // this session
-    double budget_fraction = -1;    // how much of the budget is used, if known (0..1)
+    double loss = 0;               // this step's loss
+    double learning_rate = 0;      // the rate this step used
+    double tokens_per_second = 0;  // target tokens, over recent steps
+    double elapsed_seconds = 0;    // this session
+    double budget_fraction = -1;   // how much of the budget is used, if known (0..1)
     EvalResult eval;
     std::string text;
 };
@@ -43,11 +43,11 @@ using TrainingListener = std::function<void(const TrainingEvent&)>;
 
 struct TrainingResult {
     int64_t steps = 0;
-    int64_t epochs = 0;            // epochs finished
-    double minutes = 0;            // all sessions
+    int64_t epochs = 0;  // epochs finished
+    double minutes = 0;  // all sessions
     EvalResult best_dev;
     EvalResult last_dev;
-    std::string stop_reason;       // "budget", "interrupted" or "diverged"
+    std::string stop_reason;  // "budget", "interrupted" or "diverged"
     std::vector<HistoryEntry> history;
 };
 

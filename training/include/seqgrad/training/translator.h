@@ -47,7 +47,7 @@ public:
     // What the translations so far cost and met (for a throughput line).
     struct Totals {
         int64_t inputs = 0;
-        int64_t output_tokens = 0;          // of the best hypotheses
+        int64_t output_tokens = 0;  // of the best hypotheses
         int64_t source_tokens = 0;
         int64_t unknown_source_tokens = 0;  // read as <unk>
         double seconds = 0;

@@ -28,9 +28,9 @@ public:
     static bool is_special(std::string_view symbol);
 
     int64_t size() const { return static_cast<int64_t>(symbols_.size()); }
-    int64_t id(std::string_view symbol) const;            // kUnk for a symbol not in the vocabulary
+    int64_t id(std::string_view symbol) const;  // kUnk for a symbol not in the vocabulary
     bool contains(std::string_view symbol) const;
-    const std::string& symbol(int64_t id) const;          // Error when out of range
+    const std::string& symbol(int64_t id) const;                          // Error when out of range
     const std::vector<std::string>& symbols() const { return symbols_; }  // by id, specials first
 
     std::vector<int64_t> encode(const std::vector<std::string>& symbols) const;  // no <s>, </s> added
@@ -56,6 +56,5 @@ private:
 // a symbol seen only in dev or test then reads as <unk>, as it would for a real new word.
 Vocabulary source_vocabulary(const std::vector<Example>& examples);
 Vocabulary target_vocabulary(const std::vector<Example>& examples);
-
 
 }  // namespace seqgrad::training
