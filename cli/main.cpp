@@ -1,5 +1,6 @@
 // The seqgrad program: parses the subcommand, runs it, and turns errors into a message and a
 // non-zero exit status.
+#include <csignal>
 #include <cstdio>
 #include <exception>
 
@@ -7,6 +8,9 @@
 #include "seqgrad/core/error.h"
 
 int main(int argc, char** argv) {
+    // Past a file-size limit (ulimit -f), a write should fail with EFBIG and a clear message
+    // rather than kill the program.
+    std::signal(SIGXFSZ, SIG_IGN);
     CLI::App app{"seqgrad: reverse-mode autograd and sequence models, from scratch in C++20"};
     app.require_subcommand(1);
     int exit_status = 0;

@@ -42,6 +42,7 @@ struct TrainFlags {
     double lr = 0;
     int64_t dev_limit = -1;
     int64_t eval_every = -1;
+    int64_t save_every = -1;
     int64_t show = 8;  // dev words to show at the end
     // A corpus of one's own (options.h has the meanings).
     std::vector<std::string> train_files, dev_files, test_files;
@@ -170,6 +171,7 @@ int run_train(const TrainFlags& flags) {
         if (flags.lr > 0) options.lr = flags.lr;
         if (flags.dev_limit >= 0) options.dev_limit = flags.dev_limit;
         if (flags.eval_every >= 0) options.eval_every_steps = flags.eval_every;
+        if (flags.save_every >= 0) options.save_every_steps = flags.save_every;
         const std::string data_name = options.task == "corpus"
                                           ? std::filesystem::path(options.train_files.front()).stem().string()
                                           : options.task;
@@ -258,6 +260,8 @@ void add_train_command(CLI::App& app, int& exit_status) {
     cmd->add_option("--dev-limit", flags->dev_limit, "Evaluate on the first N dev words only (0: all)")
         ->check(kNonNegative);
     cmd->add_option("--eval-every", flags->eval_every, "Evaluate every N steps (0: after each epoch)")
+        ->check(kNonNegative);
+    cmd->add_option("--save-every", flags->save_every, "Write a checkpoint every N steps as well (0: with evaluations)")
         ->check(kNonNegative);
     cmd->add_option("--show", flags->show, "Dev words to show at the end")->capture_default_str()->check(kNonNegative);
     cmd->callback([flags, &exit_status] { exit_status = run_train(*flags); });

@@ -170,6 +170,15 @@ ModelKind attn_seq2seq_kind() {
     kind.keys = {"hidden_size", "num_layers", "attention"};
     kind.make = [](const ModelConfig& c, Generator& gen) { return std::make_shared<AttnSeq2Seq>(c, gen); };
     kind.width = [](const ModelConfig& c) { return c.hidden_size; };
+    kind.parameters = [](const ModelConfig& c) {
+        const int64_t h = c.hidden_size, layers = c.num_layers;
+        const int64_t encoder = c.src_vocab * h + 2 * lstm_layer_parameters(h, h) +
+                                (layers - 1) * 2 * lstm_layer_parameters(2 * h, h) + 2 * h * h + h;
+        const int64_t scorer = c.attention == "additive" ? 2 * h * h + h + h : 0;
+        const int64_t decoder = scorer + c.tgt_vocab * h + lstm_layer_parameters(2 * h, h) +
+                                (layers - 1) * lstm_layer_parameters(h, h) + h * c.tgt_vocab + c.tgt_vocab;
+        return encoder + decoder;
+    };
     kind.forward_flops = [](const ModelConfig& c, int64_t batch, int64_t src_len, int64_t tgt_len) {
         // A bidirectional encoder (layers above the first read 2h), fc from 2h to h, a decoder whose
         // first layer reads [embedding; context] (2h), and dot attention's scores and context

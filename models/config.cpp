@@ -23,26 +23,35 @@ const OptionTable<C>& table() {
             .add("src_vocab", "source vocabulary size, the four special tokens included", &C::src_vocab)
             .required()
             .at_least(4)
+            .at_most(1 << 22)
             .add("tgt_vocab", "target vocabulary size, the four special tokens included", &C::tgt_vocab)
             .required()
             .at_least(4)
+            .at_most(1 << 22)
             .add("dropout", "dropout probability (the Transformer's; the LSTM models have none)", &C::dropout)
             .at_least(0)
             .below(1)
             .add("d_model", "the width of every layer", &C::d_model)
             .at_least(1)
+            .at_most(1 << 16)
             .add("n_heads", "attention heads (d_model must be a multiple)", &C::n_heads)
             .at_least(1)
+            .at_most(1 << 10)
             .add("n_layers", "layers of each stack", &C::n_layers)
             .at_least(0)
+            .at_most(1 << 10)
             .add("n_enc_layers", "encoder layers (default n_layers)", &C::n_enc_layers)
             .at_least(0)
+            .at_most(1 << 10)
             .add("n_dec_layers", "decoder layers (default n_layers)", &C::n_dec_layers)
             .at_least(0)
+            .at_most(1 << 10)
             .add("d_ff", "the feed-forward network's inner width", &C::d_ff)
             .at_least(1)
+            .at_most(1 << 18)
             .add("max_seq_len", "the longest sequence, source or target", &C::max_seq_len)
             .at_least(1)
+            .at_most(1 << 16)
             .add("norm", "post (the paper: after each residual sum) or pre (Pre-LN)", &C::norm)
             .one_of({"post", "pre"})
             .add("activation", "the feed-forward network's activation", &C::activation)
@@ -56,8 +65,10 @@ const OptionTable<C>& table() {
             .add("tie_output", "the output projection's weight is the target embedding", &C::tie_output)
             .add("hidden_size", "the LSTMs' hidden size", &C::hidden_size)
             .at_least(1)
+            .at_most(1 << 16)
             .add("num_layers", "LSTM layers", &C::num_layers)
             .at_least(1)
+            .at_most(1 << 10)
             .add("decoder",
                  "seq2seq: init_state (the encoder's final state starts the decoder) or context_input "
                  "(it joins every decoder input)",
@@ -120,6 +131,9 @@ void ModelConfig::validate() const {
     const std::vector<std::string> keys = keys_of(kind);
     table().validate(*this, &keys);
     if (kind.validate) kind.validate(*this);
+    const int64_t parameters = kind.parameters(*this);
+    check(parameters <= kMaxParameters, kOp, "the config asks for ", parameters, " parameters; the limit is ",
+          kMaxParameters, " (2^31)");
 }
 
 std::string ModelConfig::describe() { return table().describe(); }

@@ -131,6 +131,14 @@ ModelKind seq2seq_kind() {
     kind.keys = {"hidden_size", "num_layers", "decoder"};
     kind.make = [](const ModelConfig& c, Generator& gen) { return std::make_shared<Seq2Seq>(c, gen); };
     kind.width = [](const ModelConfig& c) { return c.hidden_size; };
+    kind.parameters = [](const ModelConfig& c) {
+        const int64_t h = c.hidden_size, layers = c.num_layers;
+        const int64_t encoder = c.src_vocab * h + layers * lstm_layer_parameters(h, h);
+        const int64_t first_input = c.decoder == "context_input" ? 2 * h : h;
+        const int64_t decoder = c.tgt_vocab * h + lstm_layer_parameters(first_input, h) +
+                                (layers - 1) * lstm_layer_parameters(h, h) + h * c.tgt_vocab + c.tgt_vocab;
+        return encoder + decoder;
+    };
     kind.forward_flops = [](const ModelConfig& c, int64_t batch, int64_t src_len, int64_t tgt_len) {
         const double layers = static_cast<double>(c.num_layers), lstm = lstm_layer_flops(c.hidden_size, c.hidden_size);
         const double source = static_cast<double>(batch * src_len), target = static_cast<double>(batch * tgt_len);

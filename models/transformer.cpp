@@ -367,6 +367,15 @@ ModelKind transformer_kind() {
     kind.make = [](const ModelConfig& c, Generator& gen) { return std::make_shared<Transformer>(c, gen); };
     kind.width = [](const ModelConfig& c) { return c.d_model; };
     kind.max_length = [](const ModelConfig& c) { return c.max_seq_len; };  // the target's with <s> before it
+    kind.parameters = [](const ModelConfig& c) {
+        const int64_t d = c.d_model;
+        const int64_t attention = 4 * (d * d + d), norm = 2 * d, ffn = 2 * c.d_ff * d + c.d_ff + d;
+        int64_t n = c.src_vocab * d + (c.share_embeddings ? 0 : c.tgt_vocab * d);
+        if (c.positional == "learned") n += c.max_seq_len * d;
+        n += c.n_enc_layers * (attention + 2 * norm + ffn) + c.n_dec_layers * (2 * attention + 3 * norm + ffn);
+        if (c.norm == "pre") n += 2 * norm;
+        return n + (c.tie_output ? 0 : c.tgt_vocab * d) + c.tgt_vocab;
+    };
     kind.forward_flops = [](const ModelConfig& c, int64_t batch, int64_t src_len, int64_t tgt_len) {
         const double b = static_cast<double>(batch), src = static_cast<double>(src_len),
                      tgt = static_cast<double>(tgt_len);

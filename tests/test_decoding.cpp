@@ -1,6 +1,8 @@
 // Decoding, written once for every model: greedy and beam search over the start/step interface.
 #include "helpers.h"
 
+#include <cmath>
+#include <functional>
 #include <set>
 
 #include "seqgrad/models/decoding.h"
@@ -153,6 +155,65 @@ TEST_CASE("n-best beam search lists distinct hypotheses best first, the first be
             CHECK(distinct.size() == lists[b].size());
         }
         CHECK_THROWS_WITH(beam_search_nbest(*model, sources(), options, 6), Catch::Contains("nbest"));
+    }
+}
+
+namespace {
+
+// The best hypothesis by exhaustive search, scored as beam search scores them: every sequence of
+// tokens that ends with </s> within max_len, and every sequence of max_len other tokens.
+Hypothesis exhaustive_best(Seq2SeqModel& model, const IntTensor& src, int64_t max_len, float alpha) {
+    Hypothesis best;
+    best.score = -INFINITY;
+    std::vector<int64_t> prefix;
+    const std::function<void(float)> extend = [&](float log_prob) {
+        // Re-decode the prefix from the start: slow, but independent of the search under test.
+        auto state = model.start_decoding(src);
+        IntTensor token = IntTensor::full({1}, kSos);
+        Tensor log_probs;
+        for (size_t t = 0; t <= prefix.size(); ++t) {
+            log_probs = log_softmax(model.decode_step(*state, token), -1);
+            if (t < prefix.size()) token.data()[0] = prefix[t];
+        }
+        const int64_t vocab = log_probs.size(-1);
+        for (int64_t v = 0; v < vocab; ++v) {
+            const float lp = log_prob + log_probs.data()[v];
+            const auto length = static_cast<int64_t>(prefix.size()) + 1;
+            if (v == kEos || length == max_len) {
+                // A finished sequence counts its </s>; one cut at max_len only its tokens.
+                std::vector<int64_t> tokens = prefix;
+                if (v != kEos) tokens.push_back(v);
+                const float score =
+                    lp / length_penalty(v == kEos ? length : static_cast<int64_t>(tokens.size()), alpha);
+                if (score > best.score) best = {tokens, lp, score, v == kEos};
+                continue;
+            }
+            prefix.push_back(v);
+            extend(lp);
+            prefix.pop_back();
+        }
+    };
+    extend(0.0f);
+    return best;
+}
+
+}  // namespace
+
+TEST_CASE("a beam wide enough to hold every hypothesis finds what exhaustive search finds", "[decoding]") {
+    NoGradGuard no_grad;
+    for (ModelConfig config : tiny_models()) {
+        INFO(name_of(config));
+        config.tgt_vocab = 6;  // ids 0-5: 6 + 36 + 216 sequences of up to three tokens
+        Generator gen(21);
+        auto model = make_model(config, gen);
+        model->eval();
+        for (const IntTensor& src : {IntTensor::from_vector({4, 5, 6}, {1, 3}), IntTensor::from_vector({7}, {1, 1})}) {
+            const Hypothesis expected = exhaustive_best(*model, src, 3, 0.6f);
+            const Hypothesis found = beam_search(*model, src, {3, 256, 0.6f}).front();
+            CHECK(found.tokens == expected.tokens);
+            CHECK(found.finished == expected.finished);
+            CHECK(found.score == Approx(expected.score).margin(1e-5));
+        }
     }
 }
 

@@ -129,16 +129,23 @@ TEST_CASE("Seq2Seq gradients of the loss agree with finite differences", "[seq2s
     const IntTensor src = IntTensor::from_vector({4, 5, 0, 5, 4, 4}, {2, 3});
     const IntTensor tgt = IntTensor::from_vector({1, 4, 2, 0, 1, 5, 4, 2}, {2, 4});
     const IntTensor tgt_in = tgt.slice_last(0, 3), tgt_out = tgt.slice_last(1, 4);
-    for (const std::string decoder : {"init_state", "context_input"}) {
+    // The encoder's gradients are small here (1e-4 to 1e-3: with context_input only its last final
+    // state reaches the decoder), so the tolerance sits below them, above float32's noise (about 2e-5),
+    // and the seeds give each checked tensor gradients a zero backward could not pass for.
+    GradcheckOptions options;
+    options.atol = 5e-5;
+    for (const auto& [decoder, seed] : {std::pair{"init_state", 7}, std::pair{"context_input", 5}}) {
         INFO(decoder);
         ModelConfig config = small_config(decoder, 2, 3);
         config.src_vocab = config.tgt_vocab = 6;
-        Generator gen(7);
+        Generator gen(static_cast<uint64_t>(seed));
         Seq2Seq model(config, gen);
         const auto loss = [&] { return sequence_loss(model.forward(src, tgt_in), tgt_out, 0.1f); };
         testing::require_gradcheck_in_place(
-            loss, {parameter(model, "encoder.rnn.weight_hh_l0"), parameter(model, "encoder.embedding.weight"),
-                   parameter(model, "decoder.rnn.weight_ih_l0"), parameter(model, "decoder.fc.bias")});
+            loss,
+            {parameter(model, "encoder.rnn.weight_hh_l0"), parameter(model, "encoder.embedding.weight"),
+             parameter(model, "decoder.rnn.weight_ih_l0"), parameter(model, "decoder.fc.bias")},
+            options);
     }
 }
 

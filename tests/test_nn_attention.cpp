@@ -126,8 +126,11 @@ TEST_CASE("MultiHeadAttention's gradients pass gradcheck, with a mask", "[nn][at
     MultiHeadAttention mha(4, 2, gen);
     const Tensor q = random_tensor({2, 3, 4}, 12), k = random_tensor({2, 2, 4}, 13), v = random_tensor({2, 2, 4}, 14);
     const IntTensor mask = IntTensor::from_vector({1, 1, 1, 0}, {2, 1, 1, 2});
+    // Every parameter but wk.bias, whose gradient is zero in exact arithmetic (a shift of every
+    // score of a row by q . b_k leaves the softmax as it is), so no check could tell it from a wrong one.
     std::vector<Tensor> checked{q, k, v};
-    for (const Tensor& p : mha.parameters()) checked.push_back(p);
+    for (const auto& [name, p] : mha.named_parameters())
+        if (name != "wk.bias") checked.push_back(p);
     require_gradcheck_in_place([&] { return mha.forward(q, k, v, mask).output; }, checked);
     // and through the attention weights themselves
     require_gradcheck_in_place([&] { return mha.forward(q, k, v, mask).attention_weights; }, {q, k});

@@ -15,11 +15,22 @@ namespace seqgrad::testing {
 
 // A module reads the parameter tensors it owns, so its gradients are checked in place
 // (gradcheck_in_place: the same check as gradcheck, perturbing the tensors themselves).
+// gradcheck_in_place, and then a check that it could have failed: a backward that returned zeros
+// for a tensor passes when its largest gradient is below atol / (1 - rtol), so each tensor's
+// largest gradient must be at least twice atol. Small gradients call for a smaller atol, down to
+// the floor that float32 rounding sets (gradcheck.h; about 2e-5 for the models' losses here).
 inline void require_gradcheck_in_place(const std::function<Tensor()>& f, const std::vector<Tensor>& tensors,
                                        const GradcheckOptions& options = {}) {
     const GradcheckResult result = gradcheck_in_place(f, tensors, options);
     INFO(result.message);
     REQUIRE(result.ok);
+    for (size_t i = 0; i < tensors.size(); ++i) {
+        float largest = 0;
+        for (float g : tensors[i].grad().to_vector()) largest = std::max(largest, std::fabs(g));
+        INFO("tensor " << i << " of shape " << tensors[i].shape() << ": largest gradient " << largest << ", atol "
+                       << options.atol);
+        CHECK(largest >= 2 * options.atol);
+    }
 }
 
 // |got - expected| <= atol + rtol * |expected| elementwise (by default the parity bound of docs/parity.md).

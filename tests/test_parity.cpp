@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <map>
 
 #include "seqgrad/models/parity.h"
 
@@ -38,7 +39,8 @@ std::string modified_copy(const std::string& fixture, const std::string& tag,
 
 TEST_CASE("every committed fixture passes the parity check", "[parity]") {
     const auto paths = committed_fixtures();
-    REQUIRE(paths.size() >= 10);
+    // Every case of make_fixtures.py: FIXTURES (19) and EXTRA_FIXTURES (4).
+    REQUIRE(paths.size() == 23);
     for (const std::string& path : paths) {
         const models::FixtureResult result = models::check_fixture(path);
         for (const models::TensorCheck& c : result.checks) {
@@ -73,6 +75,26 @@ TEST_CASE("a fixture whose gradient disagrees fails the check", "[parity]") {
         f.put("expect.grad.decoder.fc.weight", g);
     });
     CHECK_FALSE(models::check_fixture(path).ok());
+}
+
+TEST_CASE("a fixture without a parameter's gradient, or with a gradient of no parameter, fails the check", "[parity]") {
+    const std::string path = modified_copy("seq2seq_init_state_1layer.safetensors", "missing_grad",
+                                           [](SafetensorsFile& f) {
+        SafetensorsFile changed;
+        for (const auto& [k, v] : f.metadata()) changed.set_metadata(k, v);
+        for (const std::string& name : f.names())
+            if (name != "expect.grad.decoder.fc.bias") changed.put(name, f.entry(name));
+        changed.put("expect.grad.decoder.extra", f.tensor("expect.grad.decoder.fc.bias"));
+        f = changed;
+    });
+    const models::FixtureResult result = models::check_fixture(path);
+    CHECK_FALSE(result.ok());
+    std::map<std::string, std::string> problems;
+    for (const auto& c : result.checks)
+        if (!c.ok) problems[c.name] = c.problem;
+    CHECK(problems.size() == 2);
+    CHECK_THAT(problems["expect.grad.decoder.fc.bias"], Catch::Contains("no gradient for this parameter"));
+    CHECK_THAT(problems["expect.grad.decoder.extra"], Catch::Contains("not a parameter of the model"));
 }
 
 TEST_CASE("a fixture with a misnamed parameter is an error listing the name", "[parity][errors]") {

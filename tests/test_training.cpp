@@ -2,7 +2,9 @@
 // learns a task (bounded in steps, not seconds).
 #include "helpers.h"
 
+#include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <filesystem>
 #include <map>
 
@@ -163,10 +165,10 @@ TEST_CASE("a stop request saves a checkpoint that resumes", "[training]") {
 TEST_CASE("a loss that stops being finite ends the run and keeps the last good checkpoint", "[training]") {
     TrainingOptions o = reverse_task(200);
     o.schedule = "constant";
-    o.lr = 1e30;  // the weights blow up within a few steps
+    o.lr = 1e5;  // Adam moves every weight by about this much a step: within a few steps the loss is NaN
     o.clip_norm = 0;
     o.max_steps = 50;
-    o.eval_every_steps = 1;  // a checkpoint after every good step
+    o.eval_every_steps = 1;  // a checkpoint after every step
     o.dev_limit = 5;
     const std::string dir = fresh_dir("diverged");
     std::vector<std::string> messages;
@@ -178,8 +180,77 @@ TEST_CASE("a loss that stops being finite ends the run and keeps the last good c
     REQUIRE(messages.size() == 1);
     CHECK_THAT(messages[0], Catch::Contains("loss is") && Catch::Contains(dir));
     REQUIRE(r.steps < 50);
-    // The checkpoint is the one from the last finite step, and it loads.
-    CHECK(load_model(dir + "/model.safetensors").step == r.steps);
+    // The checkpoint kept is the last whose weights gave a finite loss on the batch after them: the
+    // weights of the last step, which gave the non-finite one, were not kept.
+    const LoadedModel kept = load_model(dir + "/model.safetensors");
+    REQUIRE(kept.step >= 1);
+    CHECK(kept.step < r.steps);
+    CHECK_THAT(messages[0], Catch::Contains(seqgrad::detail::concat("(step ", kept.step, ")")));
+    for (const auto& [name, weights] : kept.model->state_dict())
+        for (float v : weights.to_vector()) REQUIRE(std::isfinite(v));
+    const TrainingState state = load_training_state(dir + "/training.safetensors");
+    CHECK(state.progress.step == kept.step);
+    TrainingData data = prepare_data(o);
+    BatchStream stream(std::move(data.train), o.batches, o.seed);
+    stream.restore(state.progress.stream);
+    const Batch next = stream.next();
+    const int64_t t = next.tgt.size(1);
+    kept.model->train();
+    kept.model->random().set_state(state.progress.random);
+    const Tensor loss = sequence_loss(kept.model->forward(next.src, next.tgt.slice_last(0, t - 1)),
+                                      next.tgt.slice_last(1, t), o.label_smoothing);
+    CHECK(std::isfinite(loss.item()));
+}
+
+TEST_CASE("best.safetensors holds the weights of the best dev evaluation", "[training]") {
+    TrainingOptions o = reverse_task(300);
+    o.schedule = "constant";
+    o.lr = 3e-3;
+    o.max_steps = 60;
+    o.eval_every_steps = 10;
+    o.label_smoothing = 0;
+    const std::string dir = fresh_dir("best");
+    std::vector<TrainingEvent> evaluations;
+    auto listener = [&](const TrainingEvent& e) {
+        if (e.kind == TrainingEvent::Kind::evaluation) evaluations.push_back(e);
+    };
+    const TrainingResult r = train(tiny_transformer(), o, dir, listener);
+    REQUIRE(evaluations.size() == 6);
+    // The first evaluation with the lowest WER is the best.
+    const TrainingEvent best = *std::min_element(evaluations.begin(), evaluations.end(),
+                                                 [](const auto& a, const auto& b) { return a.eval.wer < b.eval.wer; });
+    CHECK(r.best_dev.wer == best.eval.wer);
+    const LoadedModel kept = load_model(dir + "/best.safetensors");
+    CHECK(kept.step == best.step);
+    DataRequest request;
+    request.train = false;
+    const TrainingData data = prepare_data(o, request);
+    const EvalResult again =
+        evaluate(*kept.model, data.dev, kept.source_vocab, kept.target_vocab, DecodeOptions{o.eval_max_len, 1, 0.6f});
+    CHECK(again.wer == best.eval.wer);
+    CHECK(again.per == best.eval.per);
+    // The directory alone resolves to the best weights.
+    CHECK(load_model(dir).step == best.step);
+}
+
+TEST_CASE("resuming from an older checkpoint whose two files disagree on the step is refused", "[training][errors]") {
+    // A training state without the weights (as checkpoints were written before it held them) can
+    // only resume with a model file of its own step.
+    TrainingOptions o = reverse_task(100);
+    o.max_steps = 2;
+    const std::string dir = fresh_dir("mismatch"), older = fresh_dir("mismatch_older");
+    train(tiny_transformer(), o, dir);
+    fs::create_directories(older);
+    fs::copy_file(dir + "/model.safetensors", older + "/model.safetensors");
+    resume(dir, 0, 0, 4);
+    const SafetensorsFile state = SafetensorsFile::load(dir + "/training.safetensors");
+    SafetensorsFile without_weights;
+    for (const auto& [key, value] : state.metadata()) without_weights.set_metadata(key, value);
+    for (const std::string& name : state.names())
+        if (!name.starts_with(kWeightsPrefix)) without_weights.put(name, state.entry(name));
+    without_weights.save(older + "/training.safetensors");  // step 4 beside a model file of step 2
+    CHECK_THROWS_WITH(resume(older, 0, 0, 6), Catch::Contains("model.safetensors is from step 2") &&
+                                                  Catch::Contains("training.safetensors from step 4"));
 }
 
 TEST_CASE("training refuses to overwrite a checkpoint and checks its options", "[training][errors]") {

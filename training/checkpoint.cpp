@@ -2,6 +2,10 @@
 // training state beside them (checkpoint.h).
 #include "seqgrad/training/checkpoint.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cstring>
 #include <filesystem>
 
 #include "seqgrad/internal/option_table.h"
@@ -76,6 +80,13 @@ LoadedModel load_model(const std::string& path) {
               "checkpoint", "the config's vocabulary sizes (", config.src_vocab, ", ", config.tgt_vocab,
               ") differ from the stored vocabularies (", loaded.source_vocab.size(), ", ", loaded.target_vocab.size(),
               ")");
+        // The weights in the file must be what the config describes before the model is built: a
+        // crafted config must not make us allocate a model the file cannot fill.
+        int64_t stored = 0;
+        for (const std::string& name : file.names()) stored += file.entry(name).shape.numel();
+        const int64_t expected = models::model_kind(config.model).parameters(config);
+        check(stored == expected, "checkpoint", "the config describes a model of ", expected,
+              " parameters, but the file holds ", stored, " values");
         Generator gen(0);
         loaded.model = models::make_model(config, gen);
         std::map<std::string, Tensor> state;
@@ -185,9 +196,19 @@ TrainingState load_training_state(const std::string& path) {
     } catch (const Error& e) {
         throw Error(path + ": metadata \"progress\" is damaged: " + e.what());
     }
-    for (const std::string& name : file.names())
-        (name.rfind("average", 0) == 0 ? state.average : state.optimizer).emplace(name, file.tensor(name));
+    for (const std::string& name : file.names()) {
+        if (name.starts_with(kWeightsPrefix))
+            state.weights.emplace(name.substr(std::strlen(kWeightsPrefix)), file.tensor(name));
+        else (name.starts_with("average") ? state.average : state.optimizer).emplace(name, file.tensor(name));
+    }
     return state;
+}
+
+void sync_directory(const std::string& dir) {
+    const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) return;
+    ::fsync(fd);
+    ::close(fd);
 }
 
 }  // namespace seqgrad::training

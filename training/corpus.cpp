@@ -55,11 +55,15 @@ bool LineReader::fill() {
 bool LineReader::next(std::string& line) {
     while (true) {
         const size_t end = buffer_.find('\n', at_);
+        check(end == std::string::npos || end - at_ <= kMaxLineBytes, "corpus", path_, ":", line_number_ + 1,
+              ": a line longer than ", kMaxLineBytes, " bytes (1 MiB)");
         if (end != std::string::npos) {
             line.assign(buffer_, at_, end - at_);
             at_ = end + 1;
             break;
         }
+        check(buffer_.size() - at_ <= kMaxLineBytes, "corpus", path_, ":", line_number_ + 1, ": a line longer than ",
+              kMaxLineBytes, " bytes (1 MiB)");
         if (!fill()) {
             if (at_ >= buffer_.size()) return false;  // no last line without its '\n'
             line.assign(buffer_, at_, std::string::npos);
@@ -323,11 +327,15 @@ private:
                     return false;
                 }
         }
+        // The model's limit, and in any case kMaxSymbolsPerSide.
         const auto too_long =
-            [&](const std::vector<std::string>& symbols, int64_t extra, int64_t limit, const char* side) {
-            if (limit <= 0 || static_cast<int64_t>(symbols.size()) + extra <= limit) return false;
+            [&](const std::vector<std::string>& symbols, int64_t extra, int64_t model_limit, const char* side) {
+            const bool model = model_limit > 0 && model_limit < kMaxSymbolsPerSide;
+            const int64_t limit = model ? model_limit : kMaxSymbolsPerSide;
+            if (static_cast<int64_t>(symbols.size()) + extra <= limit) return false;
             problem = detail::concat("the ", side, " has ", symbols.size(), " symbols", extra ? " (and </s>)" : "",
-                                     "; the model takes at most ", limit - extra);
+                                     model ? "; the model takes at most " : "; a side may have at most ",
+                                     limit - extra);
             return true;
         };
         return !too_long(source_symbols_, 0, request_.max_source_length, "source") &&

@@ -95,6 +95,9 @@ const OptionTable<TrainingOptions>& table() {
             .at_least(0)
             .add("eval_every_steps", "evaluate every N steps (0: after each epoch)", &O::eval_every_steps)
             .at_least(0)
+            .add("save_every_steps", "a checkpoint every N steps as well (0: with evaluations and at the end)",
+                 &O::save_every_steps)
+            .at_least(0)
             .add("eval_max_len", "output tokens when decoding dev", &O::eval_max_len)
             .above(0)
             .add("dev_limit", "evaluate on the first N dev examples only (0: all)", &O::dev_limit)

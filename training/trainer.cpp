@@ -35,6 +35,25 @@ struct Run {
     std::string training_path() const { return (fs::path(dir) / "training.safetensors").string(); }
 };
 
+// A checkpoint is written in two phases: both files go to "<name>.next" (each atomically), and
+// are renamed over the committed ones only once the next step's loss shows that the weights they
+// hold give a finite loss (or when the run ends). A loss that stops being finite discards the
+// pending pair, so the committed checkpoint always trains on.
+constexpr const char* kPending = ".next";
+
+// Removes what an interrupted process may have left in a checkpoint directory: a pending pair
+// that was never committed, and the temporary files of an unfinished write.
+void remove_leftovers(const std::string& dir) {
+    std::error_code ec;
+    for (const auto& entry : fs::directory_iterator(dir, ec)) {
+        const std::string name = entry.path().filename().string();
+        const bool ours = name.starts_with("model.safetensors") || name.starts_with("best.safetensors") ||
+                          name.starts_with("training.safetensors");
+        const bool leftover = name.ends_with(kPending) || name.find(".tmp.") != std::string::npos;
+        if (ours && leftover) fs::remove(entry.path(), ec);
+    }
+}
+
 std::unique_ptr<nn::Adam> make_optimizer(const TrainingOptions& o, models::Seq2SeqModel& model) {
     nn::AdamOptions a;
     a.lr = o.lr;
@@ -62,7 +81,8 @@ public:
           listener_(listener),
           stop_requested_(stop_requested),
           seconds_before_(run.progress.seconds),
-          start_step_(run.progress.step) {}
+          start_step_(run.progress.step),
+          committed_step_(fs::exists(run.training_path()) ? run.progress.step : -1) {}
 
     TrainingResult run();
 
@@ -72,6 +92,8 @@ private:
     bool step();
     void evaluate_and_keep_best(bool scheduled);
     void checkpoint(const std::string& why);
+    void commit_checkpoint();
+    void discard_checkpoint();
 
     double learning_rate(int64_t step) const;
     bool budget_reached() const;
@@ -94,7 +116,10 @@ private:
     const Clock::time_point session_start_ = Clock::now();
     const double seconds_before_;  // training time of the earlier sessions
     const int64_t start_step_;
-    int64_t saved_step_ = -1;                        // the step of this session's last checkpoint
+    int64_t saved_step_ = -1;      // the step of this session's last checkpoint
+    bool pending_ = false;         // a checkpoint written but not yet committed
+    int64_t committed_step_ = -1;  // the step of the checkpoint on disk, if any
+    std::string pending_why_;
     double recent_tokens_ = 0, recent_seconds_ = 0;  // decaying sums for tokens per second
 };
 
@@ -126,6 +151,7 @@ TrainingResult Trainer::run() {
             evaluate_and_keep_best(true);
             checkpoint(epoch_ended ? "end of epoch" : "evaluation");
         }
+        if (o.save_every_steps > 0 && run_.progress.step % o.save_every_steps == 0) checkpoint("save_every_steps");
     }
     if (stop_reason != "diverged") {
         const auto& history = run_.progress.history;
@@ -133,6 +159,9 @@ TrainingResult Trainer::run() {
         if (run_.progress.step > start_step_ && !just_evaluated && stop_reason == "budget")
             evaluate_and_keep_best(false);
         checkpoint(stop_reason == "interrupted" ? "interrupted" : "end of run");
+        commit_checkpoint();  // no next step will vouch for these weights: the run ends with them
+    } else {
+        discard_checkpoint();
     }
     TrainingResult result;
     result.stop_reason = stop_reason;
@@ -157,11 +186,14 @@ bool Trainer::step() {
     const double loss_value = loss.item();
     if (!std::isfinite(loss_value)) {
         const int64_t bad_step = run_.progress.step + 1;
-        emit_message("the loss is " + std::to_string(loss_value) + " at step " + std::to_string(bad_step) +
-                         "; stopping. The last good checkpoint is kept in " + run_.dir,
+        emit_message(detail::concat("the loss is ", loss_value, " at step ", bad_step, "; stopping. ",
+                                    committed_step_ >= 0 ? detail::concat("The last good checkpoint (step ",
+                                                                          committed_step_, ") is kept in ", run_.dir)
+                                                         : std::string("No checkpoint had been kept yet.")),
                      bad_step);
         return false;
     }
+    commit_checkpoint();  // the weights it holds gave this finite loss
     loss.backward();
     if (o.clip_norm > 0) nn::clip_grad_norm(run_.model->parameters(), o.clip_norm);
     const double lr = learning_rate(run_.progress.step + 1);
@@ -259,15 +291,44 @@ void Trainer::checkpoint(const std::string& why) {
     p.seconds = seconds_before_ + session_seconds();
     p.random = run_.model->random().state();
     p.stream = run_.stream->state();
+    // The training state holds the weights too, so that it alone resumes the run exactly.
     std::map<std::string, Tensor> state = run_.optimizer->state();
     if (run_.average) state.merge(run_.average->state());
-    save_training_state(run_.training_path(), run_.options, p, state);
-    save_model(run_.model_path(), *run_.model, run_.data, run_.options.task, p.step);
+    for (const auto& [name, tensor] : run_.model->state_dict()) state.emplace(kWeightsPrefix + name, tensor);
+    try {
+        save_training_state(run_.training_path() + kPending, run_.options, p, state);
+        save_model(run_.model_path() + kPending, *run_.model, run_.data, run_.options.task, p.step);
+    } catch (const Error& e) {
+        discard_checkpoint();
+        pending_ = false;
+        throw Error(detail::concat("the checkpoint of step ", p.step, " was not written, and the last one in ",
+                                   run_.dir, " is intact: ", e.what()));
+    }
+    pending_ = true;
+    pending_why_ = why;
+}
+
+void Trainer::commit_checkpoint() {
+    if (!pending_) return;
+    pending_ = false;
+    for (const std::string& path : {run_.training_path(), run_.model_path()}) {
+        std::error_code ec;
+        fs::rename(path + kPending, path, ec);
+        check(!ec, "checkpoint", "cannot rename ", path, kPending, " to ", path, ": ", ec.message());
+    }
+    sync_directory(run_.dir);
+    committed_step_ = saved_step_;
     TrainingEvent e;
     e.kind = TrainingEvent::Kind::checkpoint;
-    e.step = p.step;
-    e.text = why;
+    e.step = saved_step_;
+    e.text = pending_why_;
     emit(e);
+}
+
+void Trainer::discard_checkpoint() {
+    pending_ = false;
+    std::error_code ec;
+    for (const std::string& path : {run_.training_path(), run_.model_path()}) fs::remove(path + kPending, ec);
 }
 
 double Trainer::learning_rate(int64_t step) const {
@@ -309,6 +370,7 @@ TrainingResult train(const models::ModelConfig& model_config, const TrainingOpti
     run.dir = out_dir;
     check(!fs::exists(run.model_path()) && !fs::exists(run.training_path()), "train", out_dir,
           " already holds a checkpoint: resume it (--resume) or choose another directory");
+    if (fs::is_directory(out_dir)) remove_leftovers(out_dir);
     run.data = prepare_data(options, request_for(model_config));
     check(!run.data.train.empty() && !run.data.dev.empty(), "train", "the task \"", options.task,
           "\" has an empty train or dev split");
@@ -337,6 +399,7 @@ TrainingResult resume(const std::string& dir, int64_t epochs, double minutes, in
     Run run;
     run.dir = dir;
     check(fs::is_directory(dir), "resume", "no checkpoint directory at ", dir);
+    remove_leftovers(dir);
     check(fs::exists(run.training_path()) && fs::exists(run.model_path()), "resume", dir,
           " has no model.safetensors and training.safetensors to resume from");
     TrainingState saved = load_training_state(run.training_path());
@@ -349,8 +412,11 @@ TrainingResult resume(const std::string& dir, int64_t epochs, double minutes, in
     run.options.validate();
     run.progress = saved.progress;
     LoadedModel loaded = load_model(run.model_path());
-    check(loaded.step == run.progress.step, "resume", dir, ": model.safetensors is from step ", loaded.step,
-          " but training.safetensors from step ", run.progress.step, " (an interrupted save); cannot resume exactly");
+    if (saved.weights.empty())  // a checkpoint from before the training state held the weights
+        check(loaded.step == run.progress.step, "resume", dir, ": model.safetensors is from step ", loaded.step,
+              " but training.safetensors from step ", run.progress.step,
+              " (an interrupted save); cannot resume exactly");
+    else loaded.model->load_state_dict(saved.weights);
     DataRequest request = request_for(loaded.model->config());
     request.source_tokenizer = &loaded.source_tokenizer;
     request.target_tokenizer = &loaded.target_tokenizer;

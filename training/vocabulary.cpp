@@ -53,6 +53,9 @@ Vocabulary Vocabulary::from_counts(const std::vector<std::pair<std::string, int6
         std::nth_element(kept.begin(), kept.begin() + max_size, kept.end(), by_frequency);
         kept.resize(static_cast<size_t>(max_size));
     }
+    check(static_cast<int64_t>(kept.size()) + 4 <= kMaxVocabulary, "Vocabulary", "the data has ", kept.size(),
+          " distinct symbols; a vocabulary holds at most ", kMaxVocabulary - 4,
+          " (raise min_count or set max_vocab to keep the most frequent)");
     std::vector<std::string> symbols;
     symbols.reserve(kept.size());
     for (auto& [symbol, count] : kept) symbols.push_back(std::move(symbol));
@@ -101,6 +104,8 @@ Vocabulary Vocabulary::from_json(const std::string& text) {
         throw Error(detail::concat(op, ": not valid JSON (", e.what(), ")"));
     }
     check(parsed.is_array(), op, "expected a JSON array of symbols");
+    check(static_cast<int64_t>(parsed.size()) <= kMaxVocabulary, op, "a vocabulary of ", parsed.size(),
+          " symbols; at most ", kMaxVocabulary, " are allowed");
     check(parsed.size() >= 4, op, "expected the four special tokens first, got ", parsed.size(), " symbols");
     std::vector<std::string> symbols;
     std::unordered_set<std::string> seen;

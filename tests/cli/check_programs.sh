@@ -8,7 +8,8 @@ set -uo pipefail
 seqgrad=$1
 configs=$2
 work=$3
-fail() { echo "FAILED: $*"; exit 1; }
+# shellcheck source=../lib.sh
+source "$(dirname "$0")/../lib.sh"
 
 rm -rf "$work" && mkdir -p "$work" || fail "cannot create $work"
 cat > "$work/tiny.json" <<'EOF'
@@ -23,12 +24,11 @@ out=$("${train[@]}" --max-steps 6 --out "$work/run" 2>&1); status=$?
 [ $status -eq 0 ] || fail "a short run exited $status: $out"
 [ -f "$work/run/model.safetensors" ] && [ -f "$work/run/best.safetensors" ] && [ -f "$work/run/training.safetensors" ] \
   || fail "the run left no complete checkpoint"
-echo "$out" | grep -q "Best dev WER" || fail "the run did not report its best dev WER"
+grep -q "Best dev WER" <<< "$out" || fail "the run did not report its best dev WER"
 
 # Training into a directory that holds a checkpoint is refused.
 out=$("${train[@]}" --max-steps 6 --out "$work/run" 2>&1); status=$?
-[ $status -ne 0 ] || fail "training over an existing checkpoint should exit non-zero"
-echo "$out" | grep -q "already holds a checkpoint" || fail "no message for an existing checkpoint: $out"
+refused "training over an existing checkpoint" $status "$out" "already holds a checkpoint"
 
 # Ctrl-C: the run saves, says how to resume, and exits 130; --resume continues it.
 "${train[@]}" --minutes 5 --out "$work/interrupted" > "$work/interrupted.log" 2>&1 &
@@ -46,15 +46,15 @@ steps=$(sed -n 's/^Stopped (interrupted) after \([0-9]*\) steps.*/\1/p' "$work/i
 [ -n "$steps" ] || fail "Ctrl-C did not report where it stopped: $(cat "$work/interrupted.log")"
 out=$("$seqgrad" train --resume "$work/interrupted" --max-steps $((steps + 3)) --threads 1 2>&1); status=$?
 [ $status -eq 0 ] || fail "resuming exited $status: $out"
-echo "$out" | grep -q "after $((steps + 3)) steps" || fail "the resumed run did not stop at step $((steps + 3)): $out"
+grep -q "after $((steps + 3)) steps" <<< "$out" || fail "the resumed run did not stop at step $((steps + 3)): $out"
 
 # eval and predict read the checkpoint.
 out=$("$seqgrad" eval --checkpoint "$work/run" --split test --threads 1 2>&1); status=$?
 [ $status -eq 0 ] || fail "eval exited $status: $out"
-echo "$out" | grep -q "WER .*PER .*(40 words)" || fail "eval printed no WER and PER over 40 words: $out"
+grep -q "WER .*PER .*(40 words)" <<< "$out" || fail "eval printed no WER and PER over 40 words: $out"
 out=$("$seqgrad" predict --checkpoint "$work/run" abc 2>&1); status=$?
 [ $status -eq 0 ] || fail "predict exited $status: $out"
-echo "$out" | grep -q "^abc" || fail "predict did not print the word: $out"
+grep -q "^abc" <<< "$out" || fail "predict did not print the word: $out"
 
 # Every recipe of the results is a valid config.
 for config in "$configs"/*.json; do
@@ -66,45 +66,31 @@ done
 for cmd in eval predict; do
   extra=(); [ $cmd = predict ] && extra=(abc)
   out=$("$seqgrad" $cmd --checkpoint "$work/nothing_here" "${extra[@]}" 2>&1); status=$?
-  [ $status -ne 0 ] || fail "$cmd on a missing checkpoint should exit non-zero"
-  echo "$out" | grep -q "no checkpoint at $work/nothing_here" \
-    || fail "$cmd: no message naming the missing checkpoint: $out"
+  refused "$cmd on a missing checkpoint" $status "$out" "no checkpoint at $work/nothing_here"
 done
 out=$("$seqgrad" train --task reverse --model transformer --config "$work/missing.json" --max-steps 1 \
       --out "$work/x" 2>&1)
 status=$?
-[ $status -ne 0 ] || fail "a missing config should exit non-zero"
-echo "$out" | grep -q "missing.json" || fail "no message naming the missing config: $out"
+refused "a missing config" $status "$out" "missing.json"
 echo '{"model": "transformer", "training": {"epoch": 3}}' > "$work/typo.json"
 out=$("$seqgrad" train --task reverse --model transformer --config "$work/typo.json" --max-steps 1 --out "$work/y" 2>&1)
 status=$?
-[ $status -ne 0 ] || fail "a config with an unknown key should exit non-zero"
-echo "$out" | grep -q 'unknown key "epoch"' || fail "no message naming the unknown key: $out"
+refused "a config with an unknown key" $status "$out" 'unknown key "epoch"'
 [ ! -e "$work/y" ] || fail "a rejected config still created the output directory"
 out=$("$seqgrad" train --task g2p --model transformer --dictionary "$work/no_such.dict" --max-steps 1 \
       --out "$work/d" 2>&1)
 status=$?
-[ $status -ne 0 ] || fail "a missing dictionary should exit non-zero"
-echo "$out" | grep -q "no_such.dict: cannot open" || fail "no message naming the missing dictionary: $out"
+refused "a missing dictionary" $status "$out" "no_such.dict: cannot open"
 [ ! -e "$work/d" ] || fail "a run refused for its data still created the output directory"
 out=$("$seqgrad" train --bogus 2>&1); status=$?
-[ $status -ne 0 ] || fail "a bad flag should exit non-zero"
-echo "$out" | grep -q -- "--bogus" || fail "no message naming the bad flag: $out"
+refused "a bad flag" $status "$out" "--bogus"
 # A negative number is refused, not read as "not given".
 out=$("$seqgrad" train --task reverse --model transformer --lr -0.5 --max-steps 1 --out "$work/z" 2>&1); status=$?
-[ $status -ne 0 ] || fail "a negative --lr should exit non-zero"
-echo "$out" | grep -q -- "--lr: must be positive, got -0.5" || fail "no message naming the bad --lr: $out"
+refused "a negative --lr" $status "$out" "--lr: must be positive, got -0.5"
 [ ! -e "$work/z" ] || fail "a refused flag still created the output directory"
 out=$("$seqgrad" predict --checkpoint "$work/run" --beam 100000 abc 2>&1); status=$?
-[ $status -ne 0 ] || fail "a beam wider than the program allows should exit non-zero"
-echo "$out" | grep -q -- "--beam: Value 100000 not in range 1 to 256" || fail "no message naming the beam's range: $out"
+refused "a beam wider than the program allows" $status "$out" "--beam: Value 100000 not in range 1 to 256"
 # ---- your own data: a corpus of pairs, from training to predictions ----
-# refused NAME STATUS OUT PATTERN: the command failed with a status below 128 (a clear error, not a
-# crash) and said PATTERN.
-refused() {
-  [ "$2" -ne 0 ] && [ "$2" -lt 128 ] || fail "$1 should fail with a clear error, got status $2: $3"
-  echo "$3" | grep -q -- "$4" || fail "$1: no message saying '$4': $3"
-}
 # Made-up words and their reversals: a TSV, and the same as aligned, gzip-compressed files.
 for i in $(seq 1 600); do
   w=$(printf '%x' $((i * 2654435761 % 1000003)) | tr '0-9' 'g-p')
@@ -120,21 +106,21 @@ EOF
 corpus=("$seqgrad" train --model attn_seq2seq --config "$work/corpus.json" --threads 1 --max-steps 8)
 out=$("${corpus[@]}" --train "$work/pairs.tsv" --out "$work/own" 2>&1); status=$?
 [ $status -eq 0 ] || fail "training on a TSV exited $status: $out"
-echo "$out" | grep -q "pairs.tsv: [0-9]* training pairs, [0-9]* dev sources" \
+grep -q "pairs.tsv: [0-9]* training pairs, [0-9]* dev sources" <<< "$out" \
   || fail "no start line with the counts: $out"
-echo "$out" | grep -q "dev and test carved from .*pairs.tsv" \
+grep -q "dev and test carved from .*pairs.tsv" <<< "$out" \
   || fail "the start line did not say dev and test were carved: $out"
-echo "$out" | grep -q "unknown tokens: .* in train" || fail "no count of unknown tokens: $out"
+grep -q "unknown tokens: .* in train" <<< "$out" || fail "no count of unknown tokens: $out"
 out=$("${corpus[@]}" --train "$work/src.txt.gz" "$work/tgt.txt.gz" --dev "$work/heldout.tsv" \
       --tgt-tokens sentencepiece \
       --spm-vocab-size 20 --out "$work/own_gz" 2>&1); status=$?
 [ $status -eq 0 ] || fail "training on aligned gzip files with a SentencePiece target exited $status: $out"
-echo "$out" | grep -q "target sentencepiece" || fail "the start line did not name the SentencePiece target: $out"
+grep -q "target sentencepiece" <<< "$out" || fail "the start line did not name the SentencePiece target: $out"
 out=$("$seqgrad" eval --checkpoint "$work/own_gz" --test "$work/heldout.tsv" --metric bleu --metric chrf \
       --threads 1 2>&1)
 status=$?
 [ $status -eq 0 ] || fail "eval --test exited $status: $out"
-echo "$out" | grep -q "WER .*PER .*(20 words).*BLEU [0-9.]*  chrF [0-9.]*" \
+grep -q "WER .*PER .*(20 words).*BLEU [0-9.]*  chrF [0-9.]*" <<< "$out" \
   || fail "eval printed no WER, PER, BLEU, chrF: $out"
 out=$("$seqgrad" eval --checkpoint "$work/own" --split dev --threads 1 2>&1); status=$?
 [ $status -eq 0 ] || fail "eval of a corpus run's dev split exited $status: $out"
@@ -142,7 +128,7 @@ printf 'abc\n\nfed\n' > "$work/inputs.txt"
 out=$("$seqgrad" predict --checkpoint "$work/own" --input "$work/inputs.txt" --beam 3 --nbest 2 --threads 1 \
       2>"$work/predict.err"); status=$?
 [ $status -eq 0 ] || fail "predict --nbest exited $status: $out $(cat "$work/predict.err")"
-{ echo "$out" | grep -q "^1	1	" && echo "$out" | grep -q "^1	2	" && echo "$out" | grep -q "^3	2	"; } \
+{ grep -q "^1	1	" <<< "$out" && grep -q "^1	2	" <<< "$out" && grep -q "^3	2	" <<< "$out"; } \
   || fail "predict --nbest 2 did not print line, rank, output, score: $out"
 grep -q "lines/s" "$work/predict.err" || fail "predict printed no throughput: $(cat "$work/predict.err")"
 out=$(printf 'abc\nfed\n' | "$seqgrad" predict --checkpoint "$work/own" --threads 1 2>/dev/null); status=$?
@@ -154,7 +140,7 @@ refused "a line without a tab" $status "$out" "bad.tsv:601: no tab"
 [ ! -e "$work/bad" ] || fail "a refused corpus still created the output directory"
 out=$("${corpus[@]}" --train "$work/bad.tsv" --skip-invalid --out "$work/skipped" 2>&1); status=$?
 [ $status -eq 0 ] || fail "--skip-invalid exited $status: $out"
-echo "$out" | grep -q "skipped 1 invalid line" || fail "--skip-invalid did not say what it skipped: $out"
+grep -q "skipped 1 invalid line" <<< "$out" || fail "--skip-invalid did not say what it skipped: $out"
 head -n 5 "$work/pairs.tsv" | cut -f2 > "$work/short.txt"
 out=$("${corpus[@]}" --train "$work/src.txt.gz" "$work/short.txt" --out "$work/uneven" 2>&1); status=$?
 refused "aligned files of different lengths" $status "$out" "src.txt.gz has 600, .*short.txt has 5"

@@ -37,6 +37,11 @@ public:
     std::shared_ptr<nn::Linear> fc;  // bidirectional only, else null
 };
 
+// The parameters of one LSTM layer and direction: W_ih [4h, input], W_hh [4h, h], two biases [4h].
+inline int64_t lstm_layer_parameters(int64_t input, int64_t hidden) {
+    return 4 * hidden * (input + hidden) + 8 * hidden;
+}
+
 // The FLOPs of one LSTM layer per token and direction: the four gates' input and recurrent
 // products, 2 x 4h (input + h) multiply-adds.
 inline double lstm_layer_flops(int64_t input, int64_t hidden) {

@@ -27,6 +27,9 @@ struct ModelKind {
     std::function<int64_t(const ModelConfig&)> width;
     // The longest source, and target with its </s>, in tokens (0: no limit).
     std::function<int64_t(const ModelConfig&)> max_length = [](const ModelConfig&) { return int64_t{0}; };
+    // The number of parameters a config asks for, counted from the config alone (equal to the
+    // built model's num_parameters()), so that a config is judged before anything is allocated.
+    std::function<int64_t(const ModelConfig&)> parameters;
     // 2 x the multiply-adds of the forward pass's matrix products over a batch (for GFLOP/s and
     // MFU); masked halves of attention are counted in full.
     std::function<double(const ModelConfig&, int64_t batch, int64_t src_len, int64_t tgt_len)> forward_flops;
@@ -37,6 +40,10 @@ struct ModelKind {
     std::string schedule = "noam";
     double lr = 1.0;
 };
+
+// The largest model a config or a file may ask for: 2^31 parameters (8 GiB of float32 weights,
+// and three times that to train). ModelConfig::validate refuses more.
+inline constexpr int64_t kMaxParameters = int64_t{1} << 31;
 
 // Every kind, in the order help texts list them.
 const std::vector<ModelKind>& model_kinds();

@@ -2,12 +2,14 @@
 //   model.safetensors     the latest weights; metadata: the model config, both tokenizers (with a
 //                         SentencePiece model's bytes) and vocabularies, the task, the step
 //   best.safetensors      the same, for the weights with the best dev WER so far
-//   training.safetensors  the optimizer's state (and the weight average's), and in its metadata
-//                         the training options and the run's Progress (step, data position,
-//                         random state, dev history), so a run resumes exactly where it stopped
+//   training.safetensors  the weights again, the optimizer's state (and the weight average's), and
+//                         in its metadata the training options and the run's Progress (step,
+//                         data position, random state, dev history): all a run needs to resume
+//                         exactly where it stopped
 // Every file is written atomically (a temporary, fsync, rename): an interrupted run never leaves a
-// broken file. model.safetensors and training.safetensors both record the step; resuming from a
-// pair that disagrees is an error.
+// broken file. Because training.safetensors holds the weights, a process killed between the two
+// renames resumes from it alone; a checkpoint written before it held them resumes only when
+// model.safetensors is from the same step.
 #pragma once
 
 #include <map>
@@ -80,8 +82,11 @@ struct Progress {
     static Progress from_json(const std::string& text);  // Error if a required key is missing
 };
 
-// training.safetensors: the options, the progress and the named state tensors of the optimizer
-// (and of the weight average, keys "average..."), stamped with the step.
+// Tensors of training.safetensors named this way are the model's weights.
+inline constexpr const char* kWeightsPrefix = "weights.";
+
+// training.safetensors: the options, the progress and the named state tensors: the weights
+// ("weights."), the optimizer's, and the weight average's ("average..."), stamped with the step.
 void save_training_state(const std::string& path, const TrainingOptions& options, const Progress& progress,
                          const std::map<std::string, Tensor>& state);
 
@@ -90,7 +95,12 @@ struct TrainingState {
     Progress progress;
     std::map<std::string, Tensor> optimizer;  // the optimizer's tensors
     std::map<std::string, Tensor> average;    // the weight average's ("average..."), if any
+    std::map<std::string, Tensor> weights;    // the model's, by state_dict name (empty in older files)
 };
 TrainingState load_training_state(const std::string& path);
+
+// Makes the renames in a directory durable (fsync of the directory; best effort, as some file
+// systems refuse it).
+void sync_directory(const std::string& dir);
 
 }  // namespace seqgrad::training

@@ -28,8 +28,13 @@
 
 namespace seqgrad::training {
 
+// What a file may ask of the readers: a line of at most 1 MiB, a side of at most 4096 symbols.
+// Longer ones are refused before anything is built from them.
+inline constexpr size_t kMaxLineBytes = size_t{1} << 20;
+inline constexpr int64_t kMaxSymbolsPerSide = 4096;
+
 // Lines of a text file, plain or gzip-compressed, one at a time (a file of any size reads in
-// constant memory). CRLF endings are accepted.
+// constant memory). CRLF endings are accepted; a line longer than kMaxLineBytes is an Error.
 class LineReader {
 public:
     explicit LineReader(const std::string& path);  // Error naming the path and the system's reason

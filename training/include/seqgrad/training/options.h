@@ -56,6 +56,7 @@ struct TrainingOptions {
     int64_t max_steps = 0;
 
     int64_t eval_every_steps = 0;  // 0: after each epoch
+    int64_t save_every_steps = 0;  // a checkpoint every N steps as well (0: with evaluations only)
     int64_t eval_max_len = 40;     // output tokens when decoding the dev split
     int64_t dev_limit = 0;         // evaluate on the first N dev words only (0: all)
     int64_t log_every = 100;       // steps between plain log lines

@@ -11,6 +11,9 @@
 
 namespace seqgrad::training {
 
+// The largest vocabulary a file or a corpus may ask for (the models' config keys allow no more).
+inline constexpr int64_t kMaxVocabulary = int64_t{1} << 22;
+
 // Symbols <-> ids. Ids 0..3 are the special tokens of docs/parity.md (<pad>, <s>, </s>, <unk>); the
 // data's symbols follow, in byte order when built from data, so the same data gives the same ids.
 class Vocabulary {
