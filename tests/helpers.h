@@ -5,10 +5,12 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include "seqgrad/seqgrad.h"
 
@@ -82,6 +84,29 @@ public:
 
 private:
     std::filesystem::path path_;
+};
+
+// A fresh directory under the system temp directory, named for this process so that tests running side
+// by side never share one, removed when it goes out of scope.
+struct TempDir {
+    std::filesystem::path path;
+    explicit TempDir(const std::string& tag) {
+        path = std::filesystem::temp_directory_path() / ("seqgrad_test_" + tag + "_" + std::to_string(::getpid()));
+        std::filesystem::remove_all(path);
+        std::filesystem::create_directories(path);
+    }
+    ~TempDir() {
+        std::error_code ignored;
+        std::filesystem::remove_all(path, ignored);
+    }
+    TempDir(const TempDir&) = delete;
+    TempDir& operator=(const TempDir&) = delete;
+    std::vector<std::string> listing() const {
+        std::vector<std::string> names;
+        for (const auto& e : std::filesystem::directory_iterator(path)) names.push_back(e.path().filename().string());
+        std::sort(names.begin(), names.end());
+        return names;
+    }
 };
 
 // The message of the Error that `f` throws; fails the test if it throws none.

@@ -18,6 +18,7 @@ using namespace seqgrad::training;
 using seqgrad::Error;
 using seqgrad::testing::error_of;
 using seqgrad::testing::TempFile;
+using seqgrad::testing::TempDir;
 using Catch::Matchers::Contains;
 
 namespace {
@@ -356,9 +357,8 @@ namespace {
 // A tiny trained run on a corpus, once per test program.
 const std::string& tiny_run() {
     static const std::string dir = [] {
-        const std::filesystem::path root = std::filesystem::temp_directory_path() / "seqgrad_test_corpus_run";
-        std::filesystem::remove_all(root);
-        std::filesystem::create_directories(root);
+        static const TempDir scratch("corpus_run");
+        const std::filesystem::path& root = scratch.path;
         std::string text;
         for (int i = 1; i <= 300; ++i) {
             std::string word;  // i in base 6, letters a-f: 300 different words of 1 to 4 letters
@@ -400,9 +400,8 @@ TEST_CASE("a checkpoint carries its tokenizers: the SentencePiece model comes ba
 }
 
 TEST_CASE("resuming on data whose vocabularies changed is refused", "[corpus]") {
-    const std::filesystem::path root = std::filesystem::temp_directory_path() / "seqgrad_test_corpus_changed";
-    std::filesystem::remove_all(root);
-    std::filesystem::create_directories(root);
+    const TempDir scratch("corpus_changed");
+    const std::filesystem::path& root = scratch.path;
     std::ofstream(root / "pairs.tsv") << numbered_tsv(100);
     TrainingOptions o = corpus_options({(root / "pairs.tsv").string()});
     o.max_steps = 2;

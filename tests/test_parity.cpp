@@ -11,6 +11,7 @@
 #include "seqgrad/models/parity.h"
 
 using namespace seqgrad;
+using seqgrad::testing::TempDir;
 namespace fs = std::filesystem;
 
 namespace {
@@ -28,9 +29,8 @@ std::string modified_copy(const std::string& fixture, const std::string& tag,
                           const std::function<void(SafetensorsFile&)>& change) {
     SafetensorsFile file = SafetensorsFile::load(std::string(SEQGRAD_FIXTURES_DIR) + "/" + fixture);
     change(file);
-    const fs::path dir = fs::temp_directory_path() / "seqgrad_test_parity";
-    fs::create_directories(dir);
-    const std::string path = (dir / (tag + ".safetensors")).string();
+    static const TempDir dir("parity");
+    const std::string path = (dir.path / (tag + ".safetensors")).string();
     file.save(path);
     return path;
 }
@@ -134,9 +134,8 @@ TEST_CASE("a fixture with a bad config or batch is a clear error", "[parity][err
 TEST_CASE("a missing or corrupt fixture file is an error naming the file", "[parity][errors]") {
     CHECK_THROWS_WITH(models::check_fixture("/nonexistent/fixture.safetensors"),
                       Catch::Contains("/nonexistent/fixture.safetensors"));
-    const fs::path dir = fs::temp_directory_path() / "seqgrad_test_parity";
-    fs::create_directories(dir);
-    const std::string truncated = (dir / "truncated.safetensors").string();
+    const TempDir dir("parity_truncated");
+    const std::string truncated = (dir.path / "truncated.safetensors").string();
     {
         const std::string source = std::string(SEQGRAD_FIXTURES_DIR) + "/seq2seq_init_state_1layer.safetensors";
         std::ifstream in(source, std::ios::binary);

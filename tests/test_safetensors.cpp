@@ -20,6 +20,7 @@ using seqgrad::SafetensorsEntry;
 using seqgrad::SafetensorsFile;
 using seqgrad::Shape;
 using seqgrad::Tensor;
+using seqgrad::testing::TempDir;
 using Catch::Matchers::Contains;
 
 namespace {
@@ -77,26 +78,6 @@ SafetensorsFile small_file() {
 }
 
 std::vector<float> values_of(const Tensor& t) { return t.to_vector(); }
-
-// A fresh directory under the system temp directory, removed when the test ends.
-struct TempDir {
-    std::filesystem::path path;
-    explicit TempDir(const std::string& tag) {
-        path = std::filesystem::temp_directory_path() / ("seqgrad_st_" + tag + "_" + std::to_string(::getpid()));
-        std::filesystem::remove_all(path);
-        std::filesystem::create_directories(path);
-    }
-    ~TempDir() {
-        std::error_code ignored;
-        std::filesystem::remove_all(path, ignored);
-    }
-    std::vector<std::string> listing() const {
-        std::vector<std::string> names;
-        for (const auto& e : std::filesystem::directory_iterator(path)) names.push_back(e.path().filename().string());
-        std::sort(names.begin(), names.end());
-        return names;
-    }
-};
 
 std::string read_text(const std::filesystem::path& path) {
     std::ifstream in(path, std::ios::binary);

@@ -14,12 +14,14 @@
 using namespace seqgrad;
 using namespace seqgrad::models;
 using namespace seqgrad::training;
+using seqgrad::testing::TempDir;
 namespace fs = std::filesystem;
 
 namespace {
 
 std::string fresh_dir(const std::string& name) {
-    const fs::path dir = fs::temp_directory_path() / "seqgrad_test_training" / name;
+    static const TempDir root("training");
+    const fs::path dir = root.path / name;
     fs::remove_all(dir);
     return dir.string();
 }
