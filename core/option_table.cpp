@@ -8,7 +8,7 @@ namespace seqgrad::internal {
 Json parse_json(const std::string& text, const std::string& what) {
     try {
         return Json::parse(text);
-    } catch (const Json::parse_error& e) {
+    } catch (const Json::exception& e) {  // parse_error, or out_of_range for a number such as 1e999
         throw Error(what + ": not valid JSON: " + e.what());
     }
 }

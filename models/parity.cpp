@@ -89,7 +89,7 @@ void compare_gradients(const nn::Module& module, const SafetensorsFile& file, co
 Json metadata_json(const SafetensorsFile& file, const std::string& key) {
     try {
         return Json::parse(file.metadata(key));
-    } catch (const Json::parse_error& e) {
+    } catch (const Json::exception& e) {
         throw Error(file.name() + ": metadata \"" + key + "\" is not valid JSON: " + e.what());
     }
 }

@@ -142,3 +142,30 @@ TEST_CASE("a line over 1 MiB and a side over 4096 symbols are refused", "[limits
     CHECK_THAT(error_of([&] { prepare_data(o); }),
                Contains(":41: the source has 4097 symbols; a side may have at most 4096"));
 }
+
+TEST_CASE("a number beyond a double's range is invalid JSON in every reader of JSON, not a crash", "[limits]") {
+    // The JSON library reports such a number with an exception of another type than a syntax error.
+    CHECK_THAT(error_of([] { (void)ModelConfig::from_json(R"({"model": "transformer", "d_model": 1e999})"); }),
+               Contains("not valid JSON"));
+    CHECK_THAT(error_of([] { (void)TrainingOptions::from_json(R"({"lr": 51e308})"); }), Contains("not valid JSON"));
+    CHECK_THAT(error_of([] { (void)Progress::from_json(R"({"step": -1e400})"); }), Contains("not valid JSON"));
+    CHECK_THAT(error_of([] { (void)Vocabulary::from_json("[1e999]"); }), Contains("not valid JSON"));
+}
+
+TEST_CASE("an option's array elements must fit their type: a generator state word past 2^64 is refused", "[limits]") {
+    // A valid progress with its generator state replaced by `words`.
+    const auto with_random = [](const std::string& words) {
+        std::string text = Progress().to_json();
+        const size_t at = text.find("\"random\":[");
+        REQUIRE(at != std::string::npos);
+        const size_t end = text.find(']', at);
+        return text.substr(0, at) + "\"random\":[" + words + text.substr(end);
+    };
+    CHECK_NOTHROW(Progress::from_json(with_random("1,2,3,4")));
+    // 40487275983244170068 > 2^64 reads as a double, whose conversion to an integer was undefined.
+    CHECK_THAT(error_of([&] { (void)Progress::from_json(with_random("1,40487275983244170068,2,3")); }),
+               Contains("random"));
+    CHECK_THAT(error_of([&] { (void)Progress::from_json(with_random("1,-2,3,4")); }), Contains("random"));
+    CHECK_THAT(error_of([] { (void)TrainingOptions::from_json(R"({"train_files": ["a.tsv", 7]})"); }),
+               Contains("train_files"));
+}

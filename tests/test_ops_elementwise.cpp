@@ -122,3 +122,22 @@ TEST_CASE("sum_to reduces a gradient back over broadcast axes", "[ops][elementwi
     CHECK(sum_to(g, {2, 1}).to_vector() == std::vector<float>(2, 12.0f));
     CHECK(sum_to(g, {}).item() == 24.0f);
 }
+
+TEST_CASE("exp, sigmoid, tanh, gelu and softmax give NaN for NaN and the limits for infinities", "[ops][elementwise]") {
+    const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+    const Tensor x = Tensor::from_vector({nan, inf, -inf, 0.0f}, {4});
+    const std::vector<float> e = seqgrad::exp(x).to_vector(), s = sigmoid(x).to_vector(),
+                             t = seqgrad::tanh(x).to_vector();
+    CHECK(std::isnan(e[0]));
+    CHECK(e[1] == inf);
+    CHECK(e[2] == 0.0f);
+    CHECK(e[3] == 1.0f);
+    CHECK(std::isnan(s[0]));
+    CHECK(s[1] == 1.0f);
+    CHECK(s[2] == 0.0f);
+    CHECK(std::isnan(t[0]));
+    CHECK(t[1] == 1.0f);
+    CHECK(t[2] == -1.0f);
+    CHECK(std::isnan(gelu(x).to_vector()[0]));
+    for (const float v : softmax(Tensor::from_vector({1.0f, nan, 2.0f}, {3})).to_vector()) CHECK(std::isnan(v));
+}

@@ -100,7 +100,7 @@ Vocabulary Vocabulary::from_json(const std::string& text) {
     nlohmann::json parsed;
     try {
         parsed = nlohmann::json::parse(text);
-    } catch (const nlohmann::json::parse_error& e) {
+    } catch (const nlohmann::json::exception& e) {
         throw Error(detail::concat(op, ": not valid JSON (", e.what(), ")"));
     }
     check(parsed.is_array(), op, "expected a JSON array of symbols");

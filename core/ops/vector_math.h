@@ -11,10 +11,13 @@ namespace seqgrad::detail {
 // e^x: x = n ln2 + r with |r| <= ln2/2, e^r by a degree-6 polynomial (Taylor, error < 2e-8
 // relative on that range), 2^n by building the exponent bits. Results below the normal floats
 // are 0 (a masked -1e9 score gives exactly 0, as in PyTorch); arguments above 88.7 give +inf and
-// those in (88, 88.7] saturate at e^88.
+// those in (88, 88.7] saturate at e^88; NaN gives NaN.
 inline float fast_exp(float x) {
     const float input = x;
-    x = x < -87.0f ? -87.0f : (x > 88.0f ? 88.0f : x);
+    // Written so that NaN fails the second test and becomes -87: converting NaN to an integer
+    // below is undefined. The NaN is given back at the end.
+    x = x > 88.0f ? 88.0f : x;
+    x = x >= -87.0f ? x : -87.0f;
     // Round to nearest by adding and removing 1.5 * 2^23 (roundf is a library call the
     // compiler cannot vectorise).
     constexpr float kRound = 12582912.0f;
@@ -29,7 +32,7 @@ inline float fast_exp(float x) {
     p = p * r + 1.0f;
     const int32_t bits = (static_cast<int32_t>(n) + 127) << 23;
     const float y = p * std::bit_cast<float>(bits);
-    return input < -87.0f ? 0.0f : (input > 88.7f ? __builtin_inff() : y);
+    return input != input ? input : (input < -87.0f ? 0.0f : (input > 88.7f ? __builtin_inff() : y));
 }
 
 inline float fast_sigmoid(float x) { return 1.0f / (1.0f + fast_exp(-x)); }

@@ -13,5 +13,7 @@ out=$(echo "#include \"$own\"" | "$compiler" -std=c++20 -fsyntax-only -x c++ "$@
   fail "$own does not compile with its own layer's include directories: $out"
 out=$(echo "#include \"$above\"" | "$compiler" -std=c++20 -fsyntax-only -x c++ "$@" - 2>&1) &&
   fail "$above, a layer above, compiles with these include directories"
-echo "$out" | grep -q "${above}: No such file" || fail "$above was refused for another reason: $out"
+# GCC says "HEADER: No such file or directory", clang "'HEADER' file not found".
+echo "$out" | grep -q -e "${above}: No such file" -e "'${above}' file not found" ||
+  fail "$above was refused for another reason: $out"
 echo "ok: $own compiles, $above is out of reach"

@@ -235,6 +235,33 @@ private:
         }
     };
 
+    // Whether `v` converts to a T exactly: the right kind of JSON value and, for integers, in range
+    // (the JSON library's own conversion wraps or is undefined outside it).
+    template <typename T>
+    static bool holds(const Json& v) {
+        if constexpr (std::is_same_v<T, bool>) {
+            return v.is_boolean();
+        } else if constexpr (std::is_integral_v<T>) {
+            constexpr auto high = static_cast<uint64_t>(std::numeric_limits<T>::max());
+            if (v.is_number_unsigned()) return v.get<uint64_t>() <= high;
+            if (!v.is_number_integer()) return false;
+            const int64_t x = v.get<int64_t>();
+            return x >= 0 ? static_cast<uint64_t>(x) <= high
+                          : std::is_signed_v<T> && x >= static_cast<int64_t>(std::numeric_limits<T>::min());
+        } else if constexpr (std::is_floating_point_v<T>) {
+            return v.is_number();
+        } else if constexpr (std::is_same_v<T, std::string>) {
+            return v.is_string();
+        } else if constexpr (requires { typename T::value_type; }) {
+            if (!v.is_array()) return false;
+            for (const Json& item : v)
+                if (!holds<typename T::value_type>(item)) return false;
+            return true;
+        } else {
+            return true;
+        }
+    }
+
     template <typename Value>
     struct ValueField : Field {
         std::function<Value&(S&)> access;
@@ -245,12 +272,9 @@ private:
             if constexpr (std::is_same_v<Value, bool>) {
                 if (!value.is_boolean()) this->wrong_type(value, "true or false", what);
             } else if constexpr (std::is_integral_v<Value> && std::is_unsigned_v<Value>) {
-                if (!value.is_number_integer() || (!value.is_number_unsigned() && value.get<int64_t>() < 0))
-                    this->wrong_type(value, "a whole number, 0 or more", what);
+                if (!holds<Value>(value)) this->wrong_type(value, "a whole number, 0 or more", what);
             } else if constexpr (std::is_integral_v<Value>) {
-                if (!value.is_number_integer() ||
-                    (value.is_number_unsigned() && value.get<uint64_t>() > uint64_t{INT64_MAX}))
-                    this->wrong_type(value, "an integer", what);
+                if (!holds<Value>(value)) this->wrong_type(value, "an integer", what);
             } else if constexpr (std::is_floating_point_v<Value>) {
                 // NaN (a rate over no words) is written as null, so null reads back as NaN.
                 if (value.is_null()) {
@@ -260,6 +284,10 @@ private:
                 if (!value.is_number()) this->wrong_type(value, "a number", what);
             } else if constexpr (std::is_same_v<Value, std::string>) {
                 if (!value.is_string()) this->wrong_type(value, "a string", what);
+            } else if constexpr (requires { typename Value::value_type; }) {
+                // The JSON library converts what it is given: a number too large for the element
+                // type would be an undefined conversion, not an exception.
+                if (!holds<Value>(value)) this->wrong_type(value, type_name(), what);
             }
             try {
                 access(s) = value.get<Value>();
