@@ -5,7 +5,6 @@
 
 #include <unistd.h>
 
-#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -183,11 +182,7 @@ TEST_CASE("the real CMUdict reads cleanly and splits into the expected counts", 
         WARN("skipped: " << kCmudictPath << " is absent (install pocketsphinx-en-us)");
         return;
     }
-    const auto start = std::chrono::steady_clock::now();
-    Lexicon lexicon = read_dictionary();
-    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    INFO("read in " << seconds << " s");
-    CHECK(seconds < 5.0);  // about 0.1 s; the bound only catches something badly wrong
+    Lexicon lexicon = read_dictionary();  // its speed is for bench/, not for a timed test
 
     CHECK(lexicon.lines == 134723);
     CHECK(lexicon.warnings.empty());
