@@ -10,6 +10,11 @@ packages=(
   nlohmann-json3-dev       # safetensors headers, configs
   libcli11-dev             # the seqgrad program's flags
   pocketsphinx-en-us       # CMUdict, the G2P task's dictionary
+  libsentencepiece-dev     # subword tokenizers (own corpora)
+  zlib1g-dev               # gzip-compressed corpora
+  libopenmpi-dev openmpi-bin  # optional: data-parallel training over MPI (mpirun)
+  clang libfuzzer-14-dev   # the sanitizer tree and the fuzz harnesses (scripts/test.sh)
+  clang-format             # the style check (scripts/check-format.sh)
 )
 missing=()
 for p in "${packages[@]}"; do
