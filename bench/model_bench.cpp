@@ -32,9 +32,22 @@
 //   max_rss_mib             the process's peak resident memory so far; it covers everything run
 //                           before it, so read it from a process that runs one benchmark
 //                           (bench/compare.py does)
+//
+// Data-parallel training (nn/distributed.h), run as one process or under mpirun (each rank runs
+// the same fixed number of iterations, as its collectives need; rank 0 reports):
+//   distributed/allreduce/transformer/<shape>   all_reduce_gradients() of the Transformer's
+//                            gradients (16 MiB buckets): gradient_mib, ms_per_call, and
+//                            bus_gb_per_second = 2 (N-1)/N x the gradient bytes / time, the bytes
+//                            a ring all-reduce moves over each rank's link (0 for one rank, where
+//                            only the scaling and copies are left)
+//   distributed/train_step/transformer/<shape>  one step of the global batch (the shape's), each
+//                            rank on its share of the rows: forward, backward, all-reduce, Adam.
+//                            tokens_per_second (the global batch's target tokens), allreduce_ms
+//                            and allreduce_fraction (of the step), ranks
 #include <sys/resource.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -48,6 +61,7 @@
 #include "seqgrad/core/tensor.h"
 #include "seqgrad/models/model.h"
 #include "seqgrad/models/registry.h"
+#include "seqgrad/nn/distributed.h"
 #include "seqgrad/nn/optim.h"
 
 namespace seqgrad_bench {
@@ -211,6 +225,79 @@ void decode(benchmark::State& state, const BenchShape& shape, bool cached) {
 
 }  // namespace
 
+// Rows [begin, end) of `ids`.
+IntTensor rows_of(const IntTensor& ids, int64_t begin, int64_t end) {
+    const int64_t width = ids.size(1);
+    std::vector<int64_t> values(ids.data() + begin * width, ids.data() + end * width);
+    return IntTensor::from_vector(std::move(values), {end - begin, width});
+}
+
+void allreduce(benchmark::State& state, const BenchShape& shape) {
+    const seqgrad::nn::Distributed& group = seqgrad::nn::Distributed::current();
+    Generator gen(7);
+    auto model = seqgrad::models::make_model(bench_config("transformer", shape), gen);
+    const std::vector<Tensor> params = model->parameters();
+    double bytes = 0;
+    for (Tensor p : params) {
+        p.set_grad(Tensor::full(p.shape(), 1e-3f));
+        bytes += 4.0 * static_cast<double>(p.numel());
+    }
+    const float scale = 1.0f / static_cast<float>(group.size());
+    seqgrad::nn::all_reduce_gradients(params, group, scale);  // warm: buffers, connections
+    const auto start = std::chrono::steady_clock::now();
+    for (auto _ : state) seqgrad::nn::all_reduce_gradients(params, group, scale);
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const double n = group.size();
+    state.counters["gradient_mib"] = bytes / (1024.0 * 1024.0);
+    state.counters["ms_per_call"] =
+        1e3 * seconds / static_cast<double>(std::max<benchmark::IterationCount>(1, state.iterations()));
+    set_rate_counter(state, "bus_gb_per_second", 2 * (n - 1) / n * bytes);
+    state.counters["ranks"] = n;
+}
+
+void train_step_distributed(benchmark::State& state, const BenchShape& shape) {
+    using Clock = std::chrono::steady_clock;
+    const seqgrad::nn::Distributed& group = seqgrad::nn::Distributed::current();
+    Generator gen(7);
+    auto model = seqgrad::models::make_model(bench_config("transformer", shape), gen);
+    model->train();
+    seqgrad::nn::broadcast_parameters(model->parameters(), group);
+    seqgrad::nn::AdamOptions adam;
+    adam.lr = 1e-4;
+    seqgrad::nn::Adam optimizer(model->named_parameters(), adam);
+    const Batch batch = random_batch(shape, gen);  // the global batch, the same on every rank
+    const int64_t begin = shape.batch * group.rank() / group.size(),
+                  end = shape.batch * (group.rank() + 1) / group.size();
+    const Batch share{rows_of(batch.src, begin, end), rows_of(batch.tgt_in, begin, end),
+                      rows_of(batch.tgt_out, begin, end)};
+    const float weight = static_cast<float>(end - begin) / static_cast<float>(shape.batch);  // every row full length
+    double reduce_seconds = 0;
+    const auto step = [&] {
+        optimizer.zero_grad();
+        Tensor loss =
+            seqgrad::models::sequence_loss(model->forward(share.src, share.tgt_in), share.tgt_out, kLabelSmoothing);
+        loss.backward();
+        const auto t0 = Clock::now();
+        seqgrad::nn::all_reduce_gradients(model->parameters(), group, weight);
+        reduce_seconds += std::chrono::duration<double>(Clock::now() - t0).count();
+        optimizer.step();
+        return loss.item();
+    };
+    for (int i = 0; i < 2; ++i) step();
+    reduce_seconds = 0;
+    const auto start = Clock::now();
+    for (auto _ : state) {
+        float loss = step();
+        benchmark::DoNotOptimize(loss);
+    }
+    const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    const double steps = static_cast<double>(std::max<benchmark::IterationCount>(1, state.iterations()));
+    set_plain_rate_counter(state, "tokens_per_second", static_cast<double>(shape.batch * shape.tgt_len));
+    state.counters["allreduce_ms"] = 1e3 * reduce_seconds / steps;
+    state.counters["allreduce_fraction"] = reduce_seconds / seconds;
+    state.counters["ranks"] = group.size();
+}
+
 void register_model_benchmarks() {
     for (const BenchShape& shape : kShapes) {
         for (const seqgrad::models::ModelKind& kind : seqgrad::models::model_kinds()) {
@@ -230,6 +317,21 @@ void register_model_benchmarks() {
                 ->UseRealTime()
                 ->Unit(benchmark::kMillisecond);
         }
+    }
+    // Fixed iteration counts: every rank must make the same collective calls.
+    for (const BenchShape& shape : kShapes) {
+        if (std::string(shape.name) == "small") continue;
+        const bool seed = std::string(shape.name) == "seed";
+        benchmark::RegisterBenchmark((std::string("distributed/allreduce/transformer/") + shape.name).c_str(),
+                                     [&shape](benchmark::State& state) { allreduce(state, shape); })
+            ->Iterations(seed ? 5 : 20)
+            ->UseRealTime()
+            ->Unit(benchmark::kMillisecond);
+        benchmark::RegisterBenchmark((std::string("distributed/train_step/transformer/") + shape.name).c_str(),
+                                     [&shape](benchmark::State& state) { train_step_distributed(state, shape); })
+            ->Iterations(seed ? 4 : 10)
+            ->UseRealTime()
+            ->Unit(benchmark::kMillisecond);
     }
 }
 

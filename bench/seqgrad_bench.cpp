@@ -51,6 +51,7 @@
 #include "seqgrad/core/random.h"
 #include "seqgrad/core/tensor.h"
 #include "seqgrad/core/threads.h"
+#include "seqgrad/nn/distributed.h"
 #include "bench_common.h"
 
 extern "C" {
@@ -434,8 +435,17 @@ void configure_and_describe(int requested_threads) {
 }  // namespace
 }  // namespace seqgrad_bench
 
+// What ranks other than 0 report under mpirun: nothing.
+class SilentReporter : public benchmark::BenchmarkReporter {
+public:
+    bool ReportContext(const Context&) override { return true; }
+    void ReportRuns(const std::vector<Run>&) override {}
+};
+
 int main(int argc, char** argv) {
     using namespace seqgrad_bench;
+    seqgrad::nn::Distributed group(&argc, &argv);  // under mpirun: the distributed/ benchmarks' ranks
+    const std::vector<std::string> argv_copy(argv, argv + argc);
     const int requested_threads = take_threads_flag(argc, argv);
     configure_and_describe(requested_threads);
     register_op_benchmarks();
@@ -443,7 +453,15 @@ int main(int argc, char** argv) {
     register_data_benchmarks();
     benchmark::Initialize(&argc, argv);
     if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-    benchmark::RunSpecifiedBenchmarks();
+    if (group.is_root()) {
+        benchmark::RunSpecifiedBenchmarks();
+    } else {
+        // Google Benchmark wants a file reporter exactly when --benchmark_out names a file.
+        const bool out_file = std::any_of(argv_copy.begin(), argv_copy.end(),
+                                          [](const std::string& a) { return a.starts_with("--benchmark_out="); });
+        SilentReporter display, file;
+        benchmark::RunSpecifiedBenchmarks(&display, out_file ? &file : nullptr);
+    }
     benchmark::Shutdown();
     return 0;
 }

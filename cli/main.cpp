@@ -1,13 +1,40 @@
 // The seqgrad program: parses the subcommand, runs it, and turns errors into a message and a
-// non-zero exit status.
+// non-zero exit status. Started by mpirun as several processes, `train` trains data-parallel;
+// an error on any rank ends them all.
 #include <csignal>
 #include <cstdio>
+#include <cstring>
 #include <exception>
+#include <optional>
 
 #include "commands.h"
 #include "seqgrad/core/error.h"
+#include "seqgrad/nn/distributed.h"
+
+namespace {
+
+// Prints the error (naming the rank when there are several) and ends the program: every rank of
+// the run at once, so that none waits forever for one that stopped.
+int fail(const seqgrad::nn::Distributed* group, const char* kind, const char* what, int status) {
+    if (group != nullptr && group->size() > 1) {
+        std::fprintf(stderr, "seqgrad: %s on rank %d of %d: %s\n", kind, group->rank(), group->size(), what);
+        group->abort(status);
+    }
+    std::fprintf(stderr, "seqgrad: %s: %s\n", kind, what);
+    return status;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
+    std::optional<seqgrad::nn::Distributed> group;
+    try {
+        group.emplace(&argc, &argv);
+    } catch (const seqgrad::Error& e) {
+        return fail(nullptr, "error", e.what(), 1);
+    }
+    if (group->size() > 1 && (argc < 2 || std::strcmp(argv[1], "train") != 0))
+        return fail(&*group, "error", "only `seqgrad train` runs as several processes; run this command as one", 1);
     // Past a file-size limit (ulimit -f), a write should fail with EFBIG and a clear message
     // rather than kill the program.
     std::signal(SIGXFSZ, SIG_IGN);
@@ -28,11 +55,9 @@ int main(int argc, char** argv) {
     } catch (const CLI::ParseError& e) {
         return app.exit(e);
     } catch (const seqgrad::Error& e) {
-        std::fprintf(stderr, "seqgrad: error: %s\n", e.what());
-        return 1;
+        return fail(&*group, "error", e.what(), 1);
     } catch (const std::exception& e) {
-        std::fprintf(stderr, "seqgrad: unexpected error: %s\n", e.what());
-        return 2;
+        return fail(&*group, "unexpected error", e.what(), 2);
     }
     return exit_status;
 }

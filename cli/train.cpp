@@ -12,6 +12,7 @@
 #include "progress.h"
 #include "seqgrad/core/threads.h"
 #include "seqgrad/models/registry.h"
+#include "seqgrad/nn/distributed.h"
 #include "seqgrad/training/checkpoint.h"
 #include "seqgrad/training/corpus.h"
 #include "seqgrad/training/trainer.h"
@@ -21,9 +22,11 @@ namespace {
 
 std::atomic<bool> g_stop{false};
 
-extern "C" void on_interrupt(int) {
+// Ctrl-C (SIGINT), SIGTERM (a job scheduler), or SIGUSR1 (which mpirun passes on to every rank,
+// where its own Ctrl-C ends them at once): stop after this step, with a checkpoint.
+extern "C" void on_interrupt(int signal) {
     g_stop = true;
-    std::signal(SIGINT, SIG_DFL);  // a second Ctrl-C ends the program at once
+    std::signal(signal, SIG_DFL);  // a second one ends the program at once
 }
 
 struct TrainFlags {
@@ -122,11 +125,23 @@ void show_examples(const std::string& dir, const training::TrainingOptions& opti
     }
 }
 
+// ", on each of 4 processes" under mpirun, else nothing.
+std::string ranks_text(const nn::Distributed& group) {
+    return group.size() > 1 ? ", on each of " + std::to_string(group.size()) + " processes" : "";
+}
+
 int run_train(const TrainFlags& flags) {
+    const nn::Distributed& group = nn::Distributed::current();
+    // Ranks on one machine share its cores.
     if (flags.threads > 0) set_num_threads(flags.threads);
+    else if (group.local_size() > 1) set_num_threads(std::max(1, get_num_threads() / group.local_size()));
     ProgressDisplay display(100);
+    const auto listener = group.is_root() ? training::TrainingListener(std::ref(display))
+                                          : training::TrainingListener();
     g_stop = false;
     std::signal(SIGINT, on_interrupt);
+    std::signal(SIGTERM, on_interrupt);
+    std::signal(SIGUSR1, on_interrupt);
     training::TrainingResult result;
     std::string dir;
     training::TrainingOptions options;
@@ -134,8 +149,8 @@ int run_train(const TrainFlags& flags) {
         check(flags.model.empty() && flags.config_file.empty(), "train",
               "--resume continues a run with its own model and options; drop --model and --config");
         dir = flags.resume;
-        std::fprintf(stderr, "Resuming %s\n", dir.c_str());
-        result = training::resume(dir, flags.epochs, flags.minutes, flags.max_steps, std::ref(display), &g_stop);
+        if (group.is_root()) std::fprintf(stderr, "Resuming %s%s\n", dir.c_str(), ranks_text(group).c_str());
+        result = training::resume(dir, flags.epochs, flags.minutes, flags.max_steps, listener, &g_stop);
         options = training::load_training_state(dir + "/training.safetensors").options;
     } else {
         check(!flags.model.empty(), "train", "--model is required (", models::model_kind_names(), ")");
@@ -178,13 +193,18 @@ int run_train(const TrainFlags& flags) {
         dir = flags.out.empty() ? "runs/" + flags.model + "-" + data_name : flags.out;
         options.validate();
         const std::string data = options.task == "corpus" ? training::corpus_name(options.train_files) : options.task;
-        std::fprintf(stderr, "Training %s on %s into %s (%d %s)\n", flags.model.c_str(), data.c_str(), dir.c_str(),
-                     get_num_threads(), get_num_threads() == 1 ? "thread" : "threads");
-        result = training::train(config, options, dir, std::ref(display), &g_stop);
+        if (group.is_root())
+            std::fprintf(stderr, "Training %s on %s into %s (%d %s%s)\n", flags.model.c_str(), data.c_str(),
+                         dir.c_str(), get_num_threads(), get_num_threads() == 1 ? "thread" : "threads",
+                         ranks_text(group).c_str());
+        result = training::train(config, options, dir, listener, &g_stop);
     }
     display.finish_line();
     std::signal(SIGINT, SIG_DFL);
+    std::signal(SIGTERM, SIG_DFL);
+    std::signal(SIGUSR1, SIG_DFL);
     if (result.stop_reason == "diverged") return 3;
+    if (!group.is_root()) return result.stop_reason == "interrupted" ? 130 : 0;  // rank 0 reports
     std::printf("Stopped (%s) after %lld steps, %lld epochs, %s of training.\n", result.stop_reason.c_str(),
                 static_cast<long long>(result.steps), static_cast<long long>(result.epochs),
                 format_duration(60 * result.minutes).c_str());
@@ -252,7 +272,9 @@ void add_train_command(CLI::App& app, int& exit_status) {
     cmd->add_option("--minutes", flags->minutes, "Budget: minutes of training in this session")->check(kPositive);
     cmd->add_option("--epochs", flags->epochs, "Budget: epochs in all")->check(kPositive);
     cmd->add_option("--max-steps", flags->max_steps, "Budget: optimizer steps in all")->check(kPositive);
-    cmd->add_option("--threads", flags->threads, "Threads (default: the number of cores)")->check(kPositive);
+    cmd->add_option("--threads", flags->threads,
+                    "Threads (default: the number of cores, shared by the processes mpirun starts on a machine)")
+        ->check(kPositive);
     cmd->add_option("--seed", flags->seed, "Random seed (default 1)")->check(kNonNegative);
     cmd->add_option("--batch-size", flags->batch_size, "Sentences per batch (default 256)")->check(kPositive);
     cmd->add_option("--lr", flags->lr, "Learning rate (constant schedule) or Noam factor")->check(kPositive);

@@ -20,7 +20,7 @@ harnesses=("$@")
 
 if [ ! -f "$build/CMakeCache.txt" ]; then
   CC=clang CXX=clang++ cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSEQGRAD_SANITIZE=ON \
-    -DSEQGRAD_FUZZ=ON -DSEQGRAD_BUILD_BENCH=OFF -DSEQGRAD_BUILD_TESTS=OFF > /dev/null || exit 1
+    -DSEQGRAD_FUZZ=ON -DSEQGRAD_BUILD_BENCH=OFF -DSEQGRAD_BUILD_TESTS=OFF -DSEQGRAD_MPI=OFF > /dev/null || exit 1
 fi
 targets=()
 for h in "${harnesses[@]}"; do targets+=(--target "fuzz_$h"); done

@@ -15,8 +15,10 @@ ctest --test-dir build --output-on-failure -j"$jobs"
 if [ -f build-sanitize/CMakeCache.txt ] && ! grep -q '^CMAKE_CXX_COMPILER:.*clang' build-sanitize/CMakeCache.txt; then
   rm -rf build-sanitize
 fi
+# It is also the build without MPI (SEQGRAD_MPI=OFF): the Release tree tests data-parallel training,
+# this one that a binary without MPI refuses a launch of several processes.
 CC=clang CXX=clang++ cmake -S . -B build-sanitize -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSEQGRAD_SANITIZE=ON \
-  -DSEQGRAD_FUZZ=ON -DSEQGRAD_BUILD_BENCH=OFF
+  -DSEQGRAD_FUZZ=ON -DSEQGRAD_BUILD_BENCH=OFF -DSEQGRAD_MPI=OFF
 cmake --build build-sanitize -j"$jobs"
 # All but the four tests that train a model to 99% on a task ("learns to"): under the sanitizers and
 # libFuzzer's coverage they take minutes each, running the same code as the short tests thousands of

@@ -126,6 +126,23 @@ Batch make_batch(const EncodedPairs& examples, const std::vector<int64_t>& rows)
     return batch;
 }
 
+Batch share_of_batch(const Batch& batch, int rank, int ranks) {
+    check(ranks >= 1 && rank >= 0 && rank < ranks, "share_of_batch", "rank ", rank, " is not one of ", ranks);
+    const int64_t rows = batch.src.size(0), S = batch.src.size(1), T1 = batch.tgt.size(1);
+    const int64_t begin = rows * rank / ranks, end = rows * (rank + 1) / ranks;
+    Batch share;
+    share.src = IntTensor::zeros({end - begin, S});
+    share.tgt = IntTensor::zeros({end - begin, T1});
+    std::copy(batch.src.data() + begin * S, batch.src.data() + end * S, share.src.data());
+    std::copy(batch.tgt.data() + begin * T1, batch.tgt.data() + end * T1, share.tgt.data());
+    share.example_index.assign(batch.example_index.begin() + begin, batch.example_index.begin() + end);
+    for (int64_t i = 0; i < share.src.numel(); ++i) share.source_tokens += share.src.data()[i] != kPad ? 1 : 0;
+    // Predicted positions: every non-pad target symbol but the <s> each row starts with.
+    for (int64_t i = 0; i < share.tgt.numel(); ++i) share.target_tokens += share.tgt.data()[i] != kPad ? 1 : 0;
+    share.target_tokens -= end - begin;
+    return share;
+}
+
 namespace {
 
 void check_options(const BatchOptions& options) {

@@ -1,5 +1,10 @@
 // The training loop (trainer.h): train() and resume() set up a Run; a Trainer carries it through
 // one session, step by step, evaluating, keeping the best weights and writing checkpoints.
+//
+// Under MPI (nn/distributed.h) every rank runs this same loop on the same global batches: each
+// takes its share of the rows, the gradients and the loss are summed over the ranks weighted by
+// each share's target tokens, and every rank takes the same step. Rank 0 alone evaluates, reports
+// and writes checkpoints; the decisions to stop are taken together.
 #include "seqgrad/training/trainer.h"
 
 #include <chrono>
@@ -10,6 +15,7 @@
 
 #include "seqgrad/core/autograd.h"
 #include "seqgrad/models/registry.h"
+#include "seqgrad/nn/distributed.h"
 #include "seqgrad/nn/optim.h"
 #include "seqgrad/training/corpus.h"
 
@@ -40,6 +46,10 @@ struct Run {
 // hold give a finite loss (or when the run ends). A loss that stops being finite discards the
 // pending pair, so the committed checkpoint always trains on.
 constexpr const char* kPending = ".next";
+
+// Gradients travel between ranks in buckets of at most this many floats (16 MiB): a handful of
+// MPI_Allreduce calls per step for the models here, each large enough to run at the link's speed.
+constexpr int64_t kBucketFloats = int64_t{1} << 22;
 
 // Removes what an interrupted process may have left in a checkpoint directory: a pending pair
 // that was never committed, and the temporary files of an unfinished write.
@@ -72,6 +82,35 @@ DataRequest request_for(const models::ModelConfig& config) {
     return request;
 }
 
+// A rank's own stream of random numbers for dropout (and teacher forcing), derived from the run's
+// generator state and the rank: rank 0 keeps the state itself, so that a run of one process is
+// unchanged; the others draw their own masks for their own rows.
+void give_rank_its_randomness(models::Seq2SeqModel& model, int rank) {
+    if (rank == 0) return;
+    const Generator::State state = model.random().state();
+    uint64_t h = 0x243f6a8885a308d3ULL ^ static_cast<uint64_t>(rank);
+    for (uint64_t word : state) h = (h ^ word) * 0x100000001b3ULL + 0x9e3779b97f4a7c15ULL;
+    model.random().seed(h);
+}
+
+// Every rank must have read the same data into the same vocabularies (the same files, the same
+// tokenizers), or their gradients would be of different models.
+void check_ranks_agree(const TrainingData& data, const nn::Distributed& group) {
+    if (group.size() == 1) return;
+    uint64_t h = 0xcbf29ce484222325ULL;
+    auto mix = [&h](std::string_view text) {
+        for (unsigned char c : text) h = (h ^ c) * 0x100000001b3ULL;
+        h = (h ^ 0xff) * 0x100000001b3ULL;
+    };
+    for (const std::string& symbol : data.source_vocab.symbols()) mix(symbol);
+    for (const std::string& symbol : data.target_vocab.symbols()) mix(symbol);
+    mix(std::to_string(data.train.size()) + "/" + std::to_string(data.train.tokens()));
+    check(group.all_equal(h), "train",
+          "the ranks read different training data or built different vocabularies (is every file the same on "
+          "every machine? a SentencePiece model trained on each rank may differ: train it once and pass "
+          "--src-spm-model/--tgt-spm-model)");
+}
+
 // One session of a run: the loop and its three parts (a step, an evaluation that may keep the
 // best weights, a checkpoint), with the budget and the listener.
 class Trainer {
@@ -82,6 +121,7 @@ public:
           stop_requested_(stop_requested),
           seconds_before_(run.progress.seconds),
           start_step_(run.progress.step),
+          evaluated_step_(run.progress.history.empty() ? -1 : run.progress.history.back().step),
           committed_step_(fs::exists(run.training_path()) ? run.progress.step : -1) {}
 
     TrainingResult run();
@@ -90,7 +130,8 @@ private:
     using Clock = std::chrono::steady_clock;
 
     bool step();
-    void evaluate_and_keep_best(bool scheduled);
+    void evaluate_and_keep_best(bool scheduled);  // collective: every rank calls it
+    void evaluate_on_root(bool scheduled);
     void checkpoint(const std::string& why);
     void commit_checkpoint();
     void discard_checkpoint();
@@ -100,7 +141,7 @@ private:
     double budget_fraction() const;
     double session_seconds() const { return std::chrono::duration<double>(Clock::now() - session_start_).count(); }
     void emit(const TrainingEvent& e) const {
-        if (listener_) listener_(e);
+        if (listener_ && group_.is_root()) listener_(e);
     }
     void emit_message(const std::string& text, int64_t step) const {
         TrainingEvent e;
@@ -113,10 +154,12 @@ private:
     Run& run_;
     const TrainingListener& listener_;
     const std::atomic<bool>* stop_requested_;
+    const nn::Distributed& group_ = nn::Distributed::current();
     const Clock::time_point session_start_ = Clock::now();
     const double seconds_before_;  // training time of the earlier sessions
     const int64_t start_step_;
     int64_t saved_step_ = -1;      // the step of this session's last checkpoint
+    int64_t evaluated_step_ = -1;  // the step of the last evaluation (known to every rank)
     bool pending_ = false;         // a checkpoint written but not yet committed
     int64_t committed_step_ = -1;  // the step of the checkpoint on disk, if any
     std::string pending_why_;
@@ -135,11 +178,18 @@ TrainingResult Trainer::run() {
     run_.model->train();
     run_.model->set_teacher_forcing_ratio(o.teacher_forcing);
     std::string stop_reason = "budget";
-    while (!budget_reached()) {
-        if (stop_requested_ && stop_requested_->load()) {
+    for (;;) {
+        // Together: the step and epoch budgets are the same on every rank, but the clock and a
+        // stop request (Ctrl-C, SIGTERM) are each rank's own.
+        constexpr uint64_t kBudget = 1, kStopRequested = 2;
+        const uint64_t local = (budget_reached() ? kBudget : 0) |
+                               (stop_requested_ && stop_requested_->load() ? kStopRequested : 0);
+        const uint64_t decided = group_.any_bits(local);
+        if (decided & kStopRequested) {
             stop_reason = "interrupted";
             break;
         }
+        if (decided & kBudget) break;
         const int64_t epoch_before = run_.stream->state().epoch;
         if (!step()) {
             stop_reason = "diverged";
@@ -154,8 +204,7 @@ TrainingResult Trainer::run() {
         if (o.save_every_steps > 0 && run_.progress.step % o.save_every_steps == 0) checkpoint("save_every_steps");
     }
     if (stop_reason != "diverged") {
-        const auto& history = run_.progress.history;
-        const bool just_evaluated = !history.empty() && history.back().step == run_.progress.step;
+        const bool just_evaluated = evaluated_step_ == run_.progress.step;
         if (run_.progress.step > start_step_ && !just_evaluated && stop_reason == "budget")
             evaluate_and_keep_best(false);
         checkpoint(stop_reason == "interrupted" ? "interrupted" : "end of run");
@@ -179,11 +228,25 @@ bool Trainer::step() {
     const TrainingOptions& o = run_.options;
     const auto t0 = Clock::now();
     const Batch batch = run_.stream->next();
-    const int64_t t = batch.tgt.size(1);
-    const IntTensor tgt_in = batch.tgt.slice_last(0, t - 1), tgt_out = batch.tgt.slice_last(1, t);
+    // This rank's rows (all of them in a run of one process). The loss is the mean over the
+    // batch's target tokens: each rank's mean over its own tokens, weighted by its share of them.
+    const Batch share = group_.size() == 1 ? Batch{} : share_of_batch(batch, group_.rank(), group_.size());
+    const Batch& mine = group_.size() == 1 ? batch : share;
+    const double weight = static_cast<double>(mine.target_tokens) / static_cast<double>(batch.target_tokens);
     run_.optimizer->zero_grad();
-    Tensor loss = models::sequence_loss(run_.model->forward(batch.src, tgt_in), tgt_out, o.label_smoothing);
-    const double loss_value = loss.item();
+    Tensor loss;
+    double loss_value = 0;
+    if (mine.src.size(0) > 0) {
+        const int64_t t = mine.tgt.size(1);
+        const IntTensor tgt_in = mine.tgt.slice_last(0, t - 1), tgt_out = mine.tgt.slice_last(1, t);
+        loss = models::sequence_loss(run_.model->forward(mine.src, tgt_in), tgt_out, o.label_smoothing);
+        loss_value = loss.item();
+    }
+    if (group_.size() > 1) {
+        double sum[1] = {loss_value * weight};  // a non-finite loss on any rank makes the sum one
+        group_.all_reduce_sum(std::span<double>(sum));
+        loss_value = sum[0];
+    }
     if (!std::isfinite(loss_value)) {
         const int64_t bad_step = run_.progress.step + 1;
         emit_message(detail::concat("the loss is ", loss_value, " at step ", bad_step, "; stopping. ",
@@ -194,7 +257,9 @@ bool Trainer::step() {
         return false;
     }
     commit_checkpoint();  // the weights it holds gave this finite loss
-    loss.backward();
+    if (loss.defined()) loss.backward();
+    if (group_.size() > 1)
+        nn::all_reduce_gradients(run_.model->parameters(), group_, static_cast<float>(weight), kBucketFloats);
     if (o.clip_norm > 0) nn::clip_grad_norm(run_.model->parameters(), o.clip_norm);
     const double lr = learning_rate(run_.progress.step + 1);
     run_.optimizer->set_lr(lr);
@@ -226,6 +291,20 @@ bool Trainer::step() {
 // if they are the best so far, and applies lr_decay after a scheduled evaluation (after an epoch or
 // eval_every_steps, not at the end of a session) that does not improve.
 void Trainer::evaluate_and_keep_best(bool scheduled) {
+    evaluated_step_ = run_.progress.step;
+    if (!group_.is_root()) {
+        // Rank 0 evaluates; the others learn whether the rate decays.
+        double lr_scale[1] = {run_.progress.lr_scale};
+        group_.broadcast(std::span<double>(lr_scale));
+        run_.progress.lr_scale = lr_scale[0];
+        return;
+    }
+    evaluate_on_root(scheduled);
+    double lr_scale[1] = {run_.progress.lr_scale};
+    group_.broadcast(std::span<double>(lr_scale));
+}
+
+void Trainer::evaluate_on_root(bool scheduled) {
     Progress& p = run_.progress;
     // The raw weights come back even if the evaluation throws.
     struct SwapBack {
@@ -286,7 +365,7 @@ void Trainer::evaluate_and_keep_best(bool scheduled) {
 // (once per step: a second request at the same step writes nothing).
 void Trainer::checkpoint(const std::string& why) {
     Progress& p = run_.progress;
-    if (saved_step_ == p.step) return;
+    if (!group_.is_root() || saved_step_ == p.step) return;
     saved_step_ = p.step;
     p.seconds = seconds_before_ + session_seconds();
     p.random = run_.model->random().state();
@@ -327,6 +406,7 @@ void Trainer::commit_checkpoint() {
 
 void Trainer::discard_checkpoint() {
     pending_ = false;
+    if (!group_.is_root()) return;
     std::error_code ec;
     for (const std::string& path : {run_.training_path(), run_.model_path()}) fs::remove(path + kPending, ec);
 }
@@ -365,15 +445,17 @@ TrainingResult train(const models::ModelConfig& model_config, const TrainingOpti
                      const std::string& out_dir, const TrainingListener& listener,
                      const std::atomic<bool>* stop_requested) {
     options.validate();
+    const nn::Distributed& group = nn::Distributed::current();
     Run run;
     run.options = options;
     run.dir = out_dir;
     check(!fs::exists(run.model_path()) && !fs::exists(run.training_path()), "train", out_dir,
           " already holds a checkpoint: resume it (--resume) or choose another directory");
-    if (fs::is_directory(out_dir)) remove_leftovers(out_dir);
+    if (group.is_root() && fs::is_directory(out_dir)) remove_leftovers(out_dir);
     run.data = prepare_data(options, request_for(model_config));
     check(!run.data.train.empty() && !run.data.dev.empty(), "train", "the task \"", options.task,
           "\" has an empty train or dev split");
+    check_ranks_agree(run.data, group);
     models::ModelConfig config = model_config;
     config.src_vocab = run.data.source_vocab.size();
     config.tgt_vocab = run.data.target_vocab.size();
@@ -381,25 +463,33 @@ TrainingResult train(const models::ModelConfig& model_config, const TrainingOpti
     Generator init(options.seed);
     run.model = models::make_model(models::ModelConfig::from_json(config.to_json()), init);  // validated like a file
     run.model->random().seed(options.seed ^ 0x9e3779b97f4a7c15ULL);
+    give_rank_its_randomness(*run.model, group.rank());
+    nn::broadcast_parameters(run.model->parameters(), group);  // the same start on every rank, whatever
     run.optimizer = make_optimizer(options, *run.model);
     if (options.average_decay > 0)
         run.average = std::make_unique<nn::WeightAverage>(run.model->named_parameters(), options.average_decay);
     run.stream = std::make_unique<BatchStream>(std::move(run.data.train), options.batches, options.seed);
     // The directory comes last, so that a run refused above (bad data, a bad config, too little
     // memory) leaves nothing behind.
-    std::error_code ec;
-    fs::create_directories(out_dir, ec);
-    check(!ec && fs::is_directory(out_dir), "train", "cannot create the output directory ", out_dir,
-          ec ? ": " + ec.message() : "");
+    // Rank 0 alone writes it.
+    if (group.is_root()) {
+        std::error_code ec;
+        fs::create_directories(out_dir, ec);
+        check(!ec && fs::is_directory(out_dir), "train", "cannot create the output directory ", out_dir,
+              ec ? ": " + ec.message() : "");
+    }
     return Trainer(run, listener, stop_requested).run();
 }
 
 TrainingResult resume(const std::string& dir, int64_t epochs, double minutes, int64_t max_steps,
                       const TrainingListener& listener, const std::atomic<bool>* stop_requested) {
+    // Every rank reads the checkpoint (and the data): under MPI, put them where every machine sees
+    // them. Rank 0 alone writes.
+    const nn::Distributed& group = nn::Distributed::current();
     Run run;
     run.dir = dir;
     check(fs::is_directory(dir), "resume", "no checkpoint directory at ", dir);
-    remove_leftovers(dir);
+    if (group.is_root()) remove_leftovers(dir);
     check(fs::exists(run.training_path()) && fs::exists(run.model_path()), "resume", dir,
           " has no model.safetensors and training.safetensors to resume from");
     TrainingState saved = load_training_state(run.training_path());
@@ -427,8 +517,11 @@ TrainingResult resume(const std::string& dir, int64_t epochs, double minutes, in
     } catch (const Error& e) {
         throw Error("resume: " + dir + ": " + e.what());
     }
+    check_ranks_agree(run.data, group);
     run.model = loaded.model;
     run.model->random().set_state(run.progress.random);
+    give_rank_its_randomness(*run.model, group.rank());
+    nn::broadcast_parameters(run.model->parameters(), group);
     run.optimizer = make_optimizer(run.options, *run.model);
     run.optimizer->load_state(saved.optimizer);
     if (run.options.average_decay > 0) {

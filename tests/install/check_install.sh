@@ -54,4 +54,14 @@ echo "$out_translate"
   || { echo "examples/translate did not print one output per input"; exit 1; }
 out_nbest=$(echo abc | "$work/examples-build/translate" "$work/reverse" --beam 4 --nbest 3)
 [ "$(echo "$out_nbest" | wc -l)" -eq 3 ] || { echo "examples/translate --nbest 3 printed: $out_nbest"; exit 1; }
+# examples/distributed: one process, and two under mpirun when the library has MPI.
+out_dist=$("$work/examples-build/distributed")
+grep -q "^trained on 1 process: adds 100 of 100 pairs" <<< "$out_dist" \
+  || { echo "examples/distributed (one process) printed: $out_dist"; exit 1; }
+if grep -q "MPI::MPI_CXX" "$work/prefix/lib/cmake/seqgrad/seqgradTargets.cmake" && command -v mpirun > /dev/null; then
+  out_dist=$(mpirun --allow-run-as-root --oversubscribe --bind-to none -np 2 "$work/examples-build/distributed" 2>&1)
+  grep -q "^trained on 2 processes: adds 100 of 100 pairs" <<< "$out_dist" \
+    || { echo "examples/distributed (mpirun -np 2) printed: $out_dist"; exit 1; }
+  echo "examples/distributed trained on 2 processes"
+fi
 echo "examples/ built and ran"

@@ -1,8 +1,9 @@
 // Neural-network building blocks: Module, layers, attention, LSTM, initialisation, optimizers,
-// tracing.
+// tracing, data-parallel training.
 #pragma once
 
 #include "seqgrad/nn/attention.h"
+#include "seqgrad/nn/distributed.h"
 #include "seqgrad/nn/init.h"
 #include "seqgrad/nn/layers.h"
 #include "seqgrad/nn/lstm.h"

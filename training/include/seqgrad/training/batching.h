@@ -86,6 +86,12 @@ struct BatchOptions {
 // Builds the batch of the given rows of `examples`. An empty source is an Error.
 Batch make_batch(const EncodedPairs& examples, const std::vector<int64_t>& rows);
 
+// Rank `rank`'s share of `batch` when `ranks` processes train on it together: the contiguous rows
+// [B * rank / ranks, B * (rank + 1) / ranks), padded to the batch's own widths (so that each row is
+// computed exactly as in the whole batch), with their token counts. It may have no rows (a batch
+// smaller than the number of ranks); the shares of all ranks are the batch.
+Batch share_of_batch(const Batch& batch, int rank, int ranks);
+
 // One training epoch's batches: shuffled, sorted by length within chunks, cut by the limits, then
 // the batch order shuffled. Every example is in exactly one batch; the same generator state gives
 // the same batches.

@@ -8,6 +8,15 @@
 // It stops at the first budget reached (epochs, minutes, steps), on a stop request (Ctrl-C), or
 // when the loss stops being finite; in every case but the last it writes a checkpoint first
 // (checkpoint.h).
+//
+// Started by mpirun as several processes (an nn::Distributed alive in each), a run trains one model
+// data-parallel: every rank makes the same global batches and takes its contiguous share of each
+// one's rows; the gradients and the loss are summed over the ranks, weighted by each share's
+// target tokens, so the update is the one-process update (to float32 summation order) and
+// clipping, label smoothing, the schedule and the weight average all see the global values.
+// Rank 0 alone evaluates, calls the listener and writes checkpoints; every rank stops together
+// (budget, stop request, a non-finite loss). Each rank draws its own dropout masks. Every rank
+// reads the data, and on resume() the checkpoint: they must be the same files on every machine.
 #pragma once
 
 #include <atomic>

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Data-parallel training is the one-process update: trains MODEL for 50 steps as one process and
+# twice as 2 ranks (mpirun, one thread each) on the same global batches, then checks
+#   - 2 ranks against one process: losses and final weights equal within float32 summation-order
+#     differences (see TOLERANCE below);
+#   - the two 2-rank runs: bit-identical losses and weights.
+#   check_distributed.sh MPIRUN CHECK_DISTRIBUTED MODEL WORK_DIR
+set -uo pipefail
+mpirun=$1
+check=$2
+model=$3
+work=$4
+# shellcheck source=../lib.sh
+source "$(dirname "$0")/../lib.sh"
+steps=50
+# The ranks sum their token-weighted gradients in another order than one process sums its rows,
+# and each rank's loss is a mean over its own tokens then weighted: the results differ in the last
+# bits of float32 (a relative 1e-7 per operation). Adam divides by the root of the second moment,
+# which amplifies such differences in weights whose gradients are near zero, and 50 steps compound
+# them; a relative 1e-4 is far below any real difference (a wrong share or scale moves the loss
+# at the first step by percents) and well above the rounding seen (reported on each run: losses
+# 1e-7, weights up to 6e-6). The attention keys' biases are the exception the comparison states:
+# their exact gradient is zero, so their values are rounding noise in every run.
+TOLERANCE=1e-4
+
+rm -rf "$work" && mkdir -p "$work" || fail "cannot create $work"
+# One thread per process; Open MPI as root needs --allow-run-as-root; --oversubscribe in case the
+# machine has fewer cores than ranks.
+export OMP_NUM_THREADS=1
+launch=("$mpirun" --allow-run-as-root --oversubscribe --bind-to none -np 2)
+
+"$check" train "$model" "$work/one" $steps > "$work/one.log" 2>&1 \
+  || fail "one process failed: $(cat "$work/one.log")"
+for run in a b; do
+  "${launch[@]}" "$check" train "$model" "$work/two_$run" $steps > "$work/two_$run.log" 2>&1 \
+    || fail "2 ranks (run $run) failed: $(cat "$work/two_$run.log")"
+done
+"$check" compare "$work/one" "$work/two_a" $TOLERANCE || fail "2 ranks differ from one process beyond $TOLERANCE"
+"$check" compare "$work/two_a" "$work/two_b" 0 || fail "two 2-rank runs are not bit-identical"
+echo "$model: 2 ranks equal one process, and repeat bit for bit"

@@ -1,0 +1,117 @@
+#!/usr/bin/env bash
+# Faults of a data-parallel run (mpirun -np 2 seqgrad train, a small Transformer, a checkpoint
+# every 3 steps):
+#   - only rank 0 reports: one start line, one result;
+#   - a rank killed with SIGKILL (rank 1, then rank 0 in a second run) ends the whole job, with
+#     mpirun's message naming it and a non-zero status, within seconds, not a hang;
+#   - the last checkpoint loads, and `mpirun ... train --resume` finishes the run with weights
+#     bit-identical to those of an uninterrupted 2-rank run of the same steps;
+#   - SIGUSR1 to mpirun stops every rank after one step, with a checkpoint that resumes;
+#   - Ctrl-C (SIGINT to mpirun) ends every rank.
+#   rank_faults.sh MPIRUN SEQGRAD WORK_DIR
+set -uo pipefail
+mpirun=$1
+seqgrad=$2
+work=$3
+# shellcheck source=../lib.sh
+source "$(dirname "$0")/../lib.sh"
+
+rm -rf "$work" && mkdir -p "$work" || fail "cannot create $work"
+cat > "$work/tiny.json" <<'JSON'
+{"model": "transformer", "d_model": 32, "n_heads": 2, "n_layers": 1, "d_ff": 64, "dropout": 0,
+ "training": {"synthetic": {"train_size": 2000, "dev_size": 20, "test_size": 20, "max_length": 6},
+              "schedule": "constant", "lr": 0.003, "batch_sentences": 32, "eval_every_steps": 40,
+              "save_every_steps": 3}}
+JSON
+launch=("$mpirun" --allow-run-as-root --oversubscribe --bind-to none -np 2)
+train=("$seqgrad" train --task reverse --model transformer --config "$work/tiny.json" --threads 1 --show 0)
+steps=300
+
+"${launch[@]}" "${train[@]}" --max-steps $steps --out "$work/reference" > "$work/reference.log" 2>&1 \
+  || fail "the uninterrupted 2-rank run failed: $(cat "$work/reference.log")"
+[ "$(grep -c '^Training transformer' "$work/reference.log")" -eq 1 ] \
+  || fail "not one start line (rank 0 alone reports): $(cat "$work/reference.log")"
+[ "$(grep -c '^Stopped (budget) after 300 steps' "$work/reference.log")" -eq 1 ] \
+  || fail "not one result line: $(cat "$work/reference.log")"
+grep -q "on each of 2 processes" "$work/reference.log" || fail "the start line does not say 2 processes"
+
+# The pid of rank RANK among mpirun's children, from the rank Open MPI gives each one.
+rank_pid() {
+  local pid
+  for pid in $(pgrep -P "$1"); do
+    tr '\0' '\n' < "/proc/$pid/environ" 2> /dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$2" && { echo "$pid"; return; }
+  done
+}
+
+# Starts a run (or resumes it) in the background, kills rank RANK once a checkpoint is on disk and
+# a few more steps are done, and checks the job ends promptly with a clear message.
+kill_rank() {
+  local rank=$1 run=$2 log=$3
+  if [ -f "$run/training.safetensors" ]; then
+    "${launch[@]}" "$seqgrad" train --resume "$run" --max-steps $steps --threads 1 --show 0 > "$log" 2>&1 &
+  else
+    "${launch[@]}" "${train[@]}" --max-steps $steps --out "$run" > "$log" 2>&1 &
+  fi
+  local job=$! waited=0 pid=""
+  while [ ! -f "$run/training.safetensors" ] || ! grep -q "checkpoint saved at step" "$log"; do
+    sleep 0.2; waited=$((waited + 1))
+    [ $waited -lt 600 ] || fail "no checkpoint after 120 s: $(cat "$log")"
+    kill -0 $job 2> /dev/null || fail "the run ended before a checkpoint: $(cat "$log")"
+  done
+  sleep 0.1
+  pid=$(rank_pid $job "$rank")
+  [ -n "$pid" ] || fail "cannot find rank $rank among mpirun's processes"
+  kill -KILL "$pid"
+  local start=$SECONDS
+  while kill -0 $job 2> /dev/null; do
+    sleep 0.2
+    [ $((SECONDS - start)) -lt 30 ] || { kill -KILL $job; fail "the job still runs 30 s after rank $rank died"; }
+  done
+  wait $job
+  local status=$?
+  echo "rank $rank killed: the job ended after $((SECONDS - start)) s with status $status"
+  [ $status -ne 0 ] || fail "the job exited 0 after rank $rank was killed"
+  grep -qiE "signal 9|killed" "$log" || fail "no message says a rank was killed: $(cat "$log")"
+  "$seqgrad" predict --checkpoint "$run/model.safetensors" --threads 1 abc > /dev/null 2>&1 \
+    || fail "after rank $rank was killed, model.safetensors does not load"
+}
+
+run=$work/interrupted
+kill_rank 1 "$run" "$work/kill1.log"
+kill_rank 0 "$run" "$work/kill0.log"
+"${launch[@]}" "$seqgrad" train --resume "$run" --max-steps $steps --threads 1 --show 0 > "$work/resume.log" 2>&1 \
+  || fail "resuming under mpirun failed: $(cat "$work/resume.log")"
+grep -q "^Resuming" "$work/resume.log" || fail "no resume line: $(cat "$work/resume.log")"
+cmp -s "$work/reference/model.safetensors" "$run/model.safetensors" \
+  || fail "the resumed run's weights differ from the uninterrupted run's"
+echo "killed twice and resumed: the weights equal the uninterrupted run's, byte for byte"
+
+# SIGUSR1 to mpirun, which passes it on: every rank stops after the same step, rank 0 writes the
+# checkpoint and says how to continue.
+"${launch[@]}" "${train[@]}" --max-steps 100000 --out "$work/usr1" > "$work/usr1.log" 2>&1 &
+job=$!
+sleep 4
+kill -USR1 $job
+wait $job
+grep -q "^Interrupted: continue with" "$work/usr1.log" \
+  || fail "SIGUSR1 did not stop the run cleanly: $(cat "$work/usr1.log")"
+stopped=$(sed -n 's/^Stopped (interrupted) after \([0-9]*\) steps.*/\1/p' "$work/usr1.log")
+"$seqgrad" train --resume "$work/usr1" --max-steps $((stopped + 3)) --threads 1 --show 0 \
+  > "$work/usr1_resume.log" 2>&1 \
+  || fail "the run stopped by SIGUSR1 does not resume: $(cat "$work/usr1_resume.log")"
+echo "SIGUSR1: every rank stopped after step $stopped, and the run resumes (here as one process)"
+
+# Ctrl-C: mpirun ends the ranks itself; the job must end, every rank with it.
+"${launch[@]}" "${train[@]}" --max-steps 100000 --out "$work/ctrl_c" > "$work/ctrl_c.log" 2>&1 &
+job=$!
+sleep 4
+kill -INT $job
+start=$SECONDS
+while kill -0 $job 2> /dev/null; do
+  sleep 0.2
+  [ $((SECONDS - start)) -lt 30 ] || { kill -KILL $job; fail "the job still runs 30 s after Ctrl-C"; }
+done
+wait $job
+echo "Ctrl-C: the job ended after $((SECONDS - start)) s with status $?"
+pgrep -f "$work/ctrl_c" > /dev/null && fail "a rank outlived the job"
+echo "rank faults: all checks passed"
