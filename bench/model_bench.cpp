@@ -40,10 +40,13 @@
 //                            bus_gb_per_second = 2 (N-1)/N x the gradient bytes / time, the bytes
 //                            a ring all-reduce moves over each rank's link (0 for one rank, where
 //                            only the scaling and copies are left)
-//   distributed/train_step/transformer/<shape>  one step of the global batch (the shape's), each
-//                            rank on its share of the rows: forward, backward, all-reduce, Adam.
-//                            tokens_per_second (the global batch's target tokens), allreduce_ms
-//                            and allreduce_fraction (of the step), ranks
+//   distributed/train_step/transformer/<shape>/{blocking,overlap}  one step of the global batch
+//                            (the shape's), each rank on its share of the rows: forward, backward,
+//                            the all-reduce, Adam; the all-reduce after the backward pass
+//                            (all_reduce_gradients) or bucket by bucket during it
+//                            (GradientReducer). tokens_per_second (the global batch's target
+//                            tokens), allreduce_ms and allreduce_fraction (of the step: the
+//                            all-reduce's time, or for overlap the wait it did not hide), ranks
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -255,7 +258,7 @@ void allreduce(benchmark::State& state, const BenchShape& shape) {
     state.counters["ranks"] = n;
 }
 
-void train_step_distributed(benchmark::State& state, const BenchShape& shape) {
+void train_step_distributed(benchmark::State& state, const BenchShape& shape, bool overlap) {
     using Clock = std::chrono::steady_clock;
     const seqgrad::nn::Distributed& group = seqgrad::nn::Distributed::current();
     Generator gen(7);
@@ -271,15 +274,21 @@ void train_step_distributed(benchmark::State& state, const BenchShape& shape) {
     const Batch share{rows_of(batch.src, begin, end), rows_of(batch.tgt_in, begin, end),
                       rows_of(batch.tgt_out, begin, end)};
     const float weight = static_cast<float>(end - begin) / static_cast<float>(shape.batch);  // every row full length
+    seqgrad::nn::GradientReducer reducer(model->parameters(), group);
     double reduce_seconds = 0;
     const auto step = [&] {
         optimizer.zero_grad();
         Tensor loss =
             seqgrad::models::sequence_loss(model->forward(share.src, share.tgt_in), share.tgt_out, kLabelSmoothing);
-        loss.backward();
-        const auto t0 = Clock::now();
-        seqgrad::nn::all_reduce_gradients(model->parameters(), group, weight);
-        reduce_seconds += std::chrono::duration<double>(Clock::now() - t0).count();
+        if (overlap) {
+            reducer.backward(loss, weight);
+            reduce_seconds += reducer.last_wait_seconds();
+        } else {
+            loss.backward();
+            const auto t0 = Clock::now();
+            seqgrad::nn::all_reduce_gradients(model->parameters(), group, weight);
+            reduce_seconds += std::chrono::duration<double>(Clock::now() - t0).count();
+        }
         optimizer.step();
         return loss.item();
     };
@@ -327,11 +336,16 @@ void register_model_benchmarks() {
             ->Iterations(seed ? 5 : 20)
             ->UseRealTime()
             ->Unit(benchmark::kMillisecond);
-        benchmark::RegisterBenchmark((std::string("distributed/train_step/transformer/") + shape.name).c_str(),
-                                     [&shape](benchmark::State& state) { train_step_distributed(state, shape); })
-            ->Iterations(seed ? 4 : 10)
-            ->UseRealTime()
-            ->Unit(benchmark::kMillisecond);
+        for (const bool overlap : {false, true}) {
+            const std::string name =
+                std::string("distributed/train_step/transformer/") + shape.name + (overlap ? "/overlap" : "/blocking");
+            benchmark::RegisterBenchmark(
+                name.c_str(),
+                [&shape, overlap](benchmark::State& state) { train_step_distributed(state, shape, overlap); })
+                ->Iterations(seed ? 4 : 10)
+                ->UseRealTime()
+                ->Unit(benchmark::kMillisecond);
+        }
     }
 }
 

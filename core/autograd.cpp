@@ -4,6 +4,8 @@
 // closure and edges as soon as it has run (unless the graph is retained).
 #include "seqgrad/core/autograd.h"
 
+#include <functional>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "seqgrad/core/ops.h"
@@ -125,6 +127,11 @@ Tensor Tensor::detach() const {
     return Tensor(std::move(impl));
 }
 
+namespace {
+void run_backward(const Tensor& self, const Tensor& grad_output, bool retain_graph,
+                  const std::function<void(const Tensor& leaf)>* leaf_ready);
+}  // namespace
+
 void Tensor::backward(bool retain_graph) const {
     check(defined(), "Tensor::backward", "the tensor is undefined");
     check(numel() == 1, "Tensor::backward", "without a gradient argument the output must have one element, got shape ",
@@ -133,22 +140,37 @@ void Tensor::backward(bool retain_graph) const {
 }
 
 void Tensor::backward(const Tensor& grad_output, bool retain_graph) const {
-    check(defined(), "Tensor::backward", "the tensor is undefined");
-    check(requires_grad(), "Tensor::backward", "the tensor does not require grad (no graph recorded)");
-    check(grad_output.defined() && grad_output.shape() == shape(), "Tensor::backward", "gradient of shape ",
-          grad_output.defined() ? grad_output.shape() : Shape{}, " for an output of shape ", shape());
-    NoGradGuard no_grad;    // backward functions compute plain tensors
-    if (!impl_->grad_fn) {  // a leaf: its gradient is the given one
-        accumulate(impl_->grad, grad_output.clone());
+    run_backward(*this, grad_output, retain_graph, nullptr);
+}
+
+void backward_with_leaf_hook(const Tensor& output, const std::function<void(const Tensor& leaf)>& leaf_ready) {
+    check(output.defined() && output.numel() == 1, "backward_with_leaf_hook",
+          "the output must be a tensor of one element");
+    run_backward(output, Tensor::ones(output.shape()), false, &leaf_ready);
+}
+
+namespace {
+
+void run_backward(const Tensor& self, const Tensor& grad_output, bool retain_graph,
+                  const std::function<void(const Tensor& leaf)>* leaf_ready) {
+    check(self.defined(), "Tensor::backward", "the tensor is undefined");
+    check(self.requires_grad(), "Tensor::backward", "the tensor does not require grad (no graph recorded)");
+    check(grad_output.defined() && grad_output.shape() == self.shape(), "Tensor::backward", "gradient of shape ",
+          grad_output.defined() ? grad_output.shape() : Shape{}, " for an output of shape ", self.shape());
+    TensorImpl* const root = self.impl();
+    NoGradGuard no_grad;   // backward functions compute plain tensors
+    if (!root->grad_fn) {  // a leaf: its gradient is the given one
+        accumulate(root->grad, grad_output.clone());
+        if (leaf_ready) (*leaf_ready)(self);
         return;
     }
 
     // Post-order depth-first search with an explicit stack: a node comes after every node that
     // made one of its inputs, so walking `order` backwards visits each node after all its users.
     std::vector<std::shared_ptr<Node>> order;
-    std::unordered_set<Node*> seen{impl_->grad_fn.get()};
+    std::unordered_set<Node*> seen{root->grad_fn.get()};
     std::vector<std::pair<std::shared_ptr<Node>, size_t>> stack;  // (node, next input to visit)
-    stack.emplace_back(impl_->grad_fn, 0);
+    stack.emplace_back(root->grad_fn, 0);
     while (!stack.empty()) {
         auto& [node, next] = stack.back();
         check(!node->released, "Tensor::backward", "the graph through '", node->name,
@@ -163,8 +185,16 @@ void Tensor::backward(const Tensor& grad_output, bool retain_graph) const {
         }
     }
 
-    impl_->grad_fn->grad_outputs.resize(impl_->grad_fn->output_shapes.size());
-    accumulate(impl_->grad_fn->grad_outputs[static_cast<size_t>(impl_->output_nr)], grad_output.detach());
+    // With a hook: how many edges of the graph still lead to each leaf. A leaf's gradient is final
+    // once the last node that uses it has run.
+    std::unordered_map<TensorImpl*, int64_t> uses_left;
+    if (leaf_ready)
+        for (const auto& node : order)
+            for (const Tensor& input : node->inputs)
+                if (input.defined() && input.requires_grad() && !input.impl()->grad_fn) ++uses_left[input.impl()];
+
+    root->grad_fn->grad_outputs.resize(root->grad_fn->output_shapes.size());
+    accumulate(root->grad_fn->grad_outputs[static_cast<size_t>(root->output_nr)], grad_output.detach());
     for (auto it = order.rbegin(); it != order.rend(); ++it) {
         Node& node = **it;
         node.grad_outputs.resize(node.output_shapes.size());
@@ -191,6 +221,11 @@ void Tensor::backward(const Tensor& grad_output, bool retain_graph) const {
                 accumulate(target->grad, grads[i]);
             }
         }
+        if (leaf_ready)
+            for (const Tensor& input : node.inputs)
+                if (input.defined() && input.requires_grad() && !input.impl()->grad_fn &&
+                    --uses_left[input.impl()] == 0)
+                    (*leaf_ready)(input);
         if (!retain_graph) {
             node.backward = nullptr;
             node.inputs.clear();
@@ -198,5 +233,7 @@ void Tensor::backward(const Tensor& grad_output, bool retain_graph) const {
         }
     }
 }
+
+}  // namespace
 
 }  // namespace seqgrad

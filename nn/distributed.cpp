@@ -3,12 +3,15 @@
 #include "seqgrad/nn/distributed.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <unordered_map>
 
 #include "seqgrad/core/autograd.h"
 #include "seqgrad/core/error.h"
+#include "seqgrad/core/ops.h"
 
 #ifdef SEQGRAD_HAVE_MPI
 #include <mpi.h>
@@ -248,6 +251,166 @@ void all_reduce_gradients(const std::vector<Tensor>& params, const Distributed& 
         if (flags[i] > 0) p.set_grad(sums[i]);
         else p.zero_grad();
     }
+}
+
+// A bucket: some parameters (consecutive in reverse order), sent as one array: a flag per
+// parameter (1 where it has a gradient), then their gradients end to end.
+struct Bucket {
+    std::vector<size_t> params;
+    std::vector<float> values;
+    int64_t ready = 0;  // parameters whose gradient is final
+};
+
+struct GradientReducer::State {
+    std::vector<Tensor> params;
+    const Distributed* group;
+    std::vector<Bucket> buckets;
+    std::unordered_map<const TensorImpl*, size_t> index;  // parameter -> its place in params
+    std::vector<size_t> bucket_of;
+    std::vector<char> ready;
+    size_t next_to_start = 0;  // buckets start in order, on every rank alike
+    float scale = 1;
+#ifdef SEQGRAD_HAVE_MPI
+    std::vector<MPI_Request> requests;
+#endif
+
+    void pack(Bucket& bucket) const {
+        size_t at = bucket.params.size();
+        for (size_t k = 0; k < bucket.params.size(); ++k) {
+            const Tensor& p = params[bucket.params[k]];
+            const Tensor g = p.grad();
+            const auto n = static_cast<size_t>(p.numel());
+            bucket.values[k] = g.defined() ? 1.0f : 0.0f;
+            if (g.defined()) {
+                const float* in = g.data();
+                for (size_t i = 0; i < n; ++i) bucket.values[at + i] = in[i] * scale;
+            } else {
+                std::fill(bucket.values.begin() + static_cast<std::ptrdiff_t>(at),
+                          bucket.values.begin() + static_cast<std::ptrdiff_t>(at + n), 0.0f);
+            }
+            at += n;
+        }
+    }
+
+    // Starts every bucket, in order, whose gradients are all final; lets those under way progress.
+    void start_ready_buckets() {
+        while (next_to_start < buckets.size() &&
+               buckets[next_to_start].ready == static_cast<int64_t>(buckets[next_to_start].params.size())) {
+            Bucket& bucket = buckets[next_to_start++];
+            pack(bucket);
+#ifdef SEQGRAD_HAVE_MPI
+            check(bucket.values.size() < (size_t{1} << 31), "GradientReducer", "a bucket of ", bucket.values.size(),
+                  " values is too large for one MPI call");
+            MPI_Request request;
+            check_mpi(MPI_Iallreduce(MPI_IN_PLACE, bucket.values.data(), static_cast<int>(bucket.values.size()),
+                                     MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &request),
+                      "MPI_Iallreduce");
+            requests.push_back(request);
+#endif
+        }
+#ifdef SEQGRAD_HAVE_MPI
+        // Open MPI moves a non-blocking collective on only inside MPI calls.
+        if (!requests.empty()) {
+            int done = 0;
+            check_mpi(MPI_Testall(static_cast<int>(requests.size()), requests.data(), &done, MPI_STATUSES_IGNORE),
+                      "MPI_Testall");
+        }
+#endif
+    }
+
+    void mark_ready(size_t i) {
+        if (ready[i]) return;
+        ready[i] = 1;
+        ++buckets[bucket_of[i]].ready;
+    }
+};
+
+GradientReducer::GradientReducer(std::vector<Tensor> params, const Distributed& group, int64_t bucket_floats)
+    : state_(std::make_unique<State>()) {
+    check(bucket_floats >= 1, "GradientReducer", "bucket_floats must be at least 1, got ", bucket_floats);
+    State& st = *state_;
+    st.params = std::move(params);
+    st.group = &group;
+    st.bucket_of.resize(st.params.size());
+    int64_t filled = 0;
+    for (size_t k = st.params.size(); k-- > 0;) {
+        const int64_t n = st.params[k].numel();
+        if (st.buckets.empty() || (filled > 0 && filled + n > bucket_floats)) {
+            st.buckets.emplace_back();
+            filled = 0;
+        }
+        st.buckets.back().params.push_back(k);
+        st.bucket_of[k] = st.buckets.size() - 1;
+        filled += n;
+        check(st.index.emplace(st.params[k].impl(), k).second, "GradientReducer", "parameter ", k,
+              " appears twice in the list");
+    }
+    for (Bucket& bucket : st.buckets) {
+        size_t values = bucket.params.size();
+        for (size_t k : bucket.params) values += static_cast<size_t>(st.params[k].numel());
+        bucket.values.resize(values);
+    }
+}
+
+GradientReducer::~GradientReducer() = default;
+
+int64_t GradientReducer::buckets() const { return static_cast<int64_t>(state_->buckets.size()); }
+
+void GradientReducer::backward(const Tensor& loss, float scale) {
+    State& st = *state_;
+    last_wait_seconds_ = 0;
+    if (st.group->size() == 1) {  // nothing to sum: the pass, and the scaling
+        if (loss.defined()) loss.backward();
+        if (scale != 1.0f) {
+            NoGradGuard no_grad;
+            for (Tensor p : st.params)
+                if (p.grad().defined()) p.set_grad(mul(p.grad(), scale));
+        }
+        return;
+    }
+    st.scale = scale;
+    st.next_to_start = 0;
+    st.ready.assign(st.params.size(), 0);
+    for (Bucket& bucket : st.buckets) bucket.ready = 0;
+    if (loss.defined()) {
+        backward_with_leaf_hook(loss, [&st](const Tensor& leaf) {
+            const auto it = st.index.find(leaf.impl());
+            if (it == st.index.end()) return;  // a leaf that is not one of the parameters
+            st.mark_ready(it->second);
+            st.start_ready_buckets();
+        });
+    }
+    const auto wait_start = std::chrono::steady_clock::now();
+    // Parameters the pass did not reach have no gradient here: zeros, and the rest starts.
+    for (size_t i = 0; i < st.params.size(); ++i) st.mark_ready(i);
+    st.start_ready_buckets();
+#ifdef SEQGRAD_HAVE_MPI
+    check_mpi(MPI_Waitall(static_cast<int>(st.requests.size()), st.requests.data(), MPI_STATUSES_IGNORE),
+              "MPI_Waitall");
+    st.requests.clear();
+#endif
+    NoGradGuard no_grad;
+    for (const Bucket& bucket : st.buckets) {
+        size_t at = bucket.params.size();
+        for (size_t k = 0; k < bucket.params.size(); ++k) {
+            Tensor p = st.params[bucket.params[k]];
+            const auto n = static_cast<size_t>(p.numel());
+            if (bucket.values[k] > 0) {
+                // In place when the gradient is the parameter's alone (as the engine leaves it).
+                Tensor g = p.grad();
+                const bool own = g.defined() && g.impl_ptr().use_count() == 2 && g.impl()->storage.use_count() == 1;
+                if (!own) {
+                    g = Tensor::zeros(p.shape());
+                    p.set_grad(g);
+                }
+                std::memcpy(g.data(), bucket.values.data() + at, n * sizeof(float));
+            } else {
+                p.zero_grad();
+            }
+            at += n;
+        }
+    }
+    last_wait_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - wait_start).count();
 }
 
 void broadcast_parameters(const std::vector<Tensor>& params, const Distributed& group, int root) {

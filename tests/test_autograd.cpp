@@ -1,4 +1,7 @@
 // The engine: recording, accumulation, retain_graph, NoGradGuard, detach, and deep graphs.
+#include <map>
+#include <set>
+
 #include "helpers.h"
 
 using namespace seqgrad;
@@ -122,4 +125,33 @@ TEST_CASE("clone copies the data and passes the gradient through", "[autograd]")
     CHECK(y.data() != x.data());
     (y * 3.0f).sum().backward();
     CHECK(x.grad().to_vector() == std::vector<float>{3, 3});
+}
+
+TEST_CASE("the leaf hook names each reached leaf once, when its gradient is final", "[autograd]") {
+    // w1 is used early in the graph (its gradient is final last), w2 twice and late, w3 never.
+    auto x = Tensor::from_vector({1, 2, 3}, {3}, true);
+    auto w1 = Tensor::from_vector({0.5f, -1, 2}, {3}, true);
+    auto w2 = Tensor::from_vector({3}, {1}, true);
+    auto w3 = Tensor::from_vector({7}, {1}, true);
+    const auto build = [&] {
+        Tensor h = tanh(x * w1);
+        return (h * w2 + h * h * w2).sum();
+    };
+    build().backward();
+    std::map<const TensorImpl*, std::vector<float>> expected;
+    for (Tensor* t : {&x, &w1, &w2}) {
+        expected[t->impl()] = t->grad().to_vector();
+        t->zero_grad();
+    }
+    std::vector<const TensorImpl*> named;
+    backward_with_leaf_hook(build(), [&](const Tensor& leaf) {
+        named.push_back(leaf.impl());
+        // Final when named: equal to what the whole pass gives.
+        CHECK(leaf.grad().to_vector() == expected.at(leaf.impl()));
+    });
+    CHECK(named.size() == 3);
+    CHECK(std::set<const TensorImpl*>(named.begin(), named.end()).size() == 3);  // each once
+    CHECK(named.front() == w2.impl());  // the last operations' leaf comes first
+    CHECK_FALSE(w3.grad().defined());
+    CHECK(std::find(named.begin(), named.end(), w3.impl()) == named.end());
 }

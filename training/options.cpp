@@ -87,6 +87,9 @@ const OptionTable<TrainingOptions>& table() {
                  &O::teacher_forcing)
             .at_least(0)
             .at_most(1)
+            .add("overlap_gradients",
+                 "under mpirun: sum each bucket of gradients over the ranks during the backward pass, not after it",
+                 &O::overlap_gradients)
             .add("epochs", "budget: epochs in all (0: no limit)", &O::epochs)
             .at_least(0)
             .add("minutes", "budget: minutes in this session (0: no limit)", &O::minutes)

@@ -122,7 +122,10 @@ public:
           seconds_before_(run.progress.seconds),
           start_step_(run.progress.step),
           evaluated_step_(run.progress.history.empty() ? -1 : run.progress.history.back().step),
-          committed_step_(fs::exists(run.training_path()) ? run.progress.step : -1) {}
+          committed_step_(fs::exists(run.training_path()) ? run.progress.step : -1) {
+        if (group_.size() > 1 && run.options.overlap_gradients)
+            reducer_ = std::make_unique<nn::GradientReducer>(run.model->parameters(), group_, kBucketFloats);
+    }
 
     TrainingResult run();
 
@@ -163,6 +166,7 @@ private:
     bool pending_ = false;         // a checkpoint written but not yet committed
     int64_t committed_step_ = -1;  // the step of the checkpoint on disk, if any
     std::string pending_why_;
+    std::unique_ptr<nn::GradientReducer> reducer_;   // with several ranks and overlap_gradients
     double recent_tokens_ = 0, recent_seconds_ = 0;  // decaying sums for tokens per second
 };
 
@@ -257,9 +261,14 @@ bool Trainer::step() {
         return false;
     }
     commit_checkpoint();  // the weights it holds gave this finite loss
-    if (loss.defined()) loss.backward();
-    if (group_.size() > 1)
-        nn::all_reduce_gradients(run_.model->parameters(), group_, static_cast<float>(weight), kBucketFloats);
+    // Under MPI the gradients are summed over the ranks bucket by bucket as the pass finishes them.
+    if (reducer_) {
+        reducer_->backward(loss, static_cast<float>(weight));
+    } else {
+        if (loss.defined()) loss.backward();
+        if (group_.size() > 1)
+            nn::all_reduce_gradients(run_.model->parameters(), group_, static_cast<float>(weight), kBucketFloats);
+    }
     if (o.clip_norm > 0) nn::clip_grad_norm(run_.model->parameters(), o.clip_norm);
     const double lr = learning_rate(run_.progress.step + 1);
     run_.optimizer->set_lr(lr);

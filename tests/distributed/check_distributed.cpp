@@ -1,11 +1,12 @@
 // The data-parallel proof's two halves (run by check_distributed.sh):
 //
-//   check_distributed train MODEL DIR STEPS
+//   check_distributed train MODEL DIR STEPS [blocking]
 //       trains a small MODEL ("transformer", "attn_seq2seq" or "seq2seq") on the reverse task for
 //       STEPS steps into DIR, as one process or, under mpirun, as several; rank 0 writes each
 //       step's loss (the global batch's) to DIR/losses.txt. No dropout, so that every rank's
 //       share is computed as in one process; clipping, label smoothing, two dev evaluations with
-//       a rate decay, and the weight average are all on.
+//       a rate decay, and the weight average are all on. The gradients are summed during the
+//       backward pass (GradientReducer), or with `blocking` after it (all_reduce_gradients).
 //   check_distributed compare DIR_A DIR_B TOLERANCE
 //       compares the two runs' losses and final weights (model.safetensors): the largest
 //       difference of a loss, relative to the loss, and of a weight, relative to the largest weight
@@ -28,7 +29,7 @@ namespace {
 
 using namespace seqgrad;
 
-int train(const std::string& model, const std::string& dir, int64_t steps) {
+int train(const std::string& model, const std::string& dir, int64_t steps, bool overlap) {
     const nn::Distributed& group = nn::Distributed::current();
     set_num_threads(1);  // one thread a rank, and one for the single process
     models::ModelConfig config = models::model_kind(model).recipe;
@@ -52,6 +53,7 @@ int train(const std::string& model, const std::string& dir, int64_t steps) {
     options.eval_every_steps = steps / 2;
     options.eval_max_len = 8;
     options.seed = 7;
+    options.overlap_gradients = overlap;
     std::vector<double> losses;
     training::train(config, options, dir, [&losses](const training::TrainingEvent& e) {
         if (e.kind == training::TrainingEvent::Kind::step) losses.push_back(e.loss);
@@ -130,9 +132,11 @@ int main(int argc, char** argv) {
     try {
         group.emplace(&argc, &argv);
         const std::string mode = argc > 1 ? argv[1] : "";
-        if (mode == "train" && argc == 5) return train(argv[2], argv[3], std::stoll(argv[4]));
+        if (mode == "train" && (argc == 5 || (argc == 6 && std::string(argv[5]) == "blocking")))
+            return train(argv[2], argv[3], std::stoll(argv[4]), argc == 5);
         if (mode == "compare" && argc == 5) return compare(argv[2], argv[3], std::stod(argv[4]));
-        std::fprintf(stderr, "usage: check_distributed train MODEL DIR STEPS | compare DIR_A DIR_B TOLERANCE\n");
+        std::fprintf(stderr,
+                     "usage: check_distributed train MODEL DIR STEPS [blocking] | compare DIR_A DIR_B TOLERANCE\n");
         return 2;
     } catch (const std::exception& e) {
         std::fprintf(stderr, "check_distributed: %s\n", e.what());

@@ -3,7 +3,8 @@
 # twice as 2 ranks (mpirun, one thread each) on the same global batches, then checks
 #   - 2 ranks against one process: losses and final weights equal within float32 summation-order
 #     differences (see TOLERANCE below);
-#   - the two 2-rank runs: bit-identical losses and weights.
+#   - the two 2-rank runs, and a third that sums the gradients after the backward pass instead of
+#     during it: bit-identical losses and weights.
 #   check_distributed.sh MPIRUN CHECK_DISTRIBUTED MODEL WORK_DIR
 set -uo pipefail
 mpirun=$1
@@ -37,4 +38,8 @@ for run in a b; do
 done
 "$check" compare "$work/one" "$work/two_a" $TOLERANCE || fail "2 ranks differ from one process beyond $TOLERANCE"
 "$check" compare "$work/two_a" "$work/two_b" 0 || fail "two 2-rank runs are not bit-identical"
+# The gradients summed after the backward pass instead of during it: the same sums, bit for bit.
+"${launch[@]}" "$check" train "$model" "$work/two_blocking" $steps blocking > "$work/two_blocking.log" 2>&1 \
+  || fail "2 ranks (blocking) failed: $(cat "$work/two_blocking.log")"
+"$check" compare "$work/two_a" "$work/two_blocking" 0 || fail "overlapped and blocking sums differ"
 echo "$model: 2 ranks equal one process, and repeat bit for bit"

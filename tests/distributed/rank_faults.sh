@@ -6,6 +6,7 @@
 #     mpirun's message naming it and a non-zero status, within seconds, not a hang;
 #   - the last checkpoint loads, and `mpirun ... train --resume` finishes the run with weights
 #     bit-identical to those of an uninterrupted 2-rank run of the same steps;
+#   - a loss that stops being finite stops every rank, and the last good checkpoint loads;
 #   - SIGUSR1 to mpirun stops every rank after one step, with a checkpoint that resumes;
 #   - Ctrl-C (SIGINT to mpirun) ends every rank.
 #   rank_faults.sh MPIRUN SEQGRAD WORK_DIR
@@ -100,6 +101,20 @@ stopped=$(sed -n 's/^Stopped (interrupted) after \([0-9]*\) steps.*/\1/p' "$work
   > "$work/usr1_resume.log" 2>&1 \
   || fail "the run stopped by SIGUSR1 does not resume: $(cat "$work/usr1_resume.log")"
 echo "SIGUSR1: every rank stopped after step $stopped, and the run resumes (here as one process)"
+
+# A loss that stops being finite: every rank stops at the same step (none waits for the others),
+# rank 0 says so once, and the last good checkpoint stays.
+sed 's/"schedule": "constant", "lr": 0.003,/"schedule": "constant", "lr": 100000, "clip_norm": 0,/' "$work/tiny.json" \
+  > "$work/diverge.json"
+"${launch[@]}" "$seqgrad" train --task reverse --model transformer --config "$work/diverge.json" --threads 1 \
+  --show 0 --max-steps 100 --save-every 1 --out "$work/diverge" > "$work/diverge.log" 2>&1
+status=$?
+[ $status -ne 0 ] || fail "a diverging run exited 0: $(cat "$work/diverge.log")"
+[ "$(grep -c "the loss is .* stopping" "$work/diverge.log")" -eq 1 ] \
+  || fail "not one message about the loss: $(cat "$work/diverge.log")"
+"$seqgrad" predict --checkpoint "$work/diverge/model.safetensors" --threads 1 abc > /dev/null 2>&1 \
+  || fail "the diverged run's last good checkpoint does not load"
+echo "a non-finite loss stopped both ranks together (status $status); the last good checkpoint loads"
 
 # Ctrl-C: mpirun ends the ranks itself; the job must end, every rank with it.
 "${launch[@]}" "${train[@]}" --max-steps 100000 --out "$work/ctrl_c" > "$work/ctrl_c.log" 2>&1 &

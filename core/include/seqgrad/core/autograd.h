@@ -70,4 +70,11 @@ Tensor record(const char* name, Tensor output, std::vector<Tensor> inputs, F&& b
     return record(name, std::move(outputs), std::move(inputs), std::move(single))[0];
 }
 
+// backward() of a one-element output that also calls `leaf_ready(leaf)` for each leaf requiring
+// grad as soon as its gradient is final: right after the last node that uses the leaf has run, so
+// while the rest of the graph is still to go. (Data-parallel training starts summing a bucket of
+// gradients over the network then, overlapping it with the rest of the backward pass.) Leaves the
+// pass never reaches are not named. The graph is freed as by backward().
+void backward_with_leaf_hook(const Tensor& output, const std::function<void(const Tensor& leaf)>& leaf_ready);
+
 }  // namespace seqgrad

@@ -22,6 +22,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -82,6 +83,34 @@ private:
 // rank (an optimizer then skips it on every rank alike). One rank: only the scaling.
 void all_reduce_gradients(const std::vector<Tensor>& params, const Distributed& group, float scale = 1.0f,
                           int64_t bucket_floats = int64_t{1} << 22);
+
+// all_reduce_gradients() overlapped with the backward pass, as a data-parallel trainer wants it:
+// backward() runs the loss's backward pass and, as soon as every gradient of a bucket is final
+// (the last layers' first), starts summing that bucket over the ranks (MPI_Iallreduce) while the
+// pass goes on through the earlier layers; then it waits for the last buckets and sets the sums
+// as the gradients. The result is all_reduce_gradients()'s, bit for bit. The buckets are cut
+// from the parameters in reverse order (the order in which the pass finishes them) and started
+// in that fixed order on every rank, as MPI requires of collectives.
+class GradientReducer {
+public:
+    GradientReducer(std::vector<Tensor> params, const Distributed& group, int64_t bucket_floats = int64_t{1} << 22);
+    ~GradientReducer();
+    GradientReducer(const GradientReducer&) = delete;
+    GradientReducer& operator=(const GradientReducer&) = delete;
+
+    // The backward pass of `loss` (undefined when this rank had nothing to compute: it then
+    // contributes zeros), each rank's gradients multiplied by its `scale`, summed over the ranks.
+    void backward(const Tensor& loss, float scale);
+    // Of the last backward(): seconds spent waiting for the sums after the pass ended (the
+    // communication the pass did not hide), and the buckets.
+    double last_wait_seconds() const { return last_wait_seconds_; }
+    int64_t buckets() const;
+
+private:
+    struct State;
+    std::unique_ptr<State> state_;
+    double last_wait_seconds_ = 0;
+};
 
 // Copies the values of `params` on rank `root` to every other rank (at start-up, so that all
 // ranks begin from the same weights whatever their initialisation did).

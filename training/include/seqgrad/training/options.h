@@ -49,6 +49,10 @@ struct TrainingOptions {
     float clip_norm = 1.0f;  // 0 turns clipping off
     float label_smoothing = 0.1f;
     float teacher_forcing = 1.0f;
+    // Under mpirun: start summing each bucket of gradients over the ranks as soon as the backward
+    // pass has finished it (nn::GradientReducer), hiding the transfer behind the rest of the pass;
+    // false sums them all after the pass (nn::all_reduce_gradients). The results are the same.
+    bool overlap_gradients = true;
 
     // Budgets (0 = no limit; at least one must be set). minutes counts this session only.
     int64_t epochs = 0;
