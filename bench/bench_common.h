@@ -23,8 +23,9 @@ inline void set_plain_rate_counter(benchmark::State& state, const char* name, do
 // OpenBLAS threads as seqgrad uses, the best of a few runs. Measured once, on first use.
 double sgemm_peak_flops();
 
-void register_op_benchmarks();     // seqgrad_bench.cpp: matmul, softmax, layer_norm, cross_entropy
-void register_model_benchmarks();  // model_bench.cpp: train_step, decode
-void register_data_benchmarks();   // data_bench.cpp: reading a corpus of a million pairs
+void register_op_benchmarks();      // seqgrad_bench.cpp: matmul, softmax, layer_norm, cross_entropy
+void register_model_benchmarks();   // model_bench.cpp: train_step, decode
+void register_data_benchmarks();    // data_bench.cpp: reading a corpus of a million pairs
+void register_decode_benchmarks();  // decode_bench.cpp: beam search of a Transformer-base
 
 }  // namespace seqgrad_bench

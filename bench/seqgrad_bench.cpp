@@ -451,6 +451,7 @@ int main(int argc, char** argv) {
     register_op_benchmarks();
     register_model_benchmarks();
     register_data_benchmarks();
+    register_decode_benchmarks();
     benchmark::Initialize(&argc, argv);
     if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
     if (group.is_root()) {

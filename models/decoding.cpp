@@ -7,6 +7,7 @@
 
 #include "seqgrad/core/autograd.h"
 #include "seqgrad/core/ops.h"
+#include "seqgrad/core/threads.h"
 
 namespace seqgrad::models {
 
@@ -21,11 +22,40 @@ void check_source(const IntTensor& src, const char* op) {
           src.shape());
 }
 
+// The `width` best tokens of each row of log_probs [R, V], best first (ties: the lower token, as
+// argmax), -1 where a row has fewer; </s> only if eos_allowed. One pass over each row keeping a
+// small sorted list, the rows spread over the threads.
+std::vector<int64_t> best_tokens(const Tensor& log_probs, int64_t width, bool eos_allowed) {
+    const int64_t rows = log_probs.size(0), vocab = log_probs.size(1);
+    std::vector<int64_t> out(static_cast<size_t>(rows * width), -1);
+    const float* lp = log_probs.data();
+    parallel_for(rows, 1, [&](int64_t begin, int64_t end) {
+        std::vector<std::pair<float, int64_t>> top;  // best first
+        top.reserve(static_cast<size_t>(width) + 1);
+        for (int64_t r = begin; r < end; ++r) {
+            top.clear();
+            const float* row = lp + r * vocab;
+            for (int64_t v = 0; v < vocab; ++v) {
+                if (v == kEos && !eos_allowed) continue;
+                // Later tokens lose ties, so a value must beat the last kept one strictly.
+                if (static_cast<int64_t>(top.size()) == width && !(row[v] > top.back().first)) continue;
+                auto at = top.end();
+                while (at != top.begin() && row[v] > (at - 1)->first) --at;
+                top.insert(at, {row[v], v});
+                if (static_cast<int64_t>(top.size()) > width) top.pop_back();
+            }
+            for (size_t c = 0; c < top.size(); ++c) out[static_cast<size_t>(r * width) + c] = top[c].second;
+        }
+    });
+    return out;
+}
+
 }  // namespace
 
-std::vector<Hypothesis> greedy_decode(Seq2SeqModel& model, const IntTensor& src, int64_t max_len) {
+std::vector<Hypothesis> greedy_decode(Seq2SeqModel& model, const IntTensor& src, int64_t max_len, int64_t min_len) {
     check_source(src, "greedy_decode");
     check(max_len > 0, "greedy_decode", "max_len must be positive, got ", max_len);
+    check(min_len >= 0, "greedy_decode", "min_len must not be negative, got ", min_len);
     max_len = std::min(max_len, model.max_decode_length());
     NoGradGuard no_grad;
     const int64_t batch = src.size(0);
@@ -43,7 +73,13 @@ std::vector<Hypothesis> greedy_decode(Seq2SeqModel& model, const IntTensor& src,
                 tokens.data()[b] = kEos;  // finished rows keep stepping; their output is ignored
                 continue;
             }
-            const int64_t token = best.data()[b];
+            int64_t token = best.data()[b];
+            if (token == kEos && t + 1 < min_len) {  // too early to end: the best other token
+                const float* row = log_probs.data() + b * vocab;
+                token = kEos == 0 ? 1 : 0;
+                for (int64_t v = 0; v < vocab; ++v)
+                    if (v != kEos && row[v] > row[token]) token = v;
+            }
             h.log_prob += log_probs.data()[b * vocab + token];
             tokens.data()[b] = token;
             if (token == kEos) {
@@ -65,6 +101,7 @@ std::vector<std::vector<Hypothesis>> beam_search_nbest(Seq2SeqModel& model, cons
     check(nbest >= 1 && nbest <= options.beam_size, "beam_search", "nbest must be in 1..", options.beam_size,
           " (the beam size), got ", nbest);
     check(options.max_len > 0, "beam_search", "max_len must be positive, got ", options.max_len);
+    check(options.min_len >= 0, "beam_search", "min_len must not be negative, got ", options.min_len);
     NoGradGuard no_grad;
     const int64_t batch = src.size(0), k = options.beam_size;
     const int64_t max_len = std::min(options.max_len, model.max_decode_length());
@@ -89,6 +126,8 @@ std::vector<std::vector<Hypothesis>> beam_search_nbest(Seq2SeqModel& model, cons
         const Tensor log_probs = log_softmax(model.decode_step(*state, tokens), -1);  // [B*K, V]
         const int64_t vocab = log_probs.size(-1);
         const float* lp = log_probs.data();
+        const int64_t width = std::min(2 * k, vocab);
+        const std::vector<int64_t> row_best = best_tokens(log_probs, width, t + 1 >= options.min_len);
         std::vector<int64_t> parents(static_cast<size_t>(batch * k));
         std::vector<Beam> next(static_cast<size_t>(batch * k));
         for (int64_t b = 0; b < batch; ++b) {
@@ -101,12 +140,15 @@ std::vector<std::vector<Hypothesis>> beam_search_nbest(Seq2SeqModel& model, cons
             // The 2k best continuations of the alive beams, best first (ties: lower beam, then
             // lower token, as greedy's argmax). A </s> among the first k ends a hypothesis; the
             // best k others continue. So with k = 1 this is exactly greedy decoding.
+            // Each beam's own best 2k tokens hold the source's best 2k continuations.
             std::vector<std::pair<float, int64_t>> candidates;  // (log_prob, beam * vocab + token)
             for (int64_t j = 0; j < k; ++j) {
                 const Beam& beam = beams[first + static_cast<size_t>(j)];
                 if (!beam.alive) continue;
-                for (int64_t v = 0; v < vocab; ++v)
-                    candidates.emplace_back(beam.log_prob + lp[(b * k + j) * vocab + v], j * vocab + v);
+                for (int64_t c = 0; c < width; ++c) {
+                    const int64_t v = row_best[static_cast<size_t>((b * k + j) * width + c)];
+                    if (v >= 0) candidates.emplace_back(beam.log_prob + lp[(b * k + j) * vocab + v], j * vocab + v);
+                }
             }
             const size_t keep = std::min(candidates.size(), static_cast<size_t>(2 * k));
             std::partial_sort(candidates.begin(), candidates.begin() + static_cast<std::ptrdiff_t>(keep),
@@ -141,7 +183,7 @@ std::vector<std::vector<Hypothesis>> beam_search_nbest(Seq2SeqModel& model, cons
         }
         beams = std::move(next);
         if (std::all_of(done.begin(), done.end(), [](bool d) { return d; })) break;
-        state->select_rows(parents);
+        state->reorder_beams(parents, k);
     }
 
     std::vector<std::vector<Hypothesis>> out(static_cast<size_t>(batch));
@@ -173,7 +215,7 @@ std::vector<Hypothesis> beam_search(Seq2SeqModel& model, const IntTensor& src, c
 }
 
 std::vector<Hypothesis> decode(Seq2SeqModel& model, const IntTensor& src, const DecodeOptions& options) {
-    if (options.beam_size == 1) return greedy_decode(model, src, options.max_len);
+    if (options.beam_size == 1) return greedy_decode(model, src, options.max_len, options.min_len);
     return beam_search(model, src, options);
 }
 

@@ -269,6 +269,20 @@ void TransformerDecodingState::select_rows(const std::vector<int64_t>& rows) {
     }
 }
 
+void TransformerDecodingState::reorder_beams(const std::vector<int64_t>& rows, int64_t group) {
+    check(group >= 1, "reorder_beams", "group must be at least 1, got ", group);
+    for (size_t i = 0; i < rows.size(); ++i)
+        check(rows[i] / group == static_cast<int64_t>(i) / group, "reorder_beams", "row ", rows[i],
+              " is not in the group of row ", i);
+    tokens = models::select_rows(tokens, rows);
+    for (DecoderLayerCache& layer : layers) {
+        nn::KeysValues& kv = layer.self_attention;
+        if (kv.keys.defined()) kv = {models::select_rows(kv.keys, 0, rows), models::select_rows(kv.values, 0, rows)};
+        if (layer.cross_attention_weights.defined())
+            layer.cross_attention_weights = models::select_rows(layer.cross_attention_weights, 0, rows);
+    }
+}
+
 std::unique_ptr<DecodingState> Transformer::start_decoding(const IntTensor& src) {
     EncoderOutput encoded = encode(src);
     auto state = std::make_unique<TransformerDecodingState>();

@@ -226,3 +226,57 @@ TEST_CASE("decoding rejects bad arguments", "[decoding][errors]") {
     CHECK(length_penalty(1, 0.0f) == 1.0f);
     CHECK(length_penalty(7, 1.0f) == Approx(2.0f));
 }
+
+TEST_CASE("min_len bars </s> until that many tokens, in greedy and in beam search", "[decoding]") {
+    int shorter_without = 0;
+    for (const ModelConfig& config : tiny_models()) {
+        INFO(name_of(config));
+        Generator gen(5);
+        auto model = make_model(config, gen);
+        model->eval();
+        for (int64_t beam : {1, 3}) {
+            DecodeOptions options{10, beam, 0.6f};
+            options.min_len = 10;  // every hypothesis runs the 10 steps
+            for (const Hypothesis& h : decode(*model, sources(), options)) {
+                CHECK(static_cast<int64_t>(h.tokens.size()) + (h.finished ? 1 : 0) == 10);
+                CHECK(std::count(h.tokens.begin(), h.tokens.end(), kEos) == 0);
+            }
+            // A min_len of 0 or 1 bars nothing: the same search either way.
+            options.min_len = 0;
+            const auto free = decode(*model, sources(), options);
+            options.min_len = 1;
+            const auto one = decode(*model, sources(), options);
+            for (size_t i = 0; i < free.size(); ++i) CHECK(free[i].tokens == one[i].tokens);
+            for (const Hypothesis& h : free) shorter_without += h.finished && h.tokens.size() + 1 < 10 ? 1 : 0;
+        }
+    }
+    CHECK(shorter_without > 0);  // min_len had hypotheses to hold back
+}
+
+TEST_CASE("reordering beams within their sources steps as selecting the rows does", "[decoding]") {
+    for (const ModelConfig& config : tiny_models()) {
+        INFO(name_of(config));
+        Generator gen(9);
+        auto model = make_model(config, gen);
+        model->eval();
+        NoGradGuard no_grad;
+        const int64_t k = 3;
+        auto by_select = model->start_decoding(sources());
+        auto by_reorder = model->start_decoding(sources());
+        std::vector<int64_t> expand;  // each source's row repeated k times
+        for (int64_t b = 0; b < 4; ++b) expand.insert(expand.end(), static_cast<size_t>(k), b);
+        by_select->select_rows(expand);
+        by_reorder->select_rows(expand);
+        IntTensor tokens = IntTensor::full({4 * k}, kSos);
+        for (int64_t step = 0; step < 4; ++step) {
+            const Tensor a = model->decode_step(*by_select, tokens), b = model->decode_step(*by_reorder, tokens);
+            REQUIRE(a.to_vector() == b.to_vector());
+            std::vector<int64_t> parents;  // within each source: reversed, then the middle beam twice
+            for (int64_t s = 0; s < 4; ++s)
+                for (int64_t j = 0; j < k; ++j) parents.push_back(s * k + (step % 2 == 0 ? k - 1 - j : 1));
+            by_select->select_rows(parents);
+            by_reorder->reorder_beams(parents, k);
+            for (int64_t r = 0; r < 4 * k; ++r) tokens.data()[r] = 4 + (r * 7 + step) % 6;
+        }
+    }
+}

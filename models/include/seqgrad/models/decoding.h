@@ -19,13 +19,17 @@ struct DecodeOptions {
     int64_t max_len = 50;  // output tokens, </s> included
     int64_t beam_size = 1;
     float length_penalty = 0.6f;  // alpha of GNMT's ((5 + len) / 6)^alpha; 0 turns it off
+    // </s> may not end a hypothesis before its min_len-th token (0: from the first). With
+    // min_len = max_len every hypothesis runs max_len steps, as a benchmark of decoding wants.
+    int64_t min_len = 0;
 };
 
 // GNMT's length penalty for a hypothesis of `length` tokens.
 float length_penalty(int64_t length, float alpha);
 
-// The most likely next token at each step, for every row of src [B, S]; one hypothesis per row.
-std::vector<Hypothesis> greedy_decode(Seq2SeqModel& model, const IntTensor& src, int64_t max_len);
+// The most likely next token at each step, for every row of src [B, S]; one hypothesis per row
+// (</s> barred before the min_len-th token).
+std::vector<Hypothesis> greedy_decode(Seq2SeqModel& model, const IntTensor& src, int64_t max_len, int64_t min_len = 0);
 
 // Batched beam search: beam_size hypotheses per row of src, expanded together as one batch of
 // B * beam_size rows; finished hypotheses compete by log_prob / length_penalty. With beam size 1

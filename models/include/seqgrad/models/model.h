@@ -73,6 +73,13 @@ public:
     virtual ~DecodingState() = default;
     // Keeps row rows[i] as the new row i (rows may repeat: a beam that splits).
     virtual void select_rows(const std::vector<int64_t>& rows) = 0;
+    // select_rows for beam search's reordering, where the rows come in groups of `group` (a
+    // source's beams) and every rows[i] lies in row i's own group: what is the same for a whole
+    // group (the source's encoding) need not move. By default, select_rows.
+    virtual void reorder_beams(const std::vector<int64_t>& rows, int64_t group) {
+        (void)group;
+        select_rows(rows);
+    }
 };
 
 // How a picture lays out the maps that last_attention() returns.

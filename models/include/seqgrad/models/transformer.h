@@ -94,6 +94,9 @@ struct EncoderOutput {
 class TransformerDecodingState : public DecodingState {
 public:
     void select_rows(const std::vector<int64_t>& rows) override;
+    // Moves only what differs between a source's beams: the self-attention caches and tokens (the
+    // encoder's memory, its mask and the cross-attention keys and values are the source's).
+    void reorder_beams(const std::vector<int64_t>& rows, int64_t group) override;
     int64_t length() const { return tokens.size(1); }  // t
 
     Tensor memory;                          // [B, S, d_model]

@@ -1,0 +1,139 @@
+// Decoding a Transformer-base with beam search, measured as CTranslate2 measures CPU decoding:
+//
+//   decode/transformer_base/beam4       32 sentences of 25 tokens decoded together, beam 4, GNMT
+//                                       length penalty 0.6, exactly 30 steps (</s> barred before the
+//                                       30th token: random weights rarely end a sentence)
+//   decode/transformer_base/beam4_eos   the same, ending hypotheses at </s> (at most 30 steps)
+//   decode/transformer_base/beam1_latency  one sentence, greedy, 30 steps: the latency
+//
+// The model: d_model 512, 8 heads, 6 + 6 layers, d_ff 2048, Post-LN, ReLU, 32,000 symbols on each
+// side, no dropout (eval mode). Weights and sources come from transformer_base.safetensors beside
+// the program (or $SEQGRAD_DECODE_WEIGHTS): parameters under their parity names (docs/parity.md)
+// and the sources as `bench.src` [32, 25], so that another implementation can decode the same
+// model; the first run writes the file.
+//
+// Counters: tokens_per_second (target tokens of the best hypotheses, </s> excluded, per second;
+// CTranslate2's "target tokens per second"), ms_per_batch (for beam1_latency: one sentence).
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "bench_common.h"
+#include "seqgrad/core/autograd.h"
+#include "seqgrad/core/random.h"
+#include "seqgrad/core/safetensors.h"
+#include "seqgrad/models/decoding.h"
+#include "seqgrad/models/registry.h"
+
+namespace seqgrad_bench {
+namespace {
+
+using seqgrad::IntTensor;
+using seqgrad::Tensor;
+
+constexpr int64_t kSentences = 32, kSourceLength = 25, kSteps = 30, kVocab = 32000;
+
+seqgrad::models::ModelConfig base_config() {
+    seqgrad::models::ModelConfig c;
+    c.model = "transformer";
+    c.src_vocab = c.tgt_vocab = kVocab;
+    c.d_model = 512;
+    c.n_heads = 8;
+    c.n_layers = c.n_enc_layers = c.n_dec_layers = 6;
+    c.d_ff = 2048;
+    c.max_seq_len = 512;
+    c.norm = "post";
+    c.activation = "relu";
+    c.dropout = 0;
+    return c;
+}
+
+std::string weights_path() {
+    if (const char* env = std::getenv("SEQGRAD_DECODE_WEIGHTS"); env && *env) return env;
+    std::error_code ec;
+    const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+    return ((ec ? std::filesystem::path(".") : exe.parent_path()) / "transformer_base.safetensors").string();
+}
+
+struct Workload {
+    std::shared_ptr<seqgrad::models::Seq2SeqModel> model;
+    IntTensor src;  // [32, 25]
+};
+
+// The model and sources from the shared file, written first if there is none.
+const Workload& workload() {
+    static const Workload w = [] {
+        const std::string path = weights_path();
+        seqgrad::Generator gen(1234);
+        Workload out;
+        out.model = seqgrad::models::make_model(base_config(), gen);
+        out.model->eval();
+        if (!std::filesystem::exists(path)) {
+            std::vector<int64_t> ids(static_cast<size_t>(kSentences * kSourceLength));
+            for (int64_t& id : ids) id = 4 + static_cast<int64_t>(gen.below(kVocab - 4));
+            seqgrad::SafetensorsFile file;
+            for (const auto& [name, tensor] : out.model->state_dict()) file.put(name, tensor);
+            file.put("bench.src", IntTensor::from_vector(ids, {kSentences, kSourceLength}));
+            file.save(path);
+        }
+        const seqgrad::SafetensorsFile file = seqgrad::SafetensorsFile::load(path);
+        std::map<std::string, Tensor> state;
+        for (const std::string& name : file.names())
+            if (name != "bench.src") state[name] = file.tensor(name);
+        out.model->load_state_dict(state);
+        out.src = file.int_tensor("bench.src");
+        return out;
+    }();
+    return w;
+}
+
+void decode_base(benchmark::State& state, int64_t beam, bool fixed_length, int64_t sentences) {
+    const Workload& w = workload();
+    IntTensor src = w.src;
+    if (sentences < src.size(0)) {
+        std::vector<int64_t> ids(src.data(), src.data() + sentences * src.size(1));
+        src = IntTensor::from_vector(ids, {sentences, src.size(1)});
+    }
+    seqgrad::models::DecodeOptions options;
+    options.beam_size = beam;
+    options.max_len = kSteps;
+    options.min_len = fixed_length ? kSteps : 0;
+    options.length_penalty = 0.6f;
+    int64_t tokens = 0;
+    const auto start = std::chrono::steady_clock::now();
+    for (auto _ : state) {
+        const std::vector<seqgrad::models::Hypothesis> out = seqgrad::models::decode(*w.model, src, options);
+        tokens = 0;
+        for (const auto& h : out) tokens += static_cast<int64_t>(h.tokens.size());
+        benchmark::DoNotOptimize(tokens);
+    }
+    set_plain_rate_counter(state, "tokens_per_second", static_cast<double>(tokens));
+    state.counters["target_tokens"] = static_cast<double>(tokens);
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    state.counters["ms_per_batch"] =
+        1e3 * seconds / static_cast<double>(std::max<benchmark::IterationCount>(1, state.iterations()));
+}
+
+}  // namespace
+
+void register_decode_benchmarks() {
+    benchmark::RegisterBenchmark("decode/transformer_base/beam4",
+                                 [](benchmark::State& s) { decode_base(s, 4, true, kSentences); })
+        ->UseRealTime()
+        ->Unit(benchmark::kMillisecond);
+    benchmark::RegisterBenchmark("decode/transformer_base/beam4_eos",
+                                 [](benchmark::State& s) { decode_base(s, 4, false, kSentences); })
+        ->UseRealTime()
+        ->Unit(benchmark::kMillisecond);
+    benchmark::RegisterBenchmark("decode/transformer_base/beam1_latency",
+                                 [](benchmark::State& s) { decode_base(s, 1, true, 1); })
+        ->UseRealTime()
+        ->Unit(benchmark::kMillisecond);
+}
+
+}  // namespace seqgrad_bench
