@@ -1,4 +1,5 @@
-// Decoding a Transformer-base with beam search, measured as CTranslate2 measures CPU decoding:
+// Decoding a Transformer-base with beam search, measured as CTranslate2 measures CPU decoding
+// (bench/torch_decode.py is the PyTorch side, on the same weights and sources):
 //
 //   decode/transformer_base/beam4       32 sentences of 25 tokens decoded together, beam 4, GNMT
 //                                       length penalty 0.6, exactly 30 steps (</s> barred before the
@@ -9,8 +10,8 @@
 // The model: d_model 512, 8 heads, 6 + 6 layers, d_ff 2048, Post-LN, ReLU, 32,000 symbols on each
 // side, no dropout (eval mode). Weights and sources come from transformer_base.safetensors beside
 // the program (or $SEQGRAD_DECODE_WEIGHTS): parameters under their parity names (docs/parity.md)
-// and the sources as `bench.src` [32, 25], so that another implementation can decode the same
-// model; the first run writes the file.
+// and the sources as `bench.src` [32, 25], so that torch_decode.py decodes the same model; the
+// first run writes the file.
 //
 // Counters: tokens_per_second (target tokens of the best hypotheses, </s> excluded, per second;
 // CTranslate2's "target tokens per second"), ms_per_batch (for beam1_latency: one sentence).
