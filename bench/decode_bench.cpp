@@ -14,7 +14,10 @@
 // first run writes the file.
 //
 // Counters: tokens_per_second (target tokens of the best hypotheses, </s> excluded, per second;
-// CTranslate2's "target tokens per second"), ms_per_batch (for beam1_latency: one sentence).
+// CTranslate2's "target tokens per second"), ms_per_batch (for beam1_latency: one sentence),
+// system_allocs_per_step (blocks the allocator took from the system per decoding step after a
+// warm-up decode: 0 in a steady state) and tensor_allocs_per_step (every tensor allocation,
+// cached or not, per step: what a decoder with preallocated buffers would bring to 0).
 #include <unistd.h>
 
 #include <algorithm>
@@ -25,6 +28,7 @@
 #include <vector>
 
 #include "bench_common.h"
+#include "seqgrad/core/allocator.h"
 #include "seqgrad/core/autograd.h"
 #include "seqgrad/core/random.h"
 #include "seqgrad/core/safetensors.h"
@@ -106,6 +110,8 @@ void decode_base(benchmark::State& state, int64_t beam, bool fixed_length, int64
     options.min_len = fixed_length ? kSteps : 0;
     options.length_penalty = 0.6f;
     int64_t tokens = 0;
+    seqgrad::models::decode(*w.model, src, options);  // the allocator's cache warm
+    const seqgrad::AllocatorStats before = seqgrad::allocator_stats();
     const auto start = std::chrono::steady_clock::now();
     for (auto _ : state) {
         const std::vector<seqgrad::models::Hypothesis> out = seqgrad::models::decode(*w.model, src, options);
@@ -116,6 +122,15 @@ void decode_base(benchmark::State& state, int64_t beam, bool fixed_length, int64
     set_plain_rate_counter(state, "tokens_per_second", static_cast<double>(tokens));
     state.counters["target_tokens"] = static_cast<double>(tokens);
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const seqgrad::AllocatorStats after = seqgrad::allocator_stats();
+    const double steps =
+        static_cast<double>(kSteps) * static_cast<double>(std::max<benchmark::IterationCount>(1, state.iterations()));
+    state.counters["system_allocs_per_step"] =
+        static_cast<double>(after.system_allocations - before.system_allocations) / steps;
+    state.counters["tensor_allocs_per_step"] =
+        static_cast<double>(after.system_allocations - before.system_allocations + after.cache_hits -
+                            before.cache_hits) /
+        steps;
     state.counters["ms_per_batch"] =
         1e3 * seconds / static_cast<double>(std::max<benchmark::IterationCount>(1, state.iterations()));
 }
