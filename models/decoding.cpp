@@ -22,34 +22,6 @@ void check_source(const IntTensor& src, const char* op) {
           src.shape());
 }
 
-// The `width` best tokens of each row of log_probs [R, V], best first (ties: the lower token, as
-// argmax), -1 where a row has fewer; </s> only if eos_allowed. One pass over each row keeping a
-// small sorted list, the rows spread over the threads.
-std::vector<int64_t> best_tokens(const Tensor& log_probs, int64_t width, bool eos_allowed) {
-    const int64_t rows = log_probs.size(0), vocab = log_probs.size(1);
-    std::vector<int64_t> out(static_cast<size_t>(rows * width), -1);
-    const float* lp = log_probs.data();
-    parallel_for(rows, 1, [&](int64_t begin, int64_t end) {
-        std::vector<std::pair<float, int64_t>> top;  // best first
-        top.reserve(static_cast<size_t>(width) + 1);
-        for (int64_t r = begin; r < end; ++r) {
-            top.clear();
-            const float* row = lp + r * vocab;
-            for (int64_t v = 0; v < vocab; ++v) {
-                if (v == kEos && !eos_allowed) continue;
-                // Later tokens lose ties, so a value must beat the last kept one strictly.
-                if (static_cast<int64_t>(top.size()) == width && !(row[v] > top.back().first)) continue;
-                auto at = top.end();
-                while (at != top.begin() && row[v] > (at - 1)->first) --at;
-                top.insert(at, {row[v], v});
-                if (static_cast<int64_t>(top.size()) > width) top.pop_back();
-            }
-            for (size_t c = 0; c < top.size(); ++c) out[static_cast<size_t>(r * width) + c] = top[c].second;
-        }
-    });
-    return out;
-}
-
 }  // namespace
 
 std::vector<Hypothesis> greedy_decode(Seq2SeqModel& model, const IntTensor& src, int64_t max_len, int64_t min_len) {
@@ -64,23 +36,17 @@ std::vector<Hypothesis> greedy_decode(Seq2SeqModel& model, const IntTensor& src,
     IntTensor tokens = IntTensor::full({batch}, kSos);
     int64_t unfinished = batch;
     for (int64_t t = 0; t < max_len && unfinished > 0; ++t) {
-        const Tensor log_probs = log_softmax(model.decode_step(*state, tokens), -1);  // [B, V]
-        const IntTensor best = argmax(log_probs, -1);
-        const int64_t vocab = log_probs.size(-1);
+        // The best token of each row (</s> barred before the min_len-th) and its log-probability.
+        const TopK best = log_softmax_top_k(model.decode_step(*state, tokens), 1, t + 1 < min_len ? kEos : -1);
         for (int64_t b = 0; b < batch; ++b) {
             Hypothesis& h = out[static_cast<size_t>(b)];
             if (h.finished) {
                 tokens.data()[b] = kEos;  // finished rows keep stepping; their output is ignored
                 continue;
             }
-            int64_t token = best.data()[b];
-            if (token == kEos && t + 1 < min_len) {  // too early to end: the best other token
-                const float* row = log_probs.data() + b * vocab;
-                token = kEos == 0 ? 1 : 0;
-                for (int64_t v = 0; v < vocab; ++v)
-                    if (v != kEos && row[v] > row[token]) token = v;
-            }
-            h.log_prob += log_probs.data()[b * vocab + token];
+            const int64_t token = best.indices.data()[b];
+            check(token >= 0, "greedy_decode", "no token to choose: the vocabulary holds </s> alone");
+            h.log_prob += best.values.data()[b];
             tokens.data()[b] = token;
             if (token == kEos) {
                 h.finished = true;
@@ -123,11 +89,11 @@ std::vector<std::vector<Hypothesis>> beam_search_nbest(Seq2SeqModel& model, cons
     IntTensor tokens = IntTensor::full({batch * k}, kSos);
 
     for (int64_t t = 0; t < max_len; ++t) {
-        const Tensor log_probs = log_softmax(model.decode_step(*state, tokens), -1);  // [B*K, V]
-        const int64_t vocab = log_probs.size(-1);
-        const float* lp = log_probs.data();
+        const Tensor logits = model.decode_step(*state, tokens);  // [B*K, V]
+        const int64_t vocab = logits.size(-1);
+        // Each beam's own best 2k continuations hold its source's best 2k.
         const int64_t width = std::min(2 * k, vocab);
-        const std::vector<int64_t> row_best = best_tokens(log_probs, width, t + 1 >= options.min_len);
+        const TopK row_best = log_softmax_top_k(logits, width, t + 1 < options.min_len ? kEos : -1);
         std::vector<int64_t> parents(static_cast<size_t>(batch * k));
         std::vector<Beam> next(static_cast<size_t>(batch * k));
         for (int64_t b = 0; b < batch; ++b) {
@@ -146,8 +112,9 @@ std::vector<std::vector<Hypothesis>> beam_search_nbest(Seq2SeqModel& model, cons
                 const Beam& beam = beams[first + static_cast<size_t>(j)];
                 if (!beam.alive) continue;
                 for (int64_t c = 0; c < width; ++c) {
-                    const int64_t v = row_best[static_cast<size_t>((b * k + j) * width + c)];
-                    if (v >= 0) candidates.emplace_back(beam.log_prob + lp[(b * k + j) * vocab + v], j * vocab + v);
+                    const int64_t at = (b * k + j) * width + c;
+                    const int64_t v = row_best.indices.data()[at];
+                    if (v >= 0) candidates.emplace_back(beam.log_prob + row_best.values.data()[at], j * vocab + v);
                 }
             }
             const size_t keep = std::min(candidates.size(), static_cast<size_t>(2 * k));

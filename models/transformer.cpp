@@ -4,8 +4,10 @@
 
 #include "seqgrad/nn/trace.h"
 
+#include <algorithm>
 #include <cmath>
 
+#include "seqgrad/core/autograd.h"
 #include "seqgrad/core/ops.h"
 #include "seqgrad/models/common.h"
 #include "seqgrad/nn/init.h"
@@ -114,19 +116,24 @@ Tensor DecoderLayer::forward(const Tensor& x, const Tensor& memory, const IntTen
         [&](const Tensor& y) { return cross_attention->forward(y, memory, memory, src_mask).output; });
 }
 
-Tensor DecoderLayer::step(const Tensor& x, DecoderLayerCache& cache, const IntTensor& src_mask,
-                          const IntTensor& self_mask) const {
+Tensor DecoderLayer::step(const Tensor& x, DecoderLayerCache& cache, const DecoderStepRows& rows) const {
     auto self_attend = [&](const Tensor& y) {
-        nn::KeysValues& past = cache.self_attention;
-        const int64_t position = past.keys.defined() ? past.keys.size(1) : 0;            // for rotary positions
-        const nn::KeysValues now = self_attention->project_keys_values(y, y, position);  // [B, 1, d_model]
-        past = !past.keys.defined()
-                   ? now
-                   : nn::KeysValues{concat({past.keys, now.keys}, 1), concat({past.values, now.values}, 1)};
-        return self_attention->attend(y, past, self_mask, position).output;
+        const int64_t position = rows.length - 1;  // the new one's, for rotary positions
+        const nn::KeysValues now = self_attention->project_keys_values(y, y, position);  // [N, 1, d_model] each
+        nn::KeysValues& cached = cache.self_attention;                                   // [N, capacity, d_model]
+        const int64_t n = y.size(0), width = y.size(2), capacity = cached.keys.size(1);
+        check(cached.keys.size(0) == n && position < capacity, "DecoderLayer", "the cache holds ", cached.keys.size(0),
+              " rows of ", capacity, " positions; step ", position, " of ", n, " rows does not fit");
+        for (int64_t i = 0; i < n; ++i) {
+            std::copy_n(now.keys.data() + i * width, width, cached.keys.data() + (i * capacity + position) * width);
+            std::copy_n(now.values.data() + i * width, width, cached.values.data() + (i * capacity + position) * width);
+        }
+        return self_attention->attend_gathered(y, cached, rows.self_rows, rows.length, rows.self_mask, position).output;
     };
     auto cross_attend = [&](const Tensor& y) {
-        const nn::AttentionOutput attended = cross_attention->attend(y, cache.cross_attention, src_mask);
+        const nn::AttentionOutput attended = cross_attention->attend_gathered(y, cache.cross_attention, rows.cross_rows,
+                                                                              cache.cross_attention.keys.size(1),
+                                                                              rows.src_mask);
         cache.cross_attention_weights = attended.attention_weights;
         return attended.output;
     };
@@ -257,42 +264,94 @@ Tensor Transformer::forward(const IntTensor& src, const IntTensor& tgt_in) {
 // ---- incremental decoding ----
 
 void TransformerDecodingState::select_rows(const std::vector<int64_t>& rows) {
-    memory = models::select_rows(memory, 0, rows);
+    const int64_t t = length();
+    for (size_t i = 0; i < rows.size(); ++i)
+        check(rows[i] >= 0 && rows[i] < this->rows(), "select_rows", "index ", rows[i], " at position ", i,
+              " is outside [0, ", this->rows(), ")");
     src_mask = models::select_rows(src_mask, rows);
     tokens = models::select_rows(tokens, rows);
+    cross_rows = models::select_rows(cross_rows, rows);
+    const auto n = static_cast<int64_t>(rows.size());
+    const int64_t capacity = self_rows.size(1);
+    IntTensor table = IntTensor::zeros({n, capacity});
+    for (int64_t i = 0; i < n; ++i)
+        for (int64_t j = 0; j < t; ++j) table.data()[i * capacity + j] = i;
     for (DecoderLayerCache& layer : layers) {
-        for (nn::KeysValues* kv : {&layer.self_attention, &layer.cross_attention})
-            if (kv->keys.defined())
-                *kv = {models::select_rows(kv->keys, 0, rows), models::select_rows(kv->values, 0, rows)};
         if (layer.cross_attention_weights.defined())
             layer.cross_attention_weights = models::select_rows(layer.cross_attention_weights, 0, rows);
+        nn::KeysValues& kv = layer.self_attention;
+        if (!kv.keys.defined()) continue;
+        // Gathered into place: row i's position j comes from where the old table says.
+        const int64_t width = kv.keys.size(2);
+        nn::KeysValues moved{Tensor::zeros({n, capacity, width}), Tensor::zeros({n, capacity, width})};
+        for (int64_t i = 0; i < n; ++i)
+            for (int64_t j = 0; j < t; ++j) {
+                const int64_t from =
+                    (self_rows.data()[rows[static_cast<size_t>(i)] * capacity + j] * capacity + j) * width;
+                const int64_t to = (i * capacity + j) * width;
+                std::copy_n(kv.keys.data() + from, width, moved.keys.data() + to);
+                std::copy_n(kv.values.data() + from, width, moved.values.data() + to);
+            }
+        kv = moved;
     }
+    self_rows = table;
 }
 
 void TransformerDecodingState::reorder_beams(const std::vector<int64_t>& rows, int64_t group) {
     check(group >= 1, "reorder_beams", "group must be at least 1, got ", group);
+    check(static_cast<int64_t>(rows.size()) == this->rows(), "reorder_beams", "takes one row for each of the ",
+          this->rows(), " rows, got ", rows.size());
     for (size_t i = 0; i < rows.size(); ++i)
         check(rows[i] / group == static_cast<int64_t>(i) / group, "reorder_beams", "row ", rows[i],
               " is not in the group of row ", i);
+    const int64_t t = length(), capacity = self_rows.size(1);
     tokens = models::select_rows(tokens, rows);
-    for (DecoderLayerCache& layer : layers) {
-        nn::KeysValues& kv = layer.self_attention;
-        if (kv.keys.defined()) kv = {models::select_rows(kv.keys, 0, rows), models::select_rows(kv.values, 0, rows)};
+    // Row i's history becomes row rows[i]'s: its table of rows, nothing else. (A group's
+    // cross_rows and source mask are the same for all its rows.)
+    IntTensor table = self_rows;  // a copy (IntTensor holds its values)
+    for (size_t i = 0; i < rows.size(); ++i)
+        std::copy_n(self_rows.data() + rows[i] * capacity, t, table.data() + static_cast<int64_t>(i) * capacity);
+    self_rows = table;
+    for (DecoderLayerCache& layer : layers)
         if (layer.cross_attention_weights.defined())
             layer.cross_attention_weights = models::select_rows(layer.cross_attention_weights, 0, rows);
+}
+
+void TransformerDecodingState::reserve(int64_t positions, int64_t d_model, int64_t max_positions) {
+    const int64_t capacity = self_rows.size(1), n = rows(), t = length();
+    if (positions <= capacity) return;
+    const int64_t grown = std::max(positions, std::min(max_positions, std::max<int64_t>(32, 2 * capacity)));
+    IntTensor table = IntTensor::zeros({n, grown});
+    for (int64_t i = 0; i < n; ++i) std::copy_n(self_rows.data() + i * capacity, t, table.data() + i * grown);
+    self_rows = table;
+    for (DecoderLayerCache& layer : layers) {
+        nn::KeysValues& kv = layer.self_attention;
+        nn::KeysValues bigger{Tensor::zeros({n, grown, d_model}), Tensor::zeros({n, grown, d_model})};
+        if (kv.keys.defined())
+            for (int64_t i = 0; i < n; ++i) {
+                std::copy_n(kv.keys.data() + i * capacity * d_model, t * d_model,
+                            bigger.keys.data() + i * grown * d_model);
+                std::copy_n(kv.values.data() + i * capacity * d_model, t * d_model,
+                            bigger.values.data() + i * grown * d_model);
+            }
+        kv = bigger;
     }
 }
 
 std::unique_ptr<DecodingState> Transformer::start_decoding(const IntTensor& src) {
     EncoderOutput encoded = encode(src);
+    const int64_t batch = src.size(0), src_len = src.size(1);
     auto state = std::make_unique<TransformerDecodingState>();
-    state->tokens = IntTensor::zeros({src.size(0), 0});
+    state->tokens = IntTensor::zeros({batch, 0});
+    state->self_rows = IntTensor::zeros({batch, 0});
+    state->cross_rows = IntTensor::zeros({batch, src_len});
+    for (int64_t i = 0; i < batch; ++i)
+        for (int64_t j = 0; j < src_len; ++j) state->cross_rows.data()[i * src_len + j] = i;
     for (const auto& layer : *decoder_layers) {
         DecoderLayerCache cache;
         cache.cross_attention = layer->cross_attention->project_keys_values(encoded.memory, encoded.memory);
         state->layers.push_back(cache);
     }
-    state->memory = std::move(encoded.memory);
     state->src_mask = std::move(encoded.src_mask);
     return state;
 }
@@ -301,20 +360,25 @@ Tensor Transformer::decode_step(DecodingState& decoding_state, const IntTensor& 
     auto* own = dynamic_cast<TransformerDecodingState*>(&decoding_state);
     check(own != nullptr, kOp, kForeignState);
     TransformerDecodingState& state = *own;
-    const int64_t batch = state.tokens.size(0), position = state.length();
+    const int64_t batch = state.rows(), position = state.length();
     check(tokens.dim() == 1 && tokens.size(0) == batch, kOp, "decode_step takes one token per row, [", batch, "], got ",
           tokens.shape());
     check(position < config().max_seq_len, kOp, "decoding position ", position, " is beyond max_seq_len ",
           config().max_seq_len);
     const IntTensor column = tokens.reshape({batch, 1});
     check_token_ids(column, config().tgt_vocab, kOp, "tokens");
+    // The caches hold keys and values, not their history: stepping has no backward.
+    NoGradGuard no_grad;
+    state.reserve(position + 1, config().d_model, config().max_seq_len);
     state.tokens = append_column(state.tokens, column);
+    const int64_t capacity = state.self_rows.size(1);
+    for (int64_t i = 0; i < batch; ++i) state.self_rows.data()[i * capacity + position] = i;
     // The keys are the tokens fed so far: no later ones exist, so causality holds by itself;
     // padding (a finished hypothesis fed <pad>) is masked as decode() masks it.
-    const IntTensor self_mask = nn::padding_mask(state.tokens, kPad);  // [B, 1, 1, t + 1]
-    Tensor x = embed(*tgt_embedding, column, position);                // [B, 1, d_model]
-    for (size_t i = 0; i < decoder_layers->size(); ++i)
-        x = (*decoder_layers)[i]->step(x, state.layers[i], state.src_mask, self_mask);
+    const IntTensor self_mask = nn::padding_mask(state.tokens, kPad);  // [N, 1, 1, t + 1]
+    const DecoderStepRows rows{state.self_rows, position + 1, self_mask, state.cross_rows, state.src_mask};
+    Tensor x = embed(*tgt_embedding, column, position);  // [N, 1, d_model]
+    for (size_t i = 0; i < decoder_layers->size(); ++i) x = (*decoder_layers)[i]->step(x, state.layers[i], rows);
     if (decoder_norm) x = decoder_norm->forward(x);
     return reshape(output->forward(x), {batch, config().tgt_vocab});
 }

@@ -2,6 +2,7 @@
 // dot product) and AttentionParams (Bahdanau-style additive).
 #include "seqgrad/nn/attention.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "seqgrad/core/ops.h"
@@ -130,6 +131,30 @@ AttentionOutput MultiHeadAttention::attend_heads_traced(const Tensor& q_merged, 
 AttentionOutput MultiHeadAttention::attend(const Tensor& query, const KeysValues& kv, const IntTensor& mask,
                                            int64_t position) const {
     return attend_heads(project_queries(query, position), kv, mask);
+}
+
+AttentionOutput MultiHeadAttention::attend_gathered(const Tensor& query, const KeysValues& kv, const IntTensor& rows,
+                                                    int64_t length, const IntTensor& mask, int64_t position) const {
+    const Tensor q = project_queries(query, position);
+    if (tracing()) {  // the traced composition needs the keys side by side: gather them
+        check(rows.dim() == 2 && rows.size(0) == q.size(0) && length <= rows.size(1) && kv.keys.dim() == 3 &&
+                  length <= kv.keys.size(1),
+              "MultiHeadAttention", "rows ", rows.shape(), " do not fit keys ", kv.keys.shape());
+        const int64_t n = q.size(0), capacity = kv.keys.size(1);
+        Tensor keys = Tensor::empty({n, length, d_model}), values = Tensor::empty({n, length, d_model});
+        for (int64_t i = 0; i < n; ++i)
+            for (int64_t j = 0; j < length; ++j) {
+                const int64_t r = rows.data()[i * rows.size(1) + j];
+                check(r >= 0 && r < kv.keys.size(0), "MultiHeadAttention", "row ", r, " is outside the cache");
+                const int64_t from = (r * capacity + j) * d_model, to = (i * length + j) * d_model;
+                std::copy_n(kv.keys.data() + from, d_model, keys.data() + to);
+                std::copy_n(kv.values.data() + from, d_model, values.data() + to);
+            }
+        return attend_heads_traced(q, {keys, values}, mask);
+    }
+    Tensor weights;
+    const Tensor context = gathered_attention(q, kv.keys, kv.values, rows, length, n_heads, mask, &weights);
+    return {wo->forward(context), weights};
 }
 
 AttentionOutput MultiHeadAttention::forward(const Tensor& query, const Tensor& key, const Tensor& value,

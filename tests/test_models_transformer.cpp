@@ -265,11 +265,17 @@ TEST_CASE("decoding step by step with cached keys and values gives decode()'s lo
         const std::unique_ptr<DecodingState> state = generic.start_decoding(kSrc);
         const auto& own = dynamic_cast<const TransformerDecodingState&>(*state);
         CHECK(generic.last_attention(*state).empty());
+        const float* keys_storage = nullptr;
         for (int64_t t = 0; t < tgt_in.size(1); ++t) {
             INFO("step " << t);
             const Tensor logits = generic.decode_step(*state, column(tgt_in, t));
             CHECK(own.length() == t + 1);
-            CHECK(own.layers[1].self_attention.keys.shape() == Shape{3, t + 1, 8});
+            // Room for the whole decode once reserved (max_seq_len 10 here): written in place.
+            const Tensor& keys = own.layers[1].self_attention.keys;
+            CHECK(keys.shape() == Shape{3, 10, 8});
+            if (t == 0) keys_storage = keys.data();
+            CHECK(keys.data() == keys_storage);
+            for (int64_t i = 0; i < 3; ++i) CHECK(own.self_rows.data()[i * 10 + t] == i);
             CHECK(testing::max_abs_diff(logits, at_position(full, t)) < 1e-5f);
 
             // Cross-attention weights: 2 layers x 2 heads, [3, 5] each, rows summing to one,
@@ -289,6 +295,29 @@ TEST_CASE("decoding step by step with cached keys and values gives decode()'s lo
                 }
             }
         }
+    }
+}
+
+TEST_CASE("decoding beyond the caches' first capacity grows them and keeps every position", "[transformer][decoding]") {
+    NoGradGuard no_grad;
+    ModelConfig config = small_config("post", 1, 2);
+    config.max_seq_len = 80;
+    Generator gen(13);
+    Transformer model(config, gen);
+    model.eval();
+    Generator pick(14);
+    std::vector<int64_t> ids;
+    for (int64_t i = 0; i < 3 * 40; ++i) ids.push_back(4 + static_cast<int64_t>(pick.next_u64() % 5));
+    const IntTensor tgt_in = IntTensor::from_vector(ids, {3, 40});
+    const EncoderOutput encoded = model.encode(kSrc);
+    const Tensor full = model.decode(tgt_in, encoded.memory, encoded.src_mask);
+    const std::unique_ptr<DecodingState> state = model.start_decoding(kSrc);
+    const auto& own = dynamic_cast<const TransformerDecodingState&>(*state);
+    for (int64_t t = 0; t < 40; ++t) {
+        INFO("step " << t);
+        const Tensor logits = model.decode_step(*state, column(tgt_in, t));
+        CHECK(own.layers[0].self_attention.keys.size(1) == (t < 32 ? 32 : 64));
+        CHECK(testing::max_abs_diff(logits, at_position(full, t)) < 1e-5f);
     }
 }
 

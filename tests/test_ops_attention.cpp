@@ -176,3 +176,75 @@ TEST_CASE("attention rejects operands and masks that do not fit", "[ops][attenti
     CHECK_THROWS_WITH(attention(q, k, k, 2, IntTensor(), 0.5f, true, nullptr), Catch::Contains("generator"));
     CHECK_THROWS_AS(attention(q, k, k, 2, IntTensor(), 1.5f, true, &gen), Error);
 }
+
+// ---- gathered_attention (incremental decoding) ----
+
+namespace {
+
+// Row i's keys, position j taken from row rows[i, j] of a cache [M, C, D]: [N, length, D].
+Tensor gather_positions(const Tensor& cache, const IntTensor& rows, int64_t length) {
+    const int64_t n = rows.size(0), capacity = cache.size(1), d = cache.size(2);
+    Tensor out = Tensor::empty({n, length, d});
+    for (int64_t i = 0; i < n; ++i)
+        for (int64_t j = 0; j < length; ++j)
+            std::copy_n(cache.data() + (rows.data()[i * rows.size(1) + j] * capacity + j) * d, d,
+                        out.data() + (i * length + j) * d);
+    return out;
+}
+
+}  // namespace
+
+TEST_CASE("gathered attention equals attention over the keys its table of rows picks", "[ops][attention]") {
+    NoGradGuard no_grad;
+    const int64_t n = 5, m = 3, capacity = 7, d = 12, heads = 3, length = 6;
+    const Tensor q = random_tensor({n, 1, d}, 1, -1, 1, false);
+    const Tensor k = random_tensor({m, capacity, d}, 2, -1, 1, false);
+    const Tensor v = random_tensor({m, capacity, d}, 3, -1, 1, false);
+    // Rows 8 wide (wider than length: the rest unread), every row mixing histories.
+    IntTensor rows = IntTensor::zeros({n, 8});
+    for (int64_t i = 0; i < n; ++i)
+        for (int64_t j = 0; j < 8; ++j) rows.data()[i * 8 + j] = (i * 7 + j * 3) % m;
+    IntTensor mask = IntTensor::full({n, 1, 1, length}, 1);
+    mask.data()[1 * length + 2] = 0;  // row 1 does not see position 2
+    mask.data()[3 * length + 5] = 0;
+    for (const bool masked : {false, true}) {
+        INFO("masked " << masked);
+        const IntTensor used = masked ? mask : IntTensor();
+        Tensor weights, expected_weights;
+        const Tensor context = gathered_attention(q, k, v, rows, length, heads, used, &weights);
+        const Tensor expected = attention(q, gather_positions(k, rows, length), gather_positions(v, rows, length),
+                                          heads, used, 0.0f, false, nullptr, &expected_weights);
+        REQUIRE(context.shape() == Shape{n, 1, d});
+        REQUIRE(weights.shape() == Shape{n, heads, 1, length});
+        CHECK(max_abs_diff(context, expected) < 1e-6f);
+        CHECK(max_abs_diff(weights, expected_weights) < 1e-6f);
+        if (masked) {
+            for (int64_t h = 0; h < heads; ++h) CHECK(weights.data()[(1 * heads + h) * length + 2] == 0.0f);
+        }
+    }
+    // A source's keys shared by its rows, as the Transformer's cross-attention reads them.
+    const IntTensor shared = IntTensor::from_vector({0, 0, 0, 0, 0, 0, 2, 2, 2, 2, 2, 2, 1, 1, 1, 1, 1, 1,  //
+                                                     1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0},
+                                                    {n, length});
+    const Tensor context = gathered_attention(q, k, v, shared, length, heads);
+    const Tensor expected =
+        attention(q, gather_positions(k, shared, length), gather_positions(v, shared, length), heads, IntTensor());
+    CHECK(max_abs_diff(context, expected) < 1e-6f);
+}
+
+TEST_CASE("gathered attention rejects gradients, rows and lengths that do not fit", "[ops][attention][errors]") {
+    const Tensor q = random_tensor({2, 1, 4}, 1, -1, 1, false);
+    const Tensor k = random_tensor({2, 3, 4}, 2, -1, 1, false);
+    const IntTensor rows = IntTensor::zeros({2, 3});
+    CHECK_THROWS_WITH(gathered_attention(random_tensor({2, 1, 4}, 1), k, k, rows, 2, 2),
+                      Catch::Contains("no backward"));
+    NoGradGuard no_grad;
+    CHECK_THROWS_WITH(gathered_attention(q, k, k, rows, 4, 2), Catch::Contains("length at most 3"));
+    CHECK_THROWS_WITH(gathered_attention(q, k, k, IntTensor::full({2, 3}, 2), 2, 2),
+                      Catch::Contains("rows[0, 0] = 2 is outside [0, 2)"));
+    CHECK_THROWS_WITH(gathered_attention(random_tensor({2, 2, 4}, 1, -1, 1, false), k, k, rows, 2, 2),
+                      Catch::Contains("one query position per row"));
+    CHECK_THROWS_WITH(gathered_attention(q, k, k, rows, 2, 3), Catch::Contains("multiple of 3 heads"));
+    CHECK_THROWS_WITH(gathered_attention(q, k, k, rows, 2, 2, IntTensor::full({3, 1, 1, 2}, 1)),
+                      Catch::Contains("do not broadcast"));
+}

@@ -68,3 +68,43 @@ TEST_CASE("masked scores get exactly zero weight", "[ops][softmax]") {
     CHECK(exp(Tensor::from_vector({-200.0f, 100.0f}, {2})).to_vector()[0] == 0.0f);
     CHECK(std::isinf(exp(Tensor::from_vector({100.0f}, {1})).item()));
 }
+
+TEST_CASE("log_softmax_top_k gives log_softmax's k best entries of each row, bit for bit", "[ops][softmax]") {
+    const int64_t rows = 6, n = 1000;
+    Tensor logits = testing::random_tensor({rows, n}, 31, -8.0f, 8.0f, false);
+    logits.data()[2 * n + 10] = logits.data()[2 * n + 500] = 20.0f;  // a tie: the lower index first
+    const Tensor log_probs = log_softmax(logits, -1);
+    for (const int64_t barred : {int64_t{-1}, int64_t{10}}) {
+        for (const int64_t k : {int64_t{1}, int64_t{8}}) {
+            INFO("k " << k << " barred " << barred);
+            const TopK top = log_softmax_top_k(logits, k, barred);
+            REQUIRE(top.values.shape() == Shape{rows, k});
+            REQUIRE(top.indices.shape() == Shape{rows, k});
+            for (int64_t r = 0; r < rows; ++r) {
+                std::vector<std::pair<float, int64_t>> all;
+                for (int64_t j = 0; j < n; ++j)
+                    if (j != barred) all.emplace_back(log_probs.data()[r * n + j], j);
+                std::stable_sort(all.begin(), all.end(),
+                                 [](const auto& a, const auto& b) { return a.first > b.first; });
+                for (int64_t c = 0; c < k; ++c) {
+                    CHECK(top.indices.data()[r * k + c] == all[static_cast<size_t>(c)].second);
+                    CHECK(top.values.data()[r * k + c] == all[static_cast<size_t>(c)].first);  // exactly
+                }
+            }
+        }
+    }
+    CHECK(log_softmax_top_k(logits, 1).indices.data()[2] == 10);
+    CHECK(log_softmax_top_k(logits, 1, 10).indices.data()[2] == 500);
+}
+
+TEST_CASE("log_softmax_top_k marks missing entries and rejects bad arguments", "[ops][softmax][errors]") {
+    Tensor logits = Tensor::from_vector({1.0f, 2.0f, 3.0f, NAN, 0.5f, 0.25f}, {2, 3});
+    const TopK top = log_softmax_top_k(logits, 4, 2);
+    // Row 0: index 1, then 0 (2 is barred), then nothing. Row 1 holds a NaN, which makes its whole
+    // log_softmax NaN: its entries in index order, NaN-valued.
+    CHECK(top.indices.to_vector() == std::vector<int64_t>{1, 0, -1, -1, 0, 1, -1, -1});
+    CHECK(std::isinf(top.values.data()[2]));
+    CHECK(std::isnan(top.values.data()[4]));
+    CHECK_THROWS_WITH(log_softmax_top_k(logits, 0), Catch::Contains("k must be at least 1"));
+    CHECK_THROWS_WITH(log_softmax_top_k(Tensor::zeros({2, 2, 2}), 1), Catch::Contains("expects logits [rows, n]"));
+}

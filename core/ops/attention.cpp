@@ -203,4 +203,77 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t head
     return outputs[0];
 }
 
+// ---- attention over gathered keys (incremental decoding) ----
+
+Tensor gathered_attention(const Tensor& q, const Tensor& k, const Tensor& v, const IntTensor& rows, int64_t length,
+                          int64_t heads, const IntTensor& mask, Tensor* weights_out) {
+    const char* op = "gathered_attention";
+    check(q.defined() && k.defined() && v.defined(), op, "an operand is undefined");
+    check(!needs_grad({q, k, v}), op, "is for decoding only: it has no backward (use attention(), or NoGradGuard)");
+    check(q.dim() == 3 && q.size(1) == 1, op, "expects one query position per row, q [N, 1, D], got ", q.shape());
+    check(k.dim() == 3 && k.shape() == v.shape() && k.size(2) == q.size(2), op, "k and v must be [M, C, ", q.size(2),
+          "] alike, got ", k.shape(), " and ", v.shape());
+    const int64_t n = q.size(0), width = q.size(2), capacity = k.size(1), stored = k.size(0);
+    check(heads > 0 && width > 0 && width % heads == 0, op, "width ", width, " is not a positive multiple of ", heads,
+          " heads");
+    check(rows.dim() == 2 && rows.size(0) == n && length >= 0 && length <= rows.size(1) && length <= capacity, op,
+          "rows must be [", n, ", >= length] and length at most ", capacity, " (k's positions), got rows ",
+          rows.shape(), " and length ", length);
+    const int64_t row_stride = rows.size(1);
+    const int64_t* row_of = rows.data();
+    for (int64_t i = 0; i < n; ++i)
+        for (int64_t j = 0; j < length; ++j) {
+            const int64_t r = row_of[i * row_stride + j];
+            check(r >= 0 && r < stored, op, "rows[", i, ", ", j, "] = ", r, " is outside [0, ", stored, ")");
+        }
+    const int64_t head_size = width / heads;
+    const Shape scores{n, heads, 1, length};
+    std::vector<int64_t> mask_strides(4, 0);
+    const int64_t* pm = nullptr;
+    if (mask.numel() > 0) {
+        check(mask.dim() <= 4 && broadcast_shapes(scores, mask.shape(), op) == scores, op, "mask ", mask.shape(),
+              " does not broadcast to the scores ", scores);
+        mask_strides = detail::broadcast_strides(mask.shape(), 4);
+        pm = mask.data();
+    }
+    Tensor weights = Tensor::empty(scores);
+    Tensor context = Tensor::zeros({n, 1, width});
+    if (length == 0) {
+        if (weights_out) *weights_out = weights;
+        return context;
+    }
+    const float scale = 1.0f / std::sqrt(static_cast<float>(head_size));
+    const float* pq = q.data();
+    const float* pk = k.data();
+    const float* pv = v.data();
+    float* pw = weights.data();
+    float* pc = context.data();
+    const int64_t grain = std::max<int64_t>(1, 4096 / std::max<int64_t>(1, length * head_size));
+    detail::parallel_for(n * heads, grain, [&](int64_t begin, int64_t end) {
+        for (int64_t p = begin; p < end; ++p) {
+            const int64_t i = p / heads, h = p % heads;
+            const float* query = pq + i * width + h * head_size;
+            const int64_t* from = row_of + i * row_stride;
+            float* w = pw + p * length;
+            for (int64_t j = 0; j < length; ++j) {
+                const bool masked = pm && pm[i * mask_strides[0] + h * mask_strides[1] + j * mask_strides[3]] == 0;
+                w[j] = masked ? kAttentionMaskFill
+                              : detail::dot(query, pk + (from[j] * capacity + j) * width + h * head_size, head_size) *
+                                    scale;
+            }
+            const float inv = 1.0f / detail::exp_shifted(w, detail::row_max(w, length), w, length);
+            float* out = pc + i * width + h * head_size;
+            for (int64_t j = 0; j < length; ++j) {
+                w[j] *= inv;
+                const float a = w[j];
+                const float* value = pv + (from[j] * capacity + j) * width + h * head_size;
+#pragma omp simd
+                for (int64_t e = 0; e < head_size; ++e) out[e] += a * value[e];
+            }
+        }
+    });
+    if (weights_out) *weights_out = weights;
+    return context;
+}
+
 }  // namespace seqgrad

@@ -104,4 +104,43 @@ Tensor log_softmax(const Tensor& x, int64_t axis) {
     });
 }
 
+TopK log_softmax_top_k(const Tensor& logits, int64_t k, int64_t barred) {
+    const char* op = "log_softmax_top_k";
+    check(logits.defined() && logits.dim() == 2, op, "expects logits [rows, n], got ",
+          logits.defined() ? logits.shape() : Shape{});
+    check(k >= 1, op, "k must be at least 1, got ", k);
+    const int64_t rows = logits.size(0), n = logits.size(1);
+    TopK out{Tensor::full({rows, k}, -INFINITY), IntTensor::full({rows, k}, -1)};
+    const float* px = logits.data();
+    float* pv = out.values.data();
+    int64_t* pi = out.indices.data();
+    detail::parallel_for(rows, 1, [&](int64_t begin, int64_t end) {
+        std::vector<float> scratch(static_cast<size_t>(n));
+        std::vector<std::pair<float, int64_t>> top;  // best first
+        top.reserve(static_cast<size_t>(k) + 1);
+        for (int64_t r = begin; r < end; ++r) {
+            const float* xr = px + r * n;
+            // The shift exactly as log_softmax computes it, so each value is its log-probability.
+            const float m = row_max(xr, n);
+            const float shift = m + std::log(exp_shifted(xr, m, scratch.data(), n));
+            top.clear();
+            for (int64_t j = 0; j < n; ++j) {
+                const float value = xr[j] - shift;
+                // A later index loses ties, so a value must beat the last kept one strictly.
+                if (static_cast<int64_t>(top.size()) == k && !(value > top.back().first)) continue;
+                if (j == barred) continue;
+                auto at = top.end();
+                while (at != top.begin() && value > (at - 1)->first) --at;
+                top.insert(at, {value, j});
+                if (static_cast<int64_t>(top.size()) > k) top.pop_back();
+            }
+            for (size_t c = 0; c < top.size(); ++c) {
+                pv[r * k + static_cast<int64_t>(c)] = top[c].first;
+                pi[r * k + static_cast<int64_t>(c)] = top[c].second;
+            }
+        }
+    });
+    return out;
+}
+
 }  // namespace seqgrad

@@ -91,6 +91,17 @@ Tensor index_select(const Tensor& x, int64_t axis, const IntTensor& indices);
 // ---- neural-network operations (core/ops/softmax.cpp, norm.cpp, loss.cpp, lstm.cpp, dropout.cpp) ----
 Tensor softmax(const Tensor& x, int64_t axis = -1);
 Tensor log_softmax(const Tensor& x, int64_t axis = -1);
+// The k largest entries of each row of log_softmax(logits) for logits [rows, n], best first (ties:
+// the lower index), without writing the log-probabilities out: what a decoder's search needs of
+// each step. The values are log_softmax's own, bit for bit. Index `barred` (if in [0, n)) is never
+// chosen; a NaN never beats a number but takes a place nothing else fills (a diverged model still
+// decodes); a row with fewer than k entries to choose from ends with index -1, value -inf.
+// Values [rows, k] and indices [rows, k]; no gradient.
+struct TopK {
+    Tensor values;
+    IntTensor indices;
+};
+TopK log_softmax_top_k(const Tensor& logits, int64_t k, int64_t barred = -1);
 // Over the last axis: (x - mean) / sqrt(biased var + eps) * gamma + beta. Fused.
 Tensor layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps);
 // Zeroes each element with probability p and scales the rest by 1 / (1 - p) when training;
@@ -142,5 +153,15 @@ inline constexpr float kAttentionMaskFill = -1e9f;
 // composition of the primitive operations.
 Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t heads, const IntTensor& mask,
                  float dropout_p = 0.0f, bool training = false, Generator* gen = nullptr, Tensor* weights = nullptr);
+// The same attention for incremental decoding, where each row has one new query position and its
+// keys and values sit in caches that beam search does not rearrange: key (and value) position j
+// of query row i is position j of row rows[i, j] of k and v. So a hypothesis that inherits its
+// parent's history inherits the parent's table of rows, and a source's keys serve all its beams.
+// q [N, 1, D]; k, v [M, C, D] (C >= length); rows [N, >= length], values in [0, M), of which the
+// first `length` columns are read; mask broadcastable to [N, heads, 1, length] or empty. Returns
+// the context [N, 1, D] and, if asked, the weights [N, heads, 1, length]. Decoding only: an Error
+// if an input needs a gradient.
+Tensor gathered_attention(const Tensor& q, const Tensor& k, const Tensor& v, const IntTensor& rows, int64_t length,
+                          int64_t heads, const IntTensor& mask = IntTensor(), Tensor* weights = nullptr);
 
 }  // namespace seqgrad

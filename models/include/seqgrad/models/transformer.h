@@ -35,11 +35,25 @@ public:
     bool pre_norm;
 };
 
-// One decoder layer's part of the incremental decoding state.
+// One decoder layer's part of the incremental decoding state (TransformerDecodingState says how
+// its rows are found).
 struct DecoderLayerCache {
-    nn::KeysValues self_attention;   // [B, t, d_model] each: one more position per step
-    nn::KeysValues cross_attention;  // [B, S, d_model] each: projected from the memory once
-    Tensor cross_attention_weights;  // [B, H, 1, S]: the last step's, for last_attention()
+    // [N, capacity, d_model] each: every position's self-attention keys and values, written once
+    // (position t of row i at step t) and never moved.
+    nn::KeysValues self_attention;
+    // [M, S, d_model] each: projected once from the encoder's output, a row per source.
+    nn::KeysValues cross_attention;
+    Tensor cross_attention_weights;  // [N, H, 1, S]: the last step's, for last_attention()
+};
+
+// What one decoding step of the decoder layers reads besides the cache: where each row's keys are
+// and which of them it may attend to.
+struct DecoderStepRows {
+    const IntTensor& self_rows;   // [N, >= length]: TransformerDecodingState::self_rows
+    int64_t length;               // positions so far, the one being fed included
+    const IntTensor& self_mask;   // [N, 1, 1, length]
+    const IntTensor& cross_rows;  // [N, S]: TransformerDecodingState::cross_rows
+    const IntTensor& src_mask;    // [N, 1, 1, S]
 };
 
 // One decoder layer: masked self-attention, cross-attention (queries from the decoder, keys and
@@ -51,9 +65,10 @@ public:
     // x [B, T, d_model], memory [B, S, d_model], src_mask [B, 1, 1, S], tgt_mask [B, 1, T, T]
     // -> [B, T, d_model]
     Tensor forward(const Tensor& x, const Tensor& memory, const IntTensor& src_mask, const IntTensor& tgt_mask) const;
-    // The same layer for one new position, x [B, 1, d_model] -> [B, 1, d_model], reading and
-    // growing `cache`; self_mask [B, 1, 1, t + 1] selects the cached keys.
-    Tensor step(const Tensor& x, DecoderLayerCache& cache, const IntTensor& src_mask, const IntTensor& self_mask) const;
+    // The same layer for one new position, x [N, 1, d_model] -> [N, 1, d_model]: writes the
+    // position's keys and values into `cache` (position rows.length - 1 of row i, for every row i)
+    // and attends through the tables of `rows` (decoding only, no gradient).
+    Tensor step(const Tensor& x, DecoderLayerCache& cache, const DecoderStepRows& rows) const;
 
     std::shared_ptr<nn::MultiHeadAttention> self_attention;
     std::shared_ptr<nn::LayerNorm> self_attn_norm;
@@ -89,19 +104,33 @@ struct EncoderOutput {
     IntTensor src_mask;  // [B, 1, 1, S]: src != <pad>, the key mask of cross-attention
 };
 
-// The Transformer's decoding state after t steps (model.h's DecodingState): what the decoder
-// would otherwise recompute at every step.
+// The Transformer's decoding state after t steps (model.h's DecodingState) for N rows
+// (hypotheses): what the decoder would otherwise recompute at every step. Keys and values never
+// move once written: a row finds them through tables of rows, so that beam search's reordering
+// copies a few integers per row instead of every layer's cache, and a source's beams share its
+// cross-attention keys and values.
+//  - Self-attention: step t writes row i's keys and values at position t of cache row i; the
+//    keys of row i's position j < t are in cache row self_rows[i, j]. Reordering (row i takes
+//    row r's history) copies row r's table.
+//  - Cross-attention: row i reads the cache row cross_rows[i, 0] (the whole row of cross_rows
+//    holds that one value, as gathered_attention reads it).
 class TransformerDecodingState : public DecodingState {
 public:
+    // Any rows, repeated or dropped; the self-attention caches are gathered into place when the
+    // number of rows changes after the first step.
     void select_rows(const std::vector<int64_t>& rows) override;
-    // Moves only what differs between a source's beams: the self-attention caches and tokens (the
-    // encoder's memory, its mask and the cross-attention keys and values are the source's).
+    // Within groups (beam search): only the tables and the tokens change.
     void reorder_beams(const std::vector<int64_t>& rows, int64_t group) override;
     int64_t length() const { return tokens.size(1); }  // t
+    int64_t rows() const { return tokens.size(0); }    // N
+    // Makes room in the self-attention caches (and self_rows) for `positions` positions, growing
+    // them geometrically; what they hold stays.
+    void reserve(int64_t positions, int64_t d_model, int64_t max_positions);
 
-    Tensor memory;                          // [B, S, d_model]
-    IntTensor src_mask;                     // [B, 1, 1, S]
-    IntTensor tokens;                       // [B, t]: the target tokens fed so far
+    IntTensor src_mask;                     // [N, 1, 1, S]
+    IntTensor tokens;                       // [N, t]: the target tokens fed so far
+    IntTensor self_rows;                    // [N, capacity]
+    IntTensor cross_rows;                   // [N, S]
     std::vector<DecoderLayerCache> layers;  // one per decoder layer
 };
 

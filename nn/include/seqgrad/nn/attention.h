@@ -63,6 +63,12 @@ public:
     KeysValues project_keys_values(const Tensor& key, const Tensor& value, int64_t position = 0) const;
     AttentionOutput attend(const Tensor& query, const KeysValues& keys_values, const IntTensor& mask,
                            int64_t position = 0) const;
+    // attend() for decoding one position per row over keys and values kept in caches that are
+    // read through a table of rows (core's gathered_attention, which says how): query [N, 1, d],
+    // keys_values [M, C, d] each, rows [N, >= length]; mask broadcastable to [N, H, 1, length].
+    // Decoding only (no gradient).
+    AttentionOutput attend_gathered(const Tensor& query, const KeysValues& keys_values, const IntTensor& rows,
+                                    int64_t length, const IntTensor& mask, int64_t position = 0) const;
 
     std::shared_ptr<Linear> wq, wk, wv, wo;
     std::shared_ptr<Dropout> dropout;
