@@ -110,10 +110,19 @@ Tensor broadcast_zip(const Tensor& a, const Tensor& b, const Shape& out_shape, F
 
 // ---- rows (softmax, attention) ----
 
+// The largest of x[0, n), -inf if none; a NaN never wins. Sixteen running maxima side by side (one
+// vector register) and then their maximum: a single running maximum would make each comparison
+// wait for the one before.
 inline float row_max(const float* x, int64_t n) {
+    constexpr int64_t kLanes = 16;
+    float lanes[kLanes];
+    for (float& lane : lanes) lane = -INFINITY;
+    int64_t j = 0;
+    for (; j + kLanes <= n; j += kLanes)
+        for (int64_t l = 0; l < kLanes; ++l) lanes[l] = x[j + l] > lanes[l] ? x[j + l] : lanes[l];
     float m = -INFINITY;
-#pragma omp simd reduction(max : m)
-    for (int64_t j = 0; j < n; ++j) m = std::max(m, x[j]);
+    for (; j < n; ++j) m = x[j] > m ? x[j] : m;
+    for (const float lane : lanes) m = lane > m ? lane : m;
     return m;
 }
 

@@ -1,5 +1,6 @@
 // softmax and log_softmax along any axis. Each row is one fused pass: the max first (so large
 // logits never overflow), then one exp per element, summed as it is written.
+#include <algorithm>
 #include <cmath>
 
 #include "kernels.h"
@@ -124,15 +125,24 @@ TopK log_softmax_top_k(const Tensor& logits, int64_t k, int64_t barred) {
             const float m = row_max(xr, n);
             const float shift = m + std::log(exp_shifted(xr, m, scratch.data(), n));
             top.clear();
-            for (int64_t j = 0; j < n; ++j) {
-                const float value = xr[j] - shift;
-                // A later index loses ties, so a value must beat the last kept one strictly.
-                if (static_cast<int64_t>(top.size()) == k && !(value > top.back().first)) continue;
-                if (j == barred) continue;
-                auto at = top.end();
-                while (at != top.begin() && value > (at - 1)->first) --at;
-                top.insert(at, {value, j});
-                if (static_cast<int64_t>(top.size()) > k) top.pop_back();
+            constexpr int64_t kBlock = 64;
+            for (int64_t block = 0; block < n; block += kBlock) {
+                const int64_t stop = std::min(n, block + kBlock);
+                // Once k are kept, a block whose largest value does not beat the last kept one holds
+                // nothing to keep (x - shift is monotonic in x): most blocks end here.
+                if (static_cast<int64_t>(top.size()) == k &&
+                    !(row_max(xr + block, stop - block) - shift > top.back().first))
+                    continue;
+                for (int64_t j = block; j < stop; ++j) {
+                    const float value = xr[j] - shift;
+                    // A later index loses ties, so a value must beat the last kept one strictly.
+                    if (static_cast<int64_t>(top.size()) == k && !(value > top.back().first)) continue;
+                    if (j == barred) continue;
+                    auto at = top.end();
+                    while (at != top.begin() && value > (at - 1)->first) --at;
+                    top.insert(at, {value, j});
+                    if (static_cast<int64_t>(top.size()) > k) top.pop_back();
+                }
             }
             for (size_t c = 0; c < top.size(); ++c) {
                 pv[r * k + static_cast<int64_t>(c)] = top[c].first;
