@@ -33,28 +33,36 @@ std::vector<Hypothesis> greedy_decode(Seq2SeqModel& model, const IntTensor& src,
     const int64_t batch = src.size(0);
     auto state = model.start_decoding(src);
     std::vector<Hypothesis> out(static_cast<size_t>(batch));
+    // The state's rows are the unfinished sources, in order: a finished one leaves the batch.
+    std::vector<int64_t> active(static_cast<size_t>(batch));
+    std::iota(active.begin(), active.end(), int64_t{0});
     IntTensor tokens = IntTensor::full({batch}, kSos);
-    int64_t unfinished = batch;
-    for (int64_t t = 0; t < max_len && unfinished > 0; ++t) {
+    for (int64_t t = 0; t < max_len && !active.empty(); ++t) {
         // The best token of each row (</s> barred before the min_len-th) and its log-probability.
         const TopK best = log_softmax_top_k(model.decode_step(*state, tokens), 1, t + 1 < min_len ? kEos : -1);
-        for (int64_t b = 0; b < batch; ++b) {
-            Hypothesis& h = out[static_cast<size_t>(b)];
-            if (h.finished) {
-                tokens.data()[b] = kEos;  // finished rows keep stepping; their output is ignored
-                continue;
-            }
-            const int64_t token = best.indices.data()[b];
+        std::vector<int64_t> kept, kept_tokens;  // rows of the state going on, and their tokens
+        for (size_t a = 0; a < active.size(); ++a) {
+            Hypothesis& h = out[static_cast<size_t>(active[a])];
+            const int64_t token = best.indices.data()[a];
             check(token >= 0, "greedy_decode", "no token to choose: the vocabulary holds </s> alone");
-            h.log_prob += best.values.data()[b];
-            tokens.data()[b] = token;
+            h.log_prob += best.values.data()[a];
             if (token == kEos) {
                 h.finished = true;
-                --unfinished;
-            } else {
-                h.tokens.push_back(token);
+                continue;
             }
+            h.tokens.push_back(token);
+            kept.push_back(static_cast<int64_t>(a));
+            kept_tokens.push_back(token);
         }
+        if (kept.size() < active.size() && !kept.empty()) {
+            state->select_rows(kept);
+            std::vector<int64_t> still;
+            for (const int64_t a : kept) still.push_back(active[static_cast<size_t>(a)]);
+            active = std::move(still);
+        } else if (kept.empty()) {
+            active.clear();
+        }
+        tokens = IntTensor::from_vector(std::move(kept_tokens), {static_cast<int64_t>(active.size())});
     }
     for (Hypothesis& h : out) h.score = h.log_prob;
     return out;
@@ -86,33 +94,33 @@ std::vector<std::vector<Hypothesis>> beam_search_nbest(Seq2SeqModel& model, cons
     for (int64_t b = 0; b < batch; ++b) beams[static_cast<size_t>(b * k)].alive = true;  // one start per source
     std::vector<std::vector<Hypothesis>> finished(static_cast<size_t>(batch));
     std::vector<bool> done(static_cast<size_t>(batch), false);
+    // The state's rows are the k beams of each source not yet done, in order (row a * k + j is
+    // beam j of source active[a]): a source that is done leaves the batch.
+    std::vector<int64_t> active(static_cast<size_t>(batch));
+    std::iota(active.begin(), active.end(), int64_t{0});
     IntTensor tokens = IntTensor::full({batch * k}, kSos);
 
     for (int64_t t = 0; t < max_len; ++t) {
-        const Tensor logits = model.decode_step(*state, tokens);  // [B*K, V]
+        const Tensor logits = model.decode_step(*state, tokens);  // [A*K, V]
         const int64_t vocab = logits.size(-1);
         // Each beam's own best 2k continuations hold its source's best 2k.
         const int64_t width = std::min(2 * k, vocab);
         const TopK row_best = log_softmax_top_k(logits, width, t + 1 < options.min_len ? kEos : -1);
-        std::vector<int64_t> parents(static_cast<size_t>(batch * k));
-        std::vector<Beam> next(static_cast<size_t>(batch * k));
-        for (int64_t b = 0; b < batch; ++b) {
+        const auto rows = static_cast<int64_t>(active.size()) * k;
+        std::vector<int64_t> parents(static_cast<size_t>(rows));
+        for (size_t a = 0; a < active.size(); ++a) {
+            const int64_t b = active[a], row0 = static_cast<int64_t>(a) * k;
             const size_t first = static_cast<size_t>(b * k);
-            for (int64_t j = 0; j < k; ++j) parents[first + static_cast<size_t>(j)] = b * k + j;
-            if (done[static_cast<size_t>(b)]) {
-                for (int64_t j = 0; j < k; ++j) tokens.data()[b * k + j] = kEos;
-                continue;
-            }
+            for (int64_t j = 0; j < k; ++j) parents[static_cast<size_t>(row0 + j)] = row0 + j;
             // The 2k best continuations of the alive beams, best first (ties: lower beam, then
             // lower token, as greedy's argmax). A </s> among the first k ends a hypothesis; the
             // best k others continue. So with k = 1 this is exactly greedy decoding.
-            // Each beam's own best 2k tokens hold the source's best 2k continuations.
             std::vector<std::pair<float, int64_t>> candidates;  // (log_prob, beam * vocab + token)
             for (int64_t j = 0; j < k; ++j) {
                 const Beam& beam = beams[first + static_cast<size_t>(j)];
                 if (!beam.alive) continue;
                 for (int64_t c = 0; c < width; ++c) {
-                    const int64_t at = (b * k + j) * width + c;
+                    const int64_t at = (row0 + j) * width + c;
                     const int64_t v = row_best.indices.data()[at];
                     if (v >= 0) candidates.emplace_back(beam.log_prob + row_best.values.data()[at], j * vocab + v);
                 }
@@ -123,6 +131,7 @@ std::vector<std::vector<Hypothesis>> beam_search_nbest(Seq2SeqModel& model, cons
                                   return x.first > y.first || (x.first == y.first && x.second < y.second);
                               });
             auto& ended = finished[static_cast<size_t>(b)];
+            std::vector<Beam> next(static_cast<size_t>(k));
             int64_t filled = 0;
             for (size_t c = 0; c < keep && filled < k; ++c) {
                 const auto [log_prob, code] = candidates[c];
@@ -136,21 +145,40 @@ std::vector<std::vector<Hypothesis>> beam_search_nbest(Seq2SeqModel& model, cons
                     }
                     continue;
                 }
-                Beam& child = next[first + static_cast<size_t>(filled)];
+                Beam& child = next[static_cast<size_t>(filled)];
                 child.tokens = parent.tokens;
                 child.tokens.push_back(token);
                 child.log_prob = log_prob;
                 child.alive = true;
-                parents[first + static_cast<size_t>(filled)] = b * k + j;
-                tokens.data()[b * k + filled] = token;
+                parents[static_cast<size_t>(row0 + filled)] = row0 + j;
+                tokens.data()[row0 + filled] = token;
                 ++filled;
             }
-            for (int64_t j = filled; j < k; ++j) tokens.data()[b * k + j] = kEos;
+            for (int64_t j = filled; j < k; ++j) tokens.data()[row0 + j] = kEos;  // rows without a beam
+            std::move(next.begin(), next.end(), beams.begin() + static_cast<std::ptrdiff_t>(first));
             if (static_cast<int64_t>(ended.size()) >= k || filled == 0) done[static_cast<size_t>(b)] = true;
         }
-        beams = std::move(next);
-        if (std::all_of(done.begin(), done.end(), [](bool d) { return d; })) break;
-        state->reorder_beams(parents, k);
+        std::vector<int64_t> still;  // the sources going on
+        for (const int64_t b : active)
+            if (!done[static_cast<size_t>(b)]) still.push_back(b);
+        if (still.empty()) break;
+        if (still.size() == active.size()) {
+            state->reorder_beams(parents, k);
+            continue;
+        }
+        // Some sources are done: their rows leave, the others' beams follow their parents.
+        std::vector<int64_t> selected, next_tokens;
+        for (size_t a = 0; a < active.size(); ++a) {
+            if (done[static_cast<size_t>(active[a])]) continue;
+            for (int64_t j = 0; j < k; ++j) {
+                const auto row = static_cast<size_t>(static_cast<int64_t>(a) * k + j);
+                selected.push_back(parents[row]);
+                next_tokens.push_back(tokens.data()[row]);
+            }
+        }
+        state->select_rows(selected);
+        tokens = IntTensor::from_vector(std::move(next_tokens), {static_cast<int64_t>(selected.size())});
+        active = std::move(still);
     }
 
     std::vector<std::vector<Hypothesis>> out(static_cast<size_t>(batch));

@@ -122,7 +122,7 @@ Tensor DecoderLayer::step(const Tensor& x, DecoderLayerCache& cache, const Decod
         const nn::KeysValues now = self_attention->project_keys_values(y, y, position);  // [N, 1, d_model] each
         nn::KeysValues& cached = cache.self_attention;                                   // [N, capacity, d_model]
         const int64_t n = y.size(0), width = y.size(2), capacity = cached.keys.size(1);
-        check(cached.keys.size(0) == n && position < capacity, "DecoderLayer", "the cache holds ", cached.keys.size(0),
+        check(cached.keys.size(0) >= n && position < capacity, "DecoderLayer", "the cache holds ", cached.keys.size(0),
               " rows of ", capacity, " positions; step ", position, " of ", n, " rows does not fit");
         for (int64_t i = 0; i < n; ++i) {
             std::copy_n(now.keys.data() + i * width, width, cached.keys.data() + (i * capacity + position) * width);
@@ -264,7 +264,7 @@ Tensor Transformer::forward(const IntTensor& src, const IntTensor& tgt_in) {
 // ---- incremental decoding ----
 
 void TransformerDecodingState::select_rows(const std::vector<int64_t>& rows) {
-    const int64_t t = length();
+    const int64_t t = length(), capacity = self_rows.size(1);
     for (size_t i = 0; i < rows.size(); ++i)
         check(rows[i] >= 0 && rows[i] < this->rows(), "select_rows", "index ", rows[i], " at position ", i,
               " is outside [0, ", this->rows(), ")");
@@ -272,29 +272,24 @@ void TransformerDecodingState::select_rows(const std::vector<int64_t>& rows) {
     tokens = models::select_rows(tokens, rows);
     cross_rows = models::select_rows(cross_rows, rows);
     const auto n = static_cast<int64_t>(rows.size());
-    const int64_t capacity = self_rows.size(1);
+    // Row i's history becomes row rows[i]'s: its table. The caches stay where they are.
     IntTensor table = IntTensor::zeros({n, capacity});
     for (int64_t i = 0; i < n; ++i)
-        for (int64_t j = 0; j < t; ++j) table.data()[i * capacity + j] = i;
+        std::copy_n(self_rows.data() + rows[static_cast<size_t>(i)] * capacity, t, table.data() + i * capacity);
+    self_rows = table;
     for (DecoderLayerCache& layer : layers) {
         if (layer.cross_attention_weights.defined())
             layer.cross_attention_weights = models::select_rows(layer.cross_attention_weights, 0, rows);
+        // Step t writes row i's position t in cache row i: more rows than the caches hold need
+        // more cache rows (the old ones keep their contents).
         nn::KeysValues& kv = layer.self_attention;
-        if (!kv.keys.defined()) continue;
-        // Gathered into place: row i's position j comes from where the old table says.
+        if (!kv.keys.defined() || kv.keys.size(0) >= n) continue;
         const int64_t width = kv.keys.size(2);
-        nn::KeysValues moved{Tensor::zeros({n, capacity, width}), Tensor::zeros({n, capacity, width})};
-        for (int64_t i = 0; i < n; ++i)
-            for (int64_t j = 0; j < t; ++j) {
-                const int64_t from =
-                    (self_rows.data()[rows[static_cast<size_t>(i)] * capacity + j] * capacity + j) * width;
-                const int64_t to = (i * capacity + j) * width;
-                std::copy_n(kv.keys.data() + from, width, moved.keys.data() + to);
-                std::copy_n(kv.values.data() + from, width, moved.values.data() + to);
-            }
-        kv = moved;
+        nn::KeysValues bigger{Tensor::zeros({n, capacity, width}), Tensor::zeros({n, capacity, width})};
+        std::copy_n(kv.keys.data(), kv.keys.numel(), bigger.keys.data());
+        std::copy_n(kv.values.data(), kv.values.numel(), bigger.values.data());
+        kv = bigger;
     }
-    self_rows = table;
 }
 
 void TransformerDecodingState::reorder_beams(const std::vector<int64_t>& rows, int64_t group) {
@@ -326,13 +321,14 @@ void TransformerDecodingState::reserve(int64_t positions, int64_t d_model, int64
     self_rows = table;
     for (DecoderLayerCache& layer : layers) {
         nn::KeysValues& kv = layer.self_attention;
-        nn::KeysValues bigger{Tensor::zeros({n, grown, d_model}), Tensor::zeros({n, grown, d_model})};
+        const int64_t stored = kv.keys.defined() ? std::max(n, kv.keys.size(0)) : n;  // cache rows
+        nn::KeysValues bigger{Tensor::zeros({stored, grown, d_model}), Tensor::zeros({stored, grown, d_model})};
         if (kv.keys.defined())
-            for (int64_t i = 0; i < n; ++i) {
-                std::copy_n(kv.keys.data() + i * capacity * d_model, t * d_model,
-                            bigger.keys.data() + i * grown * d_model);
-                std::copy_n(kv.values.data() + i * capacity * d_model, t * d_model,
-                            bigger.values.data() + i * grown * d_model);
+            for (int64_t r = 0; r < kv.keys.size(0); ++r) {
+                std::copy_n(kv.keys.data() + r * capacity * d_model, t * d_model,
+                            bigger.keys.data() + r * grown * d_model);
+                std::copy_n(kv.values.data() + r * capacity * d_model, t * d_model,
+                            bigger.values.data() + r * grown * d_model);
             }
         kv = bigger;
     }

@@ -321,6 +321,29 @@ TEST_CASE("decoding beyond the caches' first capacity grows them and keeps every
     }
 }
 
+TEST_CASE("dropping rows of a decoding state moves no keys, and the rows left decode as before",
+          "[transformer][decoding]") {
+    NoGradGuard no_grad;
+    Generator gen(15);
+    Transformer model(small_config("post", 1, 2), gen);
+    model.eval();
+    const IntTensor tgt_in = kTgt.slice_last(0, 4);
+    const std::unique_ptr<DecodingState> state = model.start_decoding(kSrc);
+    model.decode_step(*state, column(tgt_in, 0));
+    model.decode_step(*state, column(tgt_in, 1));
+    const auto& own = dynamic_cast<const TransformerDecodingState&>(*state);
+    const float* keys = own.layers[0].self_attention.keys.data();
+    const std::vector<int64_t> rows = {2, 0};  // row 1 is done
+    state->select_rows(rows);
+    CHECK(own.rows() == 2);
+    CHECK(own.layers[0].self_attention.keys.data() == keys);  // the caches stay, 3 rows of them
+    CHECK(own.layers[0].self_attention.keys.size(0) == 3);
+    model.decode_step(*state, column(rows_of(tgt_in, rows), 2));
+    const Tensor stepped = model.decode_step(*state, column(rows_of(tgt_in, rows), 3));
+    const Tensor expected = model.forward(rows_of(kSrc, rows), rows_of(tgt_in, rows));
+    CHECK(testing::max_abs_diff(stepped, at_position(expected, 3)) < 1e-5f);
+}
+
 TEST_CASE("selecting rows of a decoding state (beam search) continues as decoding those rows would",
           "[transformer][decoding]") {
     NoGradGuard no_grad;

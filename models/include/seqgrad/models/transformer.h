@@ -38,8 +38,8 @@ public:
 // One decoder layer's part of the incremental decoding state (TransformerDecodingState says how
 // its rows are found).
 struct DecoderLayerCache {
-    // [N, capacity, d_model] each: every position's self-attention keys and values, written once
-    // (position t of row i at step t) and never moved.
+    // [M, capacity, d_model] each (M >= N): every position's self-attention keys and values,
+    // written once (position t of row i at step t) and never moved.
     nn::KeysValues self_attention;
     // [M, S, d_model] each: projected once from the encoder's output, a row per source.
     nn::KeysValues cross_attention;
@@ -116,8 +116,8 @@ struct EncoderOutput {
 //    holds that one value, as gathered_attention reads it).
 class TransformerDecodingState : public DecodingState {
 public:
-    // Any rows, repeated or dropped; the self-attention caches are gathered into place when the
-    // number of rows changes after the first step.
+    // Any rows, repeated or dropped (beam search drops the sources it has finished): only the
+    // tables and the tokens change; the caches gain rows when there are more rows than they hold.
     void select_rows(const std::vector<int64_t>& rows) override;
     // Within groups (beam search): only the tables and the tokens change.
     void reorder_beams(const std::vector<int64_t>& rows, int64_t group) override;
