@@ -6,9 +6,11 @@
 #include <cstring>
 #include <exception>
 #include <optional>
+#include <string>
 
 #include "commands.h"
 #include "seqgrad/core/error.h"
+#include "seqgrad/core/threads.h"
 #include "seqgrad/nn/distributed.h"
 
 namespace {
@@ -38,6 +40,12 @@ int main(int argc, char** argv) {
     // Past a file-size limit (ulimit -f), a write should fail with EFBIG and a clear message
     // rather than kill the program.
     std::signal(SIGXFSZ, SIG_IGN);
+    // The commands that compute: a slow BLAS is worth a line before they start.
+    if (argc >= 2 && group->rank() == 0)
+        for (const char* command : {"train", "eval", "predict", "demo"})
+            if (std::strcmp(argv[1], command) == 0)
+                if (const std::string warning = seqgrad::blas_kernel_warning(); !warning.empty())
+                    std::fprintf(stderr, "seqgrad: warning: %s\n", warning.c_str());
     CLI::App app{"seqgrad: reverse-mode autograd and sequence models, from scratch in C++20"};
     app.require_subcommand(1);
     int exit_status = 0;

@@ -3,6 +3,8 @@
 // the two never compete for the cores.
 #include "seqgrad/core/threads.h"
 
+#include <cstdlib>
+#include <set>
 #include <thread>
 
 #include "blas.h"
@@ -36,6 +38,35 @@ int get_num_threads() { return thread_count(); }
 
 void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t begin, int64_t end)>& body) {
     detail::parallel_for(n, grain, body);
+}
+
+std::string blas_core_name() {
+    const char* name = openblas_get_corename();
+    return name ? name : "";
+}
+
+std::string blas_kernel_warning() {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+    // OpenBLAS's x86-64 cores without AVX2 kernels.
+    static const std::set<std::string> old = {"Prescott",   "Core2",   "Penryn",      "Dunnington",
+                                              "Nehalem",    "Atom",    "Sandybridge", "Bulldozer",
+                                              "Piledriver", "Opteron", "Barcelona"};
+    const std::string core = blas_core_name();
+    if (!old.count(core)) return "";
+    const char* better = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") ? "SkylakeX"
+                         : __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")       ? "Haswell"
+                                                                                                 : nullptr;
+    if (!better) return "";
+    const char* set = std::getenv("OPENBLAS_CORETYPE");
+    return "OpenBLAS runs its " + core + " kernels on a CPU with " +
+           (std::string(better) == "SkylakeX" ? "AVX-512" : "AVX2") +
+           (set && *set ? " (OPENBLAS_CORETYPE=" + std::string(set) + ")" : " (it did not recognise the CPU)") +
+           ": matrix products run several times slower than they could; start the program with "
+           "OPENBLAS_CORETYPE=" +
+           better + " in the environment";
+#else
+    return "";
+#endif
 }
 
 }  // namespace seqgrad

@@ -24,4 +24,13 @@ out=$("$seqgrad" check --atol 2>&1); status=$?
 refused "a flag without its value" $status "$out" "--atol"
 out=$("$seqgrad" check 2>&1); status=$?
 refused "check without files" $status "$out" "fixtures is required"
+# OpenBLAS held to its oldest x86-64 kernels on a CPU with AVX2 or AVX-512: the computing commands
+# say so, and name the setting that fixes it.
+if grep -qw avx2 /proc/cpuinfo 2>/dev/null; then
+  out=$(OPENBLAS_CORETYPE=Prescott "$seqgrad" predict --checkpoint /nonexistent x 2>&1)
+  grep -q "warning: OpenBLAS runs its Prescott kernels .*OPENBLAS_CORETYPE=\(SkylakeX\|Haswell\)" <<< "$out" \
+    || fail "no warning about OpenBLAS's Prescott kernels: $out"
+  out=$(OPENBLAS_CORETYPE=Prescott "$seqgrad" check "$fixtures/seq2seq_init_state_1layer.safetensors" 2>&1)
+  grep -q "warning" <<< "$out" && fail "check (no heavy computing) warned about the kernels"
+fi
 echo "seqgrad check behaves"
