@@ -248,27 +248,39 @@ Tensor gathered_attention(const Tensor& q, const Tensor& k, const Tensor& v, con
     const float* pv = v.data();
     float* pw = weights.data();
     float* pc = context.data();
-    const int64_t grain = std::max<int64_t>(1, 4096 / std::max<int64_t>(1, length * head_size));
-    detail::parallel_for(n * heads, grain, [&](int64_t begin, int64_t end) {
-        for (int64_t p = begin; p < end; ++p) {
-            const int64_t i = p / heads, h = p % heads;
-            const float* query = pq + i * width + h * head_size;
+    // Row by row, each key and value read whole (all heads at once, one contiguous stretch) in
+    // position order: reading one head's slice of every position, then the next head's, would
+    // leave the hardware prefetcher a pattern it does not follow.
+    const int64_t grain = std::max<int64_t>(1, 4096 / std::max<int64_t>(1, length * width));
+    detail::parallel_for(n, grain, [&](int64_t begin, int64_t end) {
+        for (int64_t i = begin; i < end; ++i) {
+            const float* query = pq + i * width;
             const int64_t* from = row_of + i * row_stride;
-            float* w = pw + p * length;
+            float* w = pw + i * heads * length;  // [heads, length]
             for (int64_t j = 0; j < length; ++j) {
-                const bool masked = pm && pm[i * mask_strides[0] + h * mask_strides[1] + j * mask_strides[3]] == 0;
-                w[j] = masked ? kAttentionMaskFill
-                              : detail::dot(query, pk + (from[j] * capacity + j) * width + h * head_size, head_size) *
-                                    scale;
+                const float* key = pk + (from[j] * capacity + j) * width;
+                for (int64_t h = 0; h < heads; ++h) {
+                    const bool masked = pm && pm[i * mask_strides[0] + h * mask_strides[1] + j * mask_strides[3]] == 0;
+                    w[h * length + j] =
+                        masked ? kAttentionMaskFill
+                               : detail::dot(query + h * head_size, key + h * head_size, head_size) * scale;
+                }
             }
-            const float inv = 1.0f / detail::exp_shifted(w, detail::row_max(w, length), w, length);
-            float* out = pc + i * width + h * head_size;
+            for (int64_t h = 0; h < heads; ++h) {
+                float* row = w + h * length;
+                const float inv = 1.0f / detail::exp_shifted(row, detail::row_max(row, length), row, length);
+                for (int64_t j = 0; j < length; ++j) row[j] *= inv;
+            }
+            float* out = pc + i * width;
             for (int64_t j = 0; j < length; ++j) {
-                w[j] *= inv;
-                const float a = w[j];
-                const float* value = pv + (from[j] * capacity + j) * width + h * head_size;
+                const float* value = pv + (from[j] * capacity + j) * width;
+                for (int64_t h = 0; h < heads; ++h) {
+                    const float a = w[h * length + j];
+                    float* o = out + h * head_size;
+                    const float* v = value + h * head_size;
 #pragma omp simd
-                for (int64_t e = 0; e < head_size; ++e) out[e] += a * value[e];
+                    for (int64_t e = 0; e < head_size; ++e) o[e] += a * v[e];
+                }
             }
         }
     });
