@@ -19,6 +19,11 @@ constexpr double kSplitWork = 1 << 20;
 
 void gemm_block(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
                 int64_t ldb, float* c, int64_t ldc, bool accumulate) {
+    if (m == 1 && !ta) {  // one row (decoding one sentence): sgemm would copy all of B into its panels first
+        cblas_sgemv(CblasRowMajor, tb ? CblasNoTrans : CblasTrans, static_cast<int>(tb ? n : k),
+                    static_cast<int>(tb ? k : n), 1.0f, b, static_cast<int>(ldb), a, 1, accumulate ? 1.0f : 0.0f, c, 1);
+        return;
+    }
     cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, static_cast<int>(m),
                 static_cast<int>(n), static_cast<int>(k), 1.0f, a, static_cast<int>(lda), b, static_cast<int>(ldb),
                 accumulate ? 1.0f : 0.0f, c, static_cast<int>(ldc));
