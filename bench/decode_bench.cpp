@@ -7,6 +7,11 @@
 //   decode/transformer_base/beam4_eos   the same, ending hypotheses at </s> (at most 30 steps)
 //   decode/transformer_base/beam1_latency  one sentence, greedy, 30 steps: the latency
 //
+// The weights are packed for oneDNN's kernels as seqgrad's Translator packs them, in float32
+// (core/packed.h; where oneDNN has no such kernel for the CPU, or the build has no oneDNN, the
+// products stay on sgemm and the label says so). Variants: `_sgemm` never packs (every product
+// through OpenBLAS's sgemm), `_int8` packs int8 weights (the option `seqgrad predict --int8`).
+//
 // The model: d_model 512, 8 heads, 6 + 6 layers, d_ff 2048, Post-LN, ReLU, 32,000 symbols on each
 // side, no dropout (eval mode). Weights and sources come from transformer_base.safetensors beside
 // the program (or $SEQGRAD_DECODE_WEIGHTS): parameters under their parity names (docs/parity.md)
@@ -30,6 +35,7 @@
 #include "bench_common.h"
 #include "seqgrad/core/allocator.h"
 #include "seqgrad/core/autograd.h"
+#include "seqgrad/core/packed.h"
 #include "seqgrad/core/random.h"
 #include "seqgrad/core/safetensors.h"
 #include "seqgrad/models/decoding.h"
@@ -97,8 +103,33 @@ const Workload& workload() {
     return w;
 }
 
-void decode_base(benchmark::State& state, int64_t beam, bool fixed_length, int64_t sentences) {
+// How the model's weights are held while decoding: packed as the Translator packs them (float32 by
+// default), packed in int8, or not packed (every product through sgemm).
+enum class Weights { packed, int8, sgemm };
+
+// Puts the shared model's weights back unpacked when a benchmark ends.
+struct UnpackAtEnd {
+    seqgrad::nn::Module& model;
+    ~UnpackAtEnd() { model.unpack_weights(); }
+};
+
+void decode_base(benchmark::State& state, int64_t beam, bool fixed_length, int64_t sentences,
+                 Weights weights = Weights::packed) {
+    using seqgrad::Precision;
     const Workload& w = workload();
+    if (weights == Weights::int8 && !seqgrad::packing_available(Precision::int8)) {
+        state.SkipWithError("int8 needs oneDNN: install libdnnl-dev and rebuild");
+        for (auto _ : state) {}
+        return;
+    }
+    const UnpackAtEnd unpack{*w.model};
+    if (weights != Weights::sgemm) {
+        const Precision precision = weights == Weights::int8 ? Precision::int8 : Precision::float32;
+        w.model->pack_weights(precision);
+        state.SetLabel(w.model->weights_packed() ? seqgrad::packed_kernel_name(precision) : "sgemm");
+    } else {
+        state.SetLabel("sgemm");
+    }
     IntTensor src = w.src;
     if (sentences < src.size(0)) {
         std::vector<int64_t> ids(src.data(), src.data() + sentences * src.size(1));
@@ -142,12 +173,24 @@ void register_decode_benchmarks() {
                                  [](benchmark::State& s) { decode_base(s, 4, true, kSentences); })
         ->UseRealTime()
         ->Unit(benchmark::kMillisecond);
+    benchmark::RegisterBenchmark("decode/transformer_base/beam4_int8",
+                                 [](benchmark::State& s) { decode_base(s, 4, true, kSentences, Weights::int8); })
+        ->UseRealTime()
+        ->Unit(benchmark::kMillisecond);
+    benchmark::RegisterBenchmark("decode/transformer_base/beam4_sgemm",
+                                 [](benchmark::State& s) { decode_base(s, 4, true, kSentences, Weights::sgemm); })
+        ->UseRealTime()
+        ->Unit(benchmark::kMillisecond);
     benchmark::RegisterBenchmark("decode/transformer_base/beam4_eos",
                                  [](benchmark::State& s) { decode_base(s, 4, false, kSentences); })
         ->UseRealTime()
         ->Unit(benchmark::kMillisecond);
     benchmark::RegisterBenchmark("decode/transformer_base/beam1_latency",
                                  [](benchmark::State& s) { decode_base(s, 1, true, 1); })
+        ->UseRealTime()
+        ->Unit(benchmark::kMillisecond);
+    benchmark::RegisterBenchmark("decode/transformer_base/beam1_latency_int8",
+                                 [](benchmark::State& s) { decode_base(s, 1, true, 1, Weights::int8); })
         ->UseRealTime()
         ->Unit(benchmark::kMillisecond);
 }

@@ -157,9 +157,14 @@ OutputProjection::OutputProjection(const Tensor& tied_weight, Generator& gen) : 
 }
 
 Tensor OutputProjection::forward(const Tensor& x) const {
-    Tensor logits = linear(x, weight, bias);
+    Tensor logits = packed_weight_ && !grad_enabled() ? linear_packed(x, *packed_weight_, bias)
+                                                      : linear(x, weight, bias);
     nn::trace(*this, logits);
     return logits;
+}
+
+void OutputProjection::set_packed(std::optional<Precision> precision) {
+    packed_weight_ = precision ? std::make_shared<const PackedMatrix>(weight, *precision) : nullptr;
 }
 
 // ---- the model ----

@@ -3,6 +3,7 @@
 
 #include <cmath>
 
+#include "seqgrad/core/autograd.h"
 #include "seqgrad/core/ops.h"
 #include "seqgrad/nn/trace.h"
 
@@ -18,9 +19,13 @@ Linear::Linear(int64_t in_features, int64_t out_features, Generator& gen, bool w
 }
 
 Tensor Linear::forward(const Tensor& x) const {
-    Tensor y = linear(x, weight, bias);
+    Tensor y = packed_weight_ && !grad_enabled() ? linear_packed(x, *packed_weight_, bias) : linear(x, weight, bias);
     trace(*this, y);
     return y;
+}
+
+void Linear::set_packed(std::optional<Precision> precision) {
+    packed_weight_ = precision ? std::make_shared<const PackedMatrix>(weight, *precision) : nullptr;
 }
 
 Embedding::Embedding(int64_t num_embeddings, int64_t dim, Generator& gen) {

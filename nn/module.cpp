@@ -123,11 +123,32 @@ void Module::load_state_dict(const std::map<std::string, Tensor>& state) {
         Tensor into = target;  // a handle to the registered tensor: writing it writes the module's
         std::memcpy(into.data(), source.data(), static_cast<size_t>(source.numel()) * sizeof(float));
     }
+    if (packed_) pack_weights(precision_);  // the packed snapshot follows the new weights
 }
 
 void Module::train(bool on) {
+    if (on && packed_) unpack_weights();  // weights about to change: the snapshot would go stale
     training_ = on;
     for (auto& [name, child] : children_) child->train(on);
+}
+
+void Module::pack_weights(Precision precision) {
+    check(precision != Precision::int8 || packing_available(Precision::int8), "Module::pack_weights",
+          packed_kernel_name(Precision::int8));
+    if (!packing_available(precision)) {  // float32 on a CPU or build where sgemm is as good
+        unpack_weights();
+        return;
+    }
+    set_packed(precision);
+    packed_ = true;
+    precision_ = precision;
+    for (auto& [name, child] : children_) child->pack_weights(precision);
+}
+
+void Module::unpack_weights() {
+    set_packed(std::nullopt);
+    packed_ = false;
+    for (auto& [name, child] : children_) child->unpack_weights();
 }
 
 void Module::zero_grad() {

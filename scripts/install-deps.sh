@@ -13,6 +13,7 @@ packages=(
   libsentencepiece-dev     # subword tokenizers (own corpora)
   zlib1g-dev               # gzip-compressed corpora
   libopenmpi-dev openmpi-bin  # optional: data-parallel training over MPI (mpirun)
+  libdnnl-dev              # optional: oneDNN, weights packed for decoding (float32, --int8)
   clang libfuzzer-14-dev   # the sanitizer tree and the fuzz harnesses (scripts/test.sh)
   clang-format             # the style check (scripts/check-format.sh)
 )

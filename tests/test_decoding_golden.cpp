@@ -43,7 +43,8 @@ std::vector<Search> searches() {
 }
 
 // Every committed model fixture, its model rebuilt with PyTorch's weights.
-std::vector<std::pair<std::string, std::shared_ptr<Seq2SeqModel>>> parity_models(std::vector<IntTensor>& sources) {
+std::vector<std::pair<std::string, std::shared_ptr<Seq2SeqModel>>> parity_models(std::vector<IntTensor>& sources,
+                                                                                 bool packed) {
     std::vector<std::string> paths;
     for (const auto& entry : fs::directory_iterator(SEQGRAD_FIXTURES_DIR))
         if (entry.path().extension() == ".safetensors") paths.push_back(entry.path().string());
@@ -61,6 +62,7 @@ std::vector<std::pair<std::string, std::shared_ptr<Seq2SeqModel>>> parity_models
             if (name.rfind("input.", 0) != 0 && name.rfind("expect.", 0) != 0) state.emplace(name, file.tensor(name));
         model->load_state_dict(state);
         model->eval();
+        if (packed) model->pack_weights(Precision::float32);
         out.emplace_back(stem, model);
         sources.push_back(file.int_tensor("input.src"));
     }
@@ -74,9 +76,9 @@ struct Line {
     std::vector<int64_t> tokens;
 };
 
-std::vector<Line> decode_all() {
+std::vector<Line> decode_all(bool packed = false) {
     std::vector<IntTensor> sources;
-    const auto models = parity_models(sources);
+    const auto models = parity_models(sources, packed);
     std::vector<Line> lines;
     for (size_t m = 0; m < models.size(); ++m) {
         for (const Search& search : searches()) {
@@ -120,22 +122,17 @@ Line parse(const std::string& text) {
 
 }  // namespace
 
-TEST_CASE("decoding the parity models finds the recorded hypotheses", "[decoding][golden]") {
-    const std::vector<Line> now = decode_all();
-    if (std::getenv("SEQGRAD_WRITE_DECODING_GOLDEN")) {
-        std::ofstream out(kGoldenPath);
-        out << "# tests/test_decoding_golden.cpp: fixture search row rank finished log_prob score : tokens\n";
-        for (const Line& line : now) out << format(line) << "\n";
-        out.close();
-        REQUIRE(out.good());
-        FAIL("wrote " << kGoldenPath << " (" << now.size() << " hypotheses); run again without "
-                      << "SEQGRAD_WRITE_DECODING_GOLDEN to compare");
-    }
+std::vector<Line> recorded_lines() {
     std::ifstream in(kGoldenPath);
     REQUIRE(in.good());
     std::vector<Line> recorded;
     for (std::string text; std::getline(in, text);)
         if (!text.empty() && text[0] != '#') recorded.push_back(parse(text));
+    return recorded;
+}
+
+void require_recorded(const std::vector<Line>& now) {
+    const std::vector<Line> recorded = recorded_lines();
     // Every model kind and every search is covered, with ended and cut-off hypotheses among them.
     REQUIRE(recorded.size() == now.size());
     int finished = 0, cut_off = 0;
@@ -150,4 +147,24 @@ TEST_CASE("decoding the parity models finds the recorded hypotheses", "[decoding
     }
     CHECK(finished > 0);
     CHECK(cut_off > 0);
+}
+
+TEST_CASE("decoding the parity models finds the recorded hypotheses", "[decoding][golden]") {
+    const std::vector<Line> now = decode_all();
+    if (std::getenv("SEQGRAD_WRITE_DECODING_GOLDEN")) {
+        std::ofstream out(kGoldenPath);
+        out << "# tests/test_decoding_golden.cpp: fixture search row rank finished log_prob score : tokens\n";
+        for (const Line& line : now) out << format(line) << "\n";
+        out.close();
+        REQUIRE(out.good());
+        FAIL("wrote " << kGoldenPath << " (" << now.size() << " hypotheses); run again without "
+                      << "SEQGRAD_WRITE_DECODING_GOLDEN to compare");
+    }
+    require_recorded(now);
+}
+
+// The Translator packs the weights (float32) for oneDNN's kernels: the same hypotheses.
+TEST_CASE("decoding with packed float32 weights finds the recorded hypotheses", "[decoding][golden][packed]") {
+    if (!packing_available(Precision::float32)) return;
+    require_recorded(decode_all(/*packed=*/true));
 }

@@ -10,7 +10,9 @@
 
 namespace seqgrad::training {
 
-Translator::Translator(const std::string& checkpoint) : loaded_(load_model(checkpoint)) {}
+Translator::Translator(const std::string& checkpoint, Precision precision) : loaded_(load_model(checkpoint)) {
+    loaded_.model->pack_weights(precision);
+}
 
 Translator::Totals Translator::totals() const {
     std::lock_guard<std::mutex> lock(mutex_);

@@ -8,6 +8,7 @@ set -uo pipefail
 seqgrad=$1
 configs=$2
 work=$3
+with_dnnl=${4:-0}  # 1: the build has oneDNN, so --int8 works
 # shellcheck source=../lib.sh
 source "$(dirname "$0")/../lib.sh"
 
@@ -55,6 +56,18 @@ grep -q "WER .*PER .*(40 words)" <<< "$out" || fail "eval printed no WER and PER
 out=$("$seqgrad" predict --checkpoint "$work/run" abc 2>&1); status=$?
 [ $status -eq 0 ] || fail "predict exited $status: $out"
 grep -q "^abc" <<< "$out" || fail "predict did not print the word: $out"
+
+# --int8: int8 weights with oneDNN; without it, a clear refusal.
+out=$("$seqgrad" predict --checkpoint "$work/run" --int8 abc cab 2>&1); status=$?
+if [ "$with_dnnl" = 1 ]; then
+  [ $status -eq 0 ] || fail "predict --int8 exited $status: $out"
+  [ "$(grep -c '^abc\|^cab' <<< "$out")" -eq 2 ] || fail "predict --int8 did not print both words: $out"
+  out=$("$seqgrad" eval --checkpoint "$work/run" --split test --threads 1 --int8 2>&1); status=$?
+  [ $status -eq 0 ] || fail "eval --int8 exited $status: $out"
+  grep -q "WER .*PER .*(40 words)" <<< "$out" || fail "eval --int8 printed no WER and PER: $out"
+else
+  [ $status -ne 0 ] && grep -q "libdnnl-dev" <<< "$out" || fail "predict --int8 without oneDNN gave $status: $out"
+fi
 
 # Every recipe of the results is a valid config.
 for config in "$configs"/*.json; do

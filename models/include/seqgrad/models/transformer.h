@@ -96,6 +96,12 @@ public:
 
     Tensor weight;  // [vocab, d_model]
     Tensor bias;    // [vocab]
+
+protected:
+    void set_packed(std::optional<Precision> precision) override;
+
+private:
+    std::shared_ptr<const PackedMatrix> packed_weight_;  // pack_weights()'s snapshot of weight
 };
 
 // What the encoder hands to the decoder.

@@ -20,10 +20,16 @@ namespace seqgrad::nn {
 class Linear : public Module {
 public:
     Linear(int64_t in_features, int64_t out_features, Generator& gen, bool bias = true);
-    Tensor forward(const Tensor& x) const;  // [..., in] -> [..., out]
+    Tensor forward(const Tensor& x) const;  // [..., in] -> [..., out]; packed weights when no grad
 
     Tensor weight;  // [out, in]
     Tensor bias;    // [out], or undefined without bias
+
+protected:
+    void set_packed(std::optional<Precision> precision) override;
+
+private:
+    std::shared_ptr<const PackedMatrix> packed_weight_;  // pack_weights()'s snapshot of weight
 };
 
 // Rows of a table by id, as nn.Embedding: weight [num_embeddings, dim], initialised N(0, 1).

@@ -7,10 +7,12 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "seqgrad/core/packed.h"
 #include "seqgrad/core/tensor.h"
 
 namespace seqgrad::nn {
@@ -77,6 +79,27 @@ public:
     // Drops every parameter's gradient (grad() becomes undefined), as PyTorch's set_to_none.
     void zero_grad();
 
+    // ---- packed weights for inference (core/packed.h) ----
+
+    // Packs, once, the weights of every layer below that multiplies by a weight matrix (Linear, the
+    // Transformer's output projection) for oneDNN's kernels; their forward() then uses the packed
+    // weights whenever grad mode is off (NoGradGuard), and the float32 weights otherwise.
+    //   float32: the same arithmetic, faster; done only where packing_available(float32), a no-op
+    //            elsewhere (the layers stay on sgemm).
+    //   int8:    quantized weights and products, faster still, within rounding of float32; an
+    //            Error without oneDNN.
+    // The packed weights are a snapshot: load_state_dict() packs again, and training mode (train())
+    // drops them, so pack once the weights are final. unpack_weights() drops them.
+    void pack_weights(Precision precision = Precision::float32);
+    void unpack_weights();
+    bool weights_packed() const { return packed_; }
+    Precision packed_precision() const { return precision_; }  // when weights_packed()
+
+protected:
+    // What pack_weights() and unpack_weights() do to this module alone: build (precision given) or
+    // drop (nullopt) its own packed weights.
+    virtual void set_packed(std::optional<Precision> precision) { (void)precision; }
+
 private:
     struct Buffer {
         std::string name;
@@ -92,6 +115,8 @@ private:
     std::vector<Buffer> buffers_;
     std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
     bool training_ = true;
+    bool packed_ = false;
+    Precision precision_ = Precision::float32;
 };
 
 // A list of submodules of one type, registered under their index ("0", "1", ...), as

@@ -1,0 +1,67 @@
+// Weights packed once for inference: y = x W^T + b through oneDNN's matmul kernels, with W
+// reordered, at packing time, into the blocked layout those kernels read, instead of being copied
+// into panels at every product as sgemm does. Two precisions:
+//
+//   float32  the same arithmetic as linear(), summed in another order (results agree to float
+//            rounding); about 1.3-1.5x sgemm's speed at decoding's shapes (64-128 rows).
+//   int8     W quantized per output row and x per row as it arrives, summed exactly in int32 on
+//            AMX or AVX-512 VNNI where the CPU has them, and scaled back to float32. Faster still,
+//            and it changes results: an option, never the default.
+//
+// Int8 quantization is symmetric: row r of W is stored as round(W[r, :] / s_r) in [-127, 127] with
+// s_r = max |W[r, :]| / 127, and row i of x likewise with its own s_i, so
+//     y[i, r] = s_i * s_r * sum_k qx[i, k] * qW[r, k] + b[r].
+//
+// Packing needs oneDNN (Debian's libdnnl-dev, found at build time). Without it, float32 packing is
+// not done (Module::pack_weights leaves layers on sgemm) and int8 is an Error.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "seqgrad/core/tensor.h"
+
+namespace seqgrad {
+
+enum class Precision { float32, int8 };
+const char* precision_name(Precision precision);  // "float32", "int8"
+
+// Whether weights can be packed in this precision: the build has oneDNN and, for float32, oneDNN
+// has a kernel for this CPU that reads the packed layout as it is (brgemm: AVX-512 and newer; on
+// other CPUs float32 layers stay on sgemm, which is as fast there).
+bool packing_available(Precision precision);
+// The kernel oneDNN runs for this precision on this CPU ("brg:avx512_core", "brg:avx512_core_amx_int8",
+// "brg:avx512_core_vnni", "gemm:jit", ...), or why there is none.
+std::string packed_kernel_name(Precision precision);
+
+// A weight matrix [out, in] packed for oneDNN's kernels (quantized first for int8), once, in column
+// blocks (one per thread of seqgrad's pool at packing time, so the threads read disjoint weights).
+// A snapshot: later changes to the weight do not reach it. Immutable and safe to share between
+// threads.
+class PackedMatrix {
+public:
+    // Throws Error if the build has no oneDNN, or weight is not a 2-D tensor with finite values
+    // (int8) and extents that fit oneDNN's.
+    PackedMatrix(const Tensor& weight, Precision precision);
+    ~PackedMatrix();
+    PackedMatrix(const PackedMatrix&) = delete;
+    PackedMatrix& operator=(const PackedMatrix&) = delete;
+
+    Precision precision() const;
+    int64_t out_features() const;
+    int64_t in_features() const;
+    const float* scales() const;  // int8: s_r, [out]; float32: nullptr
+
+    struct Impl;
+    const Impl& impl() const { return *impl_; }
+
+private:
+    std::unique_ptr<Impl> impl_;
+};
+
+// linear(x, W, bias) with the packed W, for x [..., in] -> [..., out]. Records nothing for autograd:
+// x must not require grad while grad mode is on (Error).
+Tensor linear_packed(const Tensor& x, const PackedMatrix& weight, const Tensor& bias);
+
+}  // namespace seqgrad

@@ -1,0 +1,350 @@
+// Packed weights through oneDNN's matmul (packed.h). PackedMatrix's constructor cuts W into column
+// blocks, quantizes them for int8, and reorders each into the layout oneDNN's kernel reads; a
+// product then runs one block per thread of seqgrad's pool. oneDNN is built with OpenMP here; each
+// call runs on the calling thread alone (its OpenMP team is set to one thread), so oneDNN and the
+// pool never compete for cores, as with sgemm (blas.cpp).
+#include "seqgrad/core/packed.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "parallel.h"
+#include "seqgrad/core/autograd.h"
+#include "seqgrad/core/error.h"
+
+#ifdef SEQGRAD_HAVE_DNNL
+#include <dlfcn.h>
+
+#include <oneapi/dnnl/dnnl.hpp>
+#endif
+
+namespace seqgrad {
+
+namespace {
+
+constexpr const char* kOp = "linear_packed";
+
+// Row scale and quantized values of one row: q = round(x / s), s = max |x| / 127. A row of zeros
+// gets s = 0 (its products are 0); a row with an infinity or NaN gets s = NaN, so its outputs are
+// NaN, as float32 products with such a value would be.
+[[maybe_unused]] float quantize_row(const float* x, int64_t n, int8_t* q) {
+    // The largest |x| in sixteen lanes (one vector register), and whether any x is NaN.
+    constexpr int64_t kLanes = 16;
+    float lanes[kLanes] = {};
+    bool nan = false;
+    int64_t i = 0;
+    for (; i + kLanes <= n; i += kLanes)
+        for (int64_t l = 0; l < kLanes; ++l) {
+            const float a = std::fabs(x[i + l]);
+            lanes[l] = a > lanes[l] ? a : lanes[l];
+            nan |= a != a;
+        }
+    float peak = 0.0f;
+    for (; i < n; ++i) {
+        const float a = std::fabs(x[i]);
+        peak = a > peak ? a : peak;
+        nan |= a != a;
+    }
+    for (const float lane : lanes) peak = lane > peak ? lane : peak;
+    if (nan || !std::isfinite(peak) || peak == 0.0f) {
+        std::memset(q, 0, static_cast<size_t>(n));
+        return nan || !std::isfinite(peak) ? std::nanf("") : 0.0f;
+    }
+    const float inverse = 127.0f / peak;
+#pragma omp simd
+    for (int64_t j = 0; j < n; ++j) q[j] = static_cast<int8_t>(std::nearbyint(x[j] * inverse));
+    return peak / 127.0f;
+}
+
+}  // namespace
+
+const char* precision_name(Precision precision) { return precision == Precision::int8 ? "int8" : "float32"; }
+
+#ifdef SEQGRAD_HAVE_DNNL
+
+namespace {
+
+using dt = dnnl::memory::data_type;
+using tag = dnnl::memory::format_tag;
+
+dnnl::engine& cpu_engine() {
+    static dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+    return engine;
+}
+
+// oneDNN sizes its OpenMP team by omp_get_max_threads() of the calling thread. Setting that to 1
+// once on each thread that calls keeps a product on its thread; the symbol comes with libgomp,
+// which libdnnl loads, so it is looked up rather than linked (no OpenMP flags for any compiler).
+void keep_on_this_thread() {
+    thread_local bool done = false;
+    if (done) return;
+    done = true;
+    using SetThreads = void (*)(int);
+    if (auto set = reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "omp_set_num_threads"))) set(1);
+}
+
+constexpr int64_t kLayoutRows = 64;  // rows at which the layout is chosen (oneDNN keeps it for any)
+constexpr size_t kMaxKernels = 64;   // kernels kept per block, one per row count; then they start over
+constexpr int64_t kBlockAlign = 16;  // column blocks start at multiples of this
+
+dt input_type(Precision p) { return p == Precision::int8 ? dt::s8 : dt::f32; }
+
+// rows of x [rows, in] times one column block of W: the output's rows are `ld` apart (the whole
+// output's width). Float32 adds the bias block itself; int8 adds it when scaling back.
+dnnl::matmul::primitive_desc describe(Precision p, int64_t rows, int64_t in, int64_t cols, int64_t ld,
+                                      const dnnl::memory::desc& weights, bool bias) {
+    const dnnl::memory::desc src({rows, in}, input_type(p), tag::ab);
+    // Int8 sums go to a dense [rows, cols] part (oneDNN writes int32 to strided rows slowly);
+    // float32 straight into the output's columns.
+    const dnnl::memory::desc dst = p == Precision::int8
+                                       ? dnnl::memory::desc({rows, cols}, dt::s32, tag::ab)
+                                       : dnnl::memory::desc({rows, cols}, dt::f32, dnnl::memory::dims{ld, 1});
+    dnnl::primitive_attr attr;
+    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);  // each thread its own, so calls can overlap
+    if (bias && p == Precision::float32)
+        return dnnl::matmul::primitive_desc(
+            dnnl::matmul::desc(src, weights, dnnl::memory::desc({1, cols}, dt::f32, tag::ab), dst), attr, cpu_engine());
+    return dnnl::matmul::primitive_desc(dnnl::matmul::desc(src, weights, dst), attr, cpu_engine());
+}
+
+dnnl::memory::desc any_layout(Precision p, int64_t in, int64_t cols) {
+    return dnnl::memory::desc({in, cols}, input_type(p), tag::any);
+}
+
+}  // namespace
+
+struct PackedMatrix::Impl {
+    Precision precision = Precision::float32;
+    int64_t out = 0, in = 0;
+    std::vector<float> scales;  // int8
+
+    struct Kernel {
+        dnnl::matmul matmul;
+        dnnl::memory::desc scratchpad;
+    };
+    struct Block {
+        int64_t first = 0, cols = 0;  // columns [first, first + cols) of the output
+        dnnl::memory::desc layout;
+        dnnl::memory packed;
+        std::mutex mutex;
+        std::map<std::pair<int64_t, bool>, std::shared_ptr<const Kernel>> kernels;  // by (rows, bias)
+    };
+    std::vector<std::unique_ptr<Block>> blocks;
+
+    std::shared_ptr<const Kernel> kernel(Block& block, int64_t rows, bool bias) const {
+        std::lock_guard<std::mutex> lock(block.mutex);
+        auto found = block.kernels.find({rows, bias});
+        if (found != block.kernels.end()) return found->second;
+        const auto pd = describe(precision, rows, in, block.cols, out, block.layout, bias);
+        check(pd.weights_desc() == block.layout, kOp, "oneDNN wants another weight layout for ", rows, " rows");
+        if (block.kernels.size() >= kMaxKernels) block.kernels.clear();
+        auto made = std::make_shared<const Kernel>(Kernel{dnnl::matmul(pd), pd.scratchpad_desc()});
+        block.kernels.emplace(std::make_pair(rows, bias), made);
+        return made;
+    }
+
+    // One block of y [rows, out] from x (float32 [rows, in]) or qx (int8 [rows, in], with the row
+    // scales), on the calling thread. Int8 sums go to the block's dense part of `parts` first.
+    void run(Block& block, int64_t rows, const void* x, const float* row_scales, const float* bias, int32_t* parts,
+             float* y) const {
+        keep_on_this_thread();
+        thread_local std::vector<uint8_t> scratch;
+        thread_local dnnl::stream stream(cpu_engine());
+        const bool int8 = precision == Precision::int8;
+        const std::shared_ptr<const Kernel> k = kernel(block, rows, bias != nullptr);
+        scratch.resize(std::max<size_t>(k->scratchpad.get_size(), 1));
+        dnnl::memory src({{rows, in}, input_type(precision), tag::ab}, cpu_engine(), const_cast<void*>(x));
+        int32_t* sums = int8 ? parts + rows * block.first : nullptr;  // int8: this block's dense part
+        dnnl::memory dst = int8 ? dnnl::memory({{rows, block.cols}, dt::s32, tag::ab}, cpu_engine(), sums)
+                                : dnnl::memory({{rows, block.cols}, dt::f32, dnnl::memory::dims{out, 1}}, cpu_engine(),
+                                               y + block.first);
+        dnnl::memory pad(k->scratchpad, cpu_engine(), scratch.data());
+        std::unordered_map<int, dnnl::memory> args{
+            {DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, block.packed}, {DNNL_ARG_DST, dst}, {DNNL_ARG_SCRATCHPAD, pad}};
+        if (bias != nullptr && !int8)
+            args.emplace(DNNL_ARG_BIAS, dnnl::memory({{1, block.cols}, dt::f32, tag::ab}, cpu_engine(),
+                                                     const_cast<float*>(bias + block.first)));
+        k->matmul.execute(stream, args);
+        stream.wait();
+        if (!int8) return;
+        const float* w_scales = scales.data() + block.first;
+        for (int64_t i = 0; i < rows; ++i) {  // y = acc * s_i * s_r (+ b)
+            const float s = row_scales[i];
+            const int32_t* a = sums + i * block.cols;
+            float* yi = y + i * out + block.first;
+            if (bias != nullptr) {
+                const float* b = bias + block.first;
+#pragma omp simd
+                for (int64_t r = 0; r < block.cols; ++r) yi[r] = static_cast<float>(a[r]) * (s * w_scales[r]) + b[r];
+            } else {
+#pragma omp simd
+                for (int64_t r = 0; r < block.cols; ++r) yi[r] = static_cast<float>(a[r]) * (s * w_scales[r]);
+            }
+        }
+    }
+};
+
+bool packing_available(Precision precision) {
+    // Float32 pays only with a kernel that reads the packed layout as it is (brgemm, AVX-512 and
+    // newer); oneDNN's other float32 kernels copy panels at every product, as sgemm does.
+    return precision == Precision::int8 || packed_kernel_name(Precision::float32).rfind("brg", 0) == 0;
+}
+
+std::string packed_kernel_name(Precision precision) {
+    static std::string names[2];
+    static std::once_flag once[2];
+    const int i = precision == Precision::int8 ? 1 : 0;
+    std::call_once(once[i], [&] {
+        try {
+            names[i] =
+                describe(precision, kLayoutRows, 512, 512, 512, any_layout(precision, 512, 512), false).impl_info_str();
+        } catch (const dnnl::error& e) {
+            names[i] = std::string("none (oneDNN: ") + e.what() + ")";
+        }
+    });
+    return names[i];
+}
+
+PackedMatrix::PackedMatrix(const Tensor& weight, Precision precision) : impl_(std::make_unique<Impl>()) {
+    check(weight.defined() && weight.dim() == 2, "PackedMatrix", "the weight must be a 2-D tensor [out, in]");
+    Impl& m = *impl_;
+    m.precision = precision;
+    m.out = weight.size(0);
+    m.in = weight.size(1);
+    check(m.out > 0 && m.in > 0 && m.out <= INT32_MAX && m.in <= INT32_MAX, "PackedMatrix", "weight ", weight.shape(),
+          " has an extent oneDNN cannot take");
+    // [out, in] row-major is oneDNN's [in, out] matrix in layout "ba"; int8 quantizes it first.
+    std::vector<int8_t> q;
+    const void* plain_data = weight.data();
+    if (precision == Precision::int8) {
+        q.resize(static_cast<size_t>(m.out * m.in));
+        m.scales.resize(static_cast<size_t>(m.out));
+        for (int64_t r = 0; r < m.out; ++r) {
+            m.scales[r] = quantize_row(weight.data() + r * m.in, m.in, q.data() + r * m.in);
+            check(!std::isnan(m.scales[r]), "PackedMatrix", "row ", r, " of the weight ", weight.shape(),
+                  " holds an infinity or NaN");
+        }
+        plain_data = q.data();
+    }
+    const size_t element = precision == Precision::int8 ? 1 : sizeof(float);
+    // One block of columns per thread, in multiples of kBlockAlign.
+    const int64_t threads = std::max<int64_t>(1, std::min<int64_t>(get_num_threads(), m.out / kBlockAlign));
+    const int64_t width = (m.out + threads - 1) / threads;
+    const int64_t step = (width + kBlockAlign - 1) / kBlockAlign * kBlockAlign;
+    try {
+        dnnl::stream stream(cpu_engine());
+        for (int64_t first = 0; first < m.out; first += step) {
+            auto block = std::make_unique<Impl::Block>();
+            block->first = first;
+            block->cols = std::min(step, m.out - first);
+            block->layout = describe(precision, kLayoutRows, m.in, block->cols, m.out,
+                                     any_layout(precision, m.in, block->cols), false)
+                                .weights_desc();
+            // Rows [first, first + cols) of W: oneDNN's [in, cols] with row stride in ("ba").
+            const auto* start = static_cast<const char*>(plain_data) + static_cast<size_t>(first * m.in) * element;
+            dnnl::memory plain({{m.in, block->cols}, input_type(precision), tag::ba}, cpu_engine(),
+                               const_cast<char*>(start));
+            block->packed = dnnl::memory(block->layout, cpu_engine());
+            dnnl::reorder(plain, block->packed).execute(stream, plain, block->packed);
+            m.blocks.push_back(std::move(block));
+        }
+        stream.wait();
+    } catch (const dnnl::error& e) {
+        throw Error(std::string("PackedMatrix: oneDNN: ") + e.what());
+    }
+}
+
+#else  // no oneDNN: every entry point says so
+
+struct PackedMatrix::Impl {
+    Precision precision = Precision::float32;
+    int64_t out = 0, in = 0;
+    std::vector<float> scales;
+};
+
+bool packing_available(Precision) { return false; }
+
+std::string packed_kernel_name(Precision) {
+    return "none (seqgrad was built without oneDNN: install libdnnl-dev and rebuild)";
+}
+
+PackedMatrix::PackedMatrix(const Tensor&, Precision precision) {
+    throw Error(std::string("PackedMatrix: ") + precision_name(precision) +
+                " packed weights need oneDNN, and seqgrad was built without it (install Debian's libdnnl-dev "
+                "and rebuild)");
+}
+
+#endif
+
+PackedMatrix::~PackedMatrix() = default;
+Precision PackedMatrix::precision() const { return impl_->precision; }
+int64_t PackedMatrix::out_features() const { return impl_->out; }
+int64_t PackedMatrix::in_features() const { return impl_->in; }
+const float* PackedMatrix::scales() const { return impl_->scales.empty() ? nullptr : impl_->scales.data(); }
+
+Tensor linear_packed(const Tensor& x, const PackedMatrix& weight, const Tensor& bias) {
+    const int64_t in = weight.in_features(), out = weight.out_features();
+    check(x.defined(), kOp, "the input is undefined");
+    check(!(grad_enabled() && x.requires_grad()), kOp,
+          "packed weights have no gradient: run them under NoGradGuard, on inputs that do not require grad");
+    check(x.dim() >= 1 && x.size(-1) == in, kOp, "input ", x.shape(), " does not end in the weight's in_features ", in);
+    check(!bias.defined() || bias.shape() == Shape{out}, kOp, "bias ", bias.defined() ? bias.shape() : Shape{},
+          " does not match the weight's out_features ", out);
+    const int64_t rows = x.numel() / in;
+    check(rows <= INT32_MAX, kOp, "input ", x.shape(), " has more rows than oneDNN can take");
+    Shape out_shape(x.shape().begin(), x.shape().end() - 1);
+    out_shape.push_back(out);
+    Tensor y = Tensor::empty(out_shape);
+    if (rows == 0) return y;
+#ifdef SEQGRAD_HAVE_DNNL
+    const PackedMatrix::Impl& m = weight.impl();
+    const bool int8 = m.precision == Precision::int8;
+    const float* pb = bias.defined() ? bias.data() : nullptr;
+    // Int8: the rows of x quantized once, for every block, and room for the blocks' int32 sums.
+    thread_local std::vector<int8_t> qx;
+    thread_local std::vector<int32_t> int_parts;
+    thread_local std::vector<float> row_scales;
+    const void* input = x.data();
+    if (int8) {
+        qx.resize(static_cast<size_t>(rows * in));
+        int_parts.resize(static_cast<size_t>(rows * out));
+        row_scales.resize(static_cast<size_t>(rows));
+        const float* px = x.data();
+        int8_t* pq = qx.data();
+        float* ps = row_scales.data();
+        detail::parallel_for(rows, std::max<int64_t>(1, (1 << 14) / in), [=](int64_t begin, int64_t end) {
+            for (int64_t i = begin; i < end; ++i) ps[i] = quantize_row(px + i * in, in, pq + i * in);
+        });
+        input = qx.data();
+    }
+    // One block per thread; an error on a worker is carried back here (the pool does not carry
+    // exceptions).
+    std::mutex failure_mutex;
+    std::string failure;
+    const int64_t blocks = static_cast<int64_t>(m.blocks.size());
+    const float* scales_of_rows = row_scales.data();  // this thread's buffers, used by the workers
+    int32_t* parts = int8 ? int_parts.data() : nullptr;
+    float* py = y.data();
+    const double work = static_cast<double>(rows) * static_cast<double>(in) * static_cast<double>(out);
+    detail::parallel_for(blocks, work < (1 << 18) ? blocks : 1, [&](int64_t first, int64_t end) {
+        for (int64_t b = first; b < end; ++b) {
+            try {
+                m.run(*m.blocks[static_cast<size_t>(b)], rows, input, scales_of_rows, pb, parts, py);
+            } catch (const std::exception& e) {
+                std::lock_guard<std::mutex> lock(failure_mutex);
+                if (failure.empty()) failure = e.what();
+            }
+        }
+    });
+    check(failure.empty(), kOp, "oneDNN failed: ", failure);
+#endif
+    return y;
+}
+
+}  // namespace seqgrad

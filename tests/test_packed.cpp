@@ -1,0 +1,256 @@
+// Packed weights (core/packed.h) and modules that pack theirs (Module::pack_weights). Float32 packed
+// products are checked against linear(); int8 ones against the same quantization done here by hand
+// with exact integer sums, so a wrong weight layout, block, scale or rounding fails; the modules
+// against their unpacked selves.
+#include "helpers.h"
+
+#include <cmath>
+#include <map>
+
+#include "seqgrad/models/registry.h"
+
+using namespace seqgrad;
+using namespace seqgrad::testing;
+
+namespace {
+
+struct Quantized {
+    std::vector<int8_t> q;
+    std::vector<float> scales;
+};
+
+// int8.h's rule, row by row: s = max |row| / 127, q = round(row * 127 / max |row|).
+Quantized quantize_rows(const Tensor& m) {
+    const int64_t rows = m.numel() / m.size(-1), cols = m.size(-1);
+    Quantized out{std::vector<int8_t>(static_cast<size_t>(rows * cols)), std::vector<float>(static_cast<size_t>(rows))};
+    for (int64_t r = 0; r < rows; ++r) {
+        const float* row = m.data() + r * cols;
+        float peak = 0;
+        for (int64_t c = 0; c < cols; ++c) peak = std::max(peak, std::fabs(row[c]));
+        out.scales[r] = peak / 127.0f;
+        for (int64_t c = 0; c < cols; ++c)
+            out.q[r * cols + c] = peak == 0 ? 0 : static_cast<int8_t>(std::nearbyint(row[c] * (127.0f / peak)));
+    }
+    return out;
+}
+
+// The int8 product by hand: exact integer sums, then the scales and the bias.
+Tensor reference(const Tensor& x, const Tensor& w, const Tensor& bias) {
+    const int64_t in = w.size(1), out = w.size(0), rows = x.numel() / in;
+    const Quantized qx = quantize_rows(x), qw = quantize_rows(w);
+    Tensor y = Tensor::zeros({rows, out});
+    for (int64_t i = 0; i < rows; ++i)
+        for (int64_t r = 0; r < out; ++r) {
+            int64_t sum = 0;
+            for (int64_t k = 0; k < in; ++k) sum += int64_t{qx.q[i * in + k]} * int64_t{qw.q[r * in + k]};
+            y.data()[i * out + r] = static_cast<float>(static_cast<double>(sum) * qx.scales[i] * qw.scales[r] +
+                                                       (bias.defined() ? bias.data()[r] : 0.0f));
+        }
+    return y;
+}
+
+// |a - b| <= tolerance relative to the largest |b|, element by element.
+void require_close(const Tensor& a, const Tensor& b, float relative) {
+    REQUIRE(a.numel() == b.numel());
+    float scale = 0;
+    for (int64_t i = 0; i < b.numel(); ++i) scale = std::max(scale, std::fabs(b.data()[i]));
+    for (int64_t i = 0; i < a.numel(); ++i) REQUIRE(std::fabs(a.data()[i] - b.data()[i]) <= relative * scale + 1e-6f);
+}
+
+std::shared_ptr<models::Seq2SeqModel> fixture_model(const std::string& name, IntTensor& src, IntTensor& tgt_in) {
+    const SafetensorsFile file = SafetensorsFile::load(std::string(SEQGRAD_FIXTURES_DIR) + "/" + name);
+    Generator gen(0);
+    auto model = models::make_model(models::ModelConfig::from_json(file.metadata("config"), false), gen);
+    std::map<std::string, Tensor> state;
+    for (const std::string& n : file.names())
+        if (n.rfind("input.", 0) != 0 && n.rfind("expect.", 0) != 0) state.emplace(n, file.tensor(n));
+    model->load_state_dict(state);
+    model->eval();
+    src = file.int_tensor("input.src");
+    tgt_in = file.int_tensor("input.tgt");
+    return model;
+}
+
+}  // namespace
+
+TEST_CASE("without oneDNN packing says what it needs", "[packed]") {
+    INFO("float32: " << packed_kernel_name(Precision::float32) << ", int8: " << packed_kernel_name(Precision::int8));
+    if (packing_available(Precision::int8)) {
+        REQUIRE(packed_kernel_name(Precision::int8).find("none") == std::string::npos);
+        return;
+    }
+    REQUIRE(error_of([] {
+                PackedMatrix m(Tensor::ones({2, 2}), Precision::int8);
+            }).find("libdnnl-dev") != std::string::npos);
+    Generator gen(1);
+    nn::Linear layer(4, 3, gen);
+    REQUIRE(error_of([&] { layer.pack_weights(Precision::int8); }).find("oneDNN") != std::string::npos);
+    layer.pack_weights(Precision::float32);  // nothing to pack with: the layer stays on sgemm
+    REQUIRE_FALSE(layer.weights_packed());
+}
+
+TEST_CASE("float32 packed products equal linear to float rounding", "[packed]") {
+    if (!packing_available(Precision::float32)) return;
+    NoGradGuard no_grad;
+    const int threads = get_num_threads();
+    for (int pack_threads : {1, 2}) {
+        set_num_threads(pack_threads);  // one column block per thread
+        for (const auto& [out, in] : std::vector<std::pair<int64_t, int64_t>>{{37, 53}, {512, 96}, {5, 1}}) {
+            const Tensor w = random_tensor({out, in}, 11, -0.5f, 0.5f, false);
+            const Tensor bias = random_tensor({out}, 12, -1.0f, 1.0f, false);
+            const PackedMatrix packed(w, Precision::float32);
+            REQUIRE(packed.precision() == Precision::float32);
+            REQUIRE(packed.scales() == nullptr);
+            for (int64_t rows : {1, 3, 16, 17, 64, 130, 300}) {
+                INFO(out << " x " << in << ", " << rows << " rows, packed on " << pack_threads << " threads");
+                const Tensor x = random_tensor({rows, in}, static_cast<uint64_t>(rows), -2.0f, 2.0f, false);
+                require_close(linear_packed(x, packed, bias), linear(x, w, bias), 1e-5f);
+                require_close(linear_packed(x, packed, Tensor()), linear(x, w, Tensor()), 1e-5f);
+            }
+        }
+    }
+    set_num_threads(threads);
+}
+
+TEST_CASE("int8 products equal the same quantization with exact integer sums", "[packed][int8]") {
+    if (!packing_available(Precision::int8)) return;
+    NoGradGuard no_grad;
+    const int threads = get_num_threads();
+    for (int pack_threads : {1, 2}) {
+        set_num_threads(pack_threads);
+        for (const auto& [out, in] : std::vector<std::pair<int64_t, int64_t>>{{37, 53}, {512, 96}, {5, 1}}) {
+            const Tensor w = random_tensor({out, in}, 11, -0.5f, 0.5f, false);
+            const Tensor bias = random_tensor({out}, 12, -1.0f, 1.0f, false);
+            const PackedMatrix q(w, Precision::int8);
+            REQUIRE(q.out_features() == out);
+            REQUIRE(q.in_features() == in);
+            const Quantized by_hand = quantize_rows(w);
+            for (int64_t r = 0; r < out; ++r) REQUIRE(q.scales()[r] == by_hand.scales[static_cast<size_t>(r)]);
+            for (int64_t rows : {1, 3, 16, 17, 64, 130, 300}) {
+                INFO(out << " x " << in << ", " << rows << " rows, packed on " << pack_threads << " threads");
+                const Tensor x = random_tensor({rows, in}, static_cast<uint64_t>(rows), -2.0f, 2.0f, false);
+                require_close(linear_packed(x, q, bias), reference(x, w, bias), 1e-6f);
+                require_close(linear_packed(x, q, Tensor()), reference(x, w, Tensor()), 1e-6f);
+            }
+        }
+    }
+    set_num_threads(threads);
+}
+
+TEST_CASE("int8 products are close to float32 and keep the input's leading shape", "[packed][int8]") {
+    if (!packing_available(Precision::int8)) return;
+    NoGradGuard no_grad;
+    Generator gen(3);
+    const Tensor w = Tensor::normal({256, 128}, 0.0f, 0.1f, gen);
+    const Tensor bias = Tensor::normal({256}, 0.0f, 0.1f, gen);
+    const Tensor x = Tensor::normal({4, 7, 128}, 0.0f, 1.0f, gen);
+    const Tensor y = linear_packed(x, PackedMatrix(w, Precision::int8), bias);
+    REQUIRE(y.shape() == Shape{4, 7, 256});
+    // Rounding to 255 levels per row: about 1% of the output's spread, far below it.
+    require_close(y, linear(x, w, bias), 0.02f);
+    REQUIRE(max_abs_diff(y, linear(x, w, bias)) > 0);  // it did run in int8
+}
+
+TEST_CASE("packed products do not depend on the number of threads they run on", "[packed][threads]") {
+    if (!packing_available(Precision::int8)) return;
+    NoGradGuard no_grad;
+    const Tensor w = random_tensor({384, 256}, 5, -1.0f, 1.0f, false);
+    const Tensor x = random_tensor({200, 256}, 6, -1.0f, 1.0f, false);
+    const int threads = get_num_threads();
+    set_num_threads(2);
+    const PackedMatrix q(w, Precision::int8), f(w, Precision::float32);
+    const Tensor q2 = linear_packed(x, q, Tensor()), f2 = linear_packed(x, f, Tensor());
+    set_num_threads(1);
+    const Tensor q1 = linear_packed(x, q, Tensor()), f1 = linear_packed(x, f, Tensor());
+    // Packed on one thread (one block): int8 sums are exact, so the blocks cannot change them.
+    const Tensor q_one_block = linear_packed(x, PackedMatrix(w, Precision::int8), Tensor());
+    set_num_threads(threads);
+    REQUIRE(max_abs_diff(q1, q2) == 0);
+    REQUIRE(max_abs_diff(f1, f2) == 0);
+    REQUIRE(max_abs_diff(q_one_block, q2) == 0);
+}
+
+TEST_CASE("int8 rows of zeros and NaN; bad weights and shapes are errors", "[packed][errors]") {
+    if (!packing_available(Precision::int8)) return;
+    NoGradGuard no_grad;
+    const Tensor w = random_tensor({8, 4}, 7, -1.0f, 1.0f, false);
+    const Tensor bias = random_tensor({8}, 8, -1.0f, 1.0f, false);
+    const PackedMatrix q(w, Precision::int8);
+    Tensor x = random_tensor({3, 4}, 9, -1.0f, 1.0f, false);
+    for (int64_t k = 0; k < 4; ++k) x.data()[k] = 0.0f;  // row 0: zeros
+    x.data()[4 + 2] = std::nanf("");                     // row 1: a NaN
+    const Tensor y = linear_packed(x, q, bias);
+    for (int64_t r = 0; r < 8; ++r) {
+        REQUIRE(y.data()[r] == bias.data()[r]);
+        REQUIRE(std::isnan(y.data()[8 + r]));
+        REQUIRE(std::isfinite(y.data()[16 + r]));
+    }
+    Tensor bad = w.clone();
+    bad.data()[5] = INFINITY;
+    REQUIRE(error_of([&] { PackedMatrix m(bad, Precision::int8); }).find("row 1") != std::string::npos);
+    REQUIRE(error_of([&] { PackedMatrix m(Tensor::ones({4}), Precision::int8); }).find("2-D") != std::string::npos);
+    REQUIRE(error_of([&] { linear_packed(Tensor::ones({2, 5}), q, bias); }).find("in_features 4") != std::string::npos);
+    REQUIRE(error_of([&] { linear_packed(x, q, Tensor::ones({7})); }).find("bias") != std::string::npos);
+    const Tensor empty = linear_packed(Tensor::zeros({0, 4}), q, bias);
+    REQUIRE(empty.shape() == Shape{0, 8});
+}
+
+TEST_CASE("packed products have no gradient so inputs that require grad are refused", "[packed][errors]") {
+    if (!packing_available(Precision::int8)) return;
+    const PackedMatrix q(random_tensor({3, 2}, 1, -1.0f, 1.0f, false), Precision::int8);
+    const Tensor x = random_tensor({2, 2}, 2);  // requires grad
+    REQUIRE(error_of([&] { linear_packed(x, q, Tensor()); }).find("NoGradGuard") != std::string::npos);
+    NoGradGuard no_grad;
+    REQUIRE(linear_packed(x, q, Tensor()).shape() == Shape{2, 3});
+}
+
+TEST_CASE("a packed Transformer uses its packed weights without grad and float32 with grad", "[packed][models]") {
+    if (!packing_available(Precision::int8)) return;
+    IntTensor src, tgt_in;
+    auto model = fixture_model("transformer_post_relu.safetensors", src, tgt_in);
+    Tensor exact;
+    {
+        NoGradGuard no_grad;
+        exact = model->forward(src, tgt_in);
+    }
+    if (packing_available(Precision::float32)) {
+        model->pack_weights();
+        REQUIRE(model->weights_packed());
+        REQUIRE(model->packed_precision() == Precision::float32);
+        NoGradGuard no_grad;
+        REQUIRE(max_abs_diff(model->forward(src, tgt_in), exact) < 1e-5f);
+    }
+    model->pack_weights(Precision::int8);
+    REQUIRE(model->packed_precision() == Precision::int8);
+    Tensor int8_logits;
+    {
+        NoGradGuard no_grad;
+        int8_logits = model->forward(src, tgt_in);
+    }
+    // Close (the logits of the fixture's random weights span a few units), but not the same.
+    REQUIRE(max_abs_diff(int8_logits, exact) > 0);
+    REQUIRE(max_abs_diff(int8_logits, exact) < 0.1f);
+    // With grad on (training), float32 weights: the same logits as before packing.
+    REQUIRE(max_abs_diff(model->forward(src, tgt_in), exact) == 0);
+
+    // load_state_dict packs the new weights: the same as packing a model loaded with them.
+    std::map<std::string, Tensor> scaled;
+    for (const auto& [name, t] : model->state_dict()) scaled.emplace(name, mul(t, 1.5f));
+    model->load_state_dict(scaled);
+    IntTensor src2, tgt2;
+    auto fresh = fixture_model("transformer_post_relu.safetensors", src2, tgt2);
+    fresh->load_state_dict(scaled);
+    fresh->pack_weights(Precision::int8);
+    {
+        NoGradGuard no_grad;
+        REQUIRE(max_abs_diff(model->forward(src, tgt_in), fresh->forward(src, tgt_in)) == 0);
+    }
+
+    // Training mode drops the packed weights: float32 again, even without grad.
+    model->train();
+    REQUIRE_FALSE(model->weights_packed());
+    model->eval();
+    NoGradGuard no_grad;
+    fresh->unpack_weights();
+    REQUIRE(max_abs_diff(model->forward(src, tgt_in), fresh->forward(src, tgt_in)) == 0);
+}
