@@ -127,6 +127,7 @@ struct PackedMatrix::Impl {
     struct Kernel {
         dnnl::matmul matmul;
         dnnl::memory::desc scratchpad;
+        int64_t rows = 0;  // rows it computes: more than asked when padded (see kernel())
     };
     struct Block {
         int64_t first = 0, cols = 0;  // columns [first, first + cols) of the output
@@ -137,14 +138,25 @@ struct PackedMatrix::Impl {
     };
     std::vector<std::unique_ptr<Block>> blocks;
 
+    // The kernel for `rows` rows of x. oneDNN's fast kernels take the packed layout for almost any
+    // row count, but not all (one row by 256 columns goes to its reference kernel, 100x slower):
+    // then a few more rows are computed, the extra ones zeros, whose results are dropped.
     std::shared_ptr<const Kernel> kernel(Block& block, int64_t rows, bool bias) const {
         std::lock_guard<std::mutex> lock(block.mutex);
         auto found = block.kernels.find({rows, bias});
         if (found != block.kernels.end()) return found->second;
-        const auto pd = describe(precision, rows, in, block.cols, out, block.layout, bias);
-        check(pd.weights_desc() == block.layout, kOp, "oneDNN wants another weight layout for ", rows, " rows");
+        std::shared_ptr<const Kernel> made;
+        for (int64_t padded : {rows, int64_t{2}, int64_t{4}, int64_t{8}, int64_t{16}, kLayoutRows}) {
+            if (padded < rows) continue;
+            const auto pd = describe(precision, padded, in, block.cols, out, block.layout, bias);
+            const bool fast = pd.weights_desc() == block.layout && std::string(pd.impl_info_str()).rfind("ref", 0) != 0;
+            if (fast || (padded == rows && rows >= kLayoutRows)) {  // many rows: whatever oneDNN has
+                made = std::make_shared<const Kernel>(Kernel{dnnl::matmul(pd), pd.scratchpad_desc(), padded});
+                break;
+            }
+        }
+        check(made != nullptr, kOp, "oneDNN has no kernel for ", rows, " rows of the packed weights");
         if (block.kernels.size() >= kMaxKernels) block.kernels.clear();
-        auto made = std::make_shared<const Kernel>(Kernel{dnnl::matmul(pd), pd.scratchpad_desc()});
         block.kernels.emplace(std::make_pair(rows, bias), made);
         return made;
     }
@@ -155,15 +167,33 @@ struct PackedMatrix::Impl {
              float* y) const {
         keep_on_this_thread();
         thread_local std::vector<uint8_t> scratch;
+        thread_local std::vector<uint8_t> padded_x;
+        thread_local std::vector<int32_t> padded_sums;
+        thread_local std::vector<float> padded_y;
         thread_local dnnl::stream stream(cpu_engine());
         const bool int8 = precision == Precision::int8;
         const std::shared_ptr<const Kernel> k = kernel(block, rows, bias != nullptr);
+        const int64_t n = k->rows;
         scratch.resize(std::max<size_t>(k->scratchpad.get_size(), 1));
-        dnnl::memory src({{rows, in}, input_type(precision), tag::ab}, cpu_engine(), const_cast<void*>(x));
         int32_t* sums = int8 ? parts + rows * block.first : nullptr;  // int8: this block's dense part
-        dnnl::memory dst = int8 ? dnnl::memory({{rows, block.cols}, dt::s32, tag::ab}, cpu_engine(), sums)
-                                : dnnl::memory({{rows, block.cols}, dt::f32, dnnl::memory::dims{out, 1}}, cpu_engine(),
-                                               y + block.first);
+        float* y_block = y + block.first;                             // float32: rows `out` apart
+        if (n > rows) {  // zero rows after x's; results into buffers of n rows
+            const size_t row_bytes = static_cast<size_t>(in) * (int8 ? 1 : sizeof(float));
+            padded_x.assign(static_cast<size_t>(n) * row_bytes, 0);
+            std::memcpy(padded_x.data(), x, static_cast<size_t>(rows) * row_bytes);
+            x = padded_x.data();
+            if (int8) {
+                padded_sums.resize(static_cast<size_t>(n * block.cols));
+                sums = padded_sums.data();
+            } else {
+                padded_y.resize(static_cast<size_t>(n * out));
+                y_block = padded_y.data() + block.first;
+            }
+        }
+        dnnl::memory src({{n, in}, input_type(precision), tag::ab}, cpu_engine(), const_cast<void*>(x));
+        dnnl::memory dst =
+            int8 ? dnnl::memory({{n, block.cols}, dt::s32, tag::ab}, cpu_engine(), sums)
+                 : dnnl::memory({{n, block.cols}, dt::f32, dnnl::memory::dims{out, 1}}, cpu_engine(), y_block);
         dnnl::memory pad(k->scratchpad, cpu_engine(), scratch.data());
         std::unordered_map<int, dnnl::memory> args{
             {DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, block.packed}, {DNNL_ARG_DST, dst}, {DNNL_ARG_SCRATCHPAD, pad}};
@@ -172,7 +202,13 @@ struct PackedMatrix::Impl {
                                                      const_cast<float*>(bias + block.first)));
         k->matmul.execute(stream, args);
         stream.wait();
-        if (!int8) return;
+        if (!int8) {
+            if (n > rows)
+                for (int64_t i = 0; i < rows; ++i)
+                    std::memcpy(y + i * out + block.first, y_block + i * out,
+                                static_cast<size_t>(block.cols) * sizeof(float));
+            return;
+        }
         const float* w_scales = scales.data() + block.first;
         for (int64_t i = 0; i < rows; ++i) {  // y = acc * s_i * s_r (+ b)
             const float s = row_scales[i];
