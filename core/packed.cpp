@@ -306,9 +306,7 @@ struct PackedMatrix::Impl {
 
 bool packing_available(Precision) { return false; }
 
-std::string packed_kernel_name(Precision) {
-    return "none (seqgrad was built without oneDNN: install libdnnl-dev and rebuild)";
-}
+std::string packed_kernel_name(Precision) { return "none (built without oneDNN: install libdnnl-dev and rebuild)"; }
 
 PackedMatrix::PackedMatrix(const Tensor&, Precision precision) {
     throw Error(std::string("PackedMatrix: ") + precision_name(precision) +

@@ -134,7 +134,7 @@ void Module::train(bool on) {
 
 void Module::pack_weights(Precision precision) {
     check(precision != Precision::int8 || packing_available(Precision::int8), "Module::pack_weights",
-          packed_kernel_name(Precision::int8));
+          "int8 weights need oneDNN, and this build of seqgrad has none (install Debian's libdnnl-dev and rebuild)");
     if (!packing_available(precision)) {  // float32 on a CPU or build where sgemm is as good
         unpack_weights();
         return;
