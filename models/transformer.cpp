@@ -290,7 +290,7 @@ void TransformerDecodingState::select_rows(const std::vector<int64_t>& rows) {
         nn::KeysValues& kv = layer.self_attention;
         if (!kv.keys.defined() || kv.keys.size(0) >= n) continue;
         const int64_t width = kv.keys.size(2);
-        nn::KeysValues bigger{Tensor::zeros({n, capacity, width}), Tensor::zeros({n, capacity, width})};
+        nn::KeysValues bigger{Tensor::empty({n, capacity, width}), Tensor::empty({n, capacity, width})};
         std::copy_n(kv.keys.data(), kv.keys.numel(), bigger.keys.data());
         std::copy_n(kv.values.data(), kv.values.numel(), bigger.values.data());
         kv = bigger;
@@ -327,7 +327,9 @@ void TransformerDecodingState::reserve(int64_t positions, int64_t d_model, int64
     for (DecoderLayerCache& layer : layers) {
         nn::KeysValues& kv = layer.self_attention;
         const int64_t stored = kv.keys.defined() ? std::max(n, kv.keys.size(0)) : n;  // cache rows
-        nn::KeysValues bigger{Tensor::zeros({stored, grown, d_model}), Tensor::zeros({stored, grown, d_model})};
+        // Left unset: a position is read only after its step has written it (rows' tables say
+        // which cache row holds it), so zeroing hundreds of megabytes per batch would buy nothing.
+        nn::KeysValues bigger{Tensor::empty({stored, grown, d_model}), Tensor::empty({stored, grown, d_model})};
         if (kv.keys.defined())
             for (int64_t r = 0; r < kv.keys.size(0); ++r) {
                 std::copy_n(kv.keys.data() + r * capacity * d_model, t * d_model,
