@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """`seqgrad predict` on a trained checkpoint beside the same decoding in PyTorch: words per second.
 
-Workload (the real task's decoding, /work/shared/G2P.md)
+Workload (G2P decoding; README.md, "Tasks and data")
     A checkpoint that `seqgrad train` wrote (a directory: its best.safetensors, else its
     model.safetensors; or one such file), and a file of inputs, one a line, e.g. the G2P test words.
     Both sides decode every line with beam 5 (--beam) and GNMT's length penalty 0.6, and write the
@@ -118,7 +118,7 @@ def load_by_path(name, *parts):
 decode_bench = load_by_path("seqgrad_torch_decode", "bench", "torch_decode.py")
 decode_bench.fail = fail
 if decode_bench.ALPHA != ALPHA or (decode_bench.PAD, decode_bench.SOS, decode_bench.EOS) != (PAD, SOS, EOS):
-    fail("bench/torch_decode.py no longer uses length penalty 0.6 and ids <pad> 0, <s> 1, </s> 2")
+    fail("bench/torch_decode.py should use length penalty 0.6 and ids <pad> 0, <s> 1, </s> 2, as this script does")
 
 
 # ---- the checkpoint ---------------------------------------------------------------------------------
@@ -393,12 +393,11 @@ class Clock:
 class ShrinkingDecoder:
     """A decoder above as beam_search() and greedy() see it, with two additions: the seconds spent
     in the model (constructing it encodes) go to `clock`, and, with `drop`, a source that is done
-    leaves the model's batch, as in seqgrad since its decoders drop finished sources
-    (models/decoding.cpp). The searches keep stepping every row, feeding </s> to the rows of a
-    source that is done (and to no live beam, which never continues with </s>), so a source
-    whose k rows are all fed </s> is done; its rows are dropped from the caches (keep()) and get
-    log-probabilities 0, which the searches ignore. Without `drop` every row steps until the
-    whole batch is done."""
+    leaves the model's batch, as in seqgrad's decoders (models/decoding.cpp). The searches keep
+    stepping every row, feeding </s> to the rows of a source that is done (and to no live beam,
+    which never continues with </s>), so a source whose k rows are all fed </s> is done; its rows
+    are dropped from the caches (keep()) and get log-probabilities 0, which the searches ignore.
+    Without `drop` every row steps until the whole batch is done."""
 
     def __init__(self, make, model, src, k, drop, clock):
         self.clock, self.k, self.drop = clock, k, drop
@@ -590,8 +589,8 @@ def main():
     parser.add_argument("--max-len", type=int, default=0,
                         help="longest output in tokens (0: seqgrad's default, max(40, 2 x longest input + 10))")
     parser.add_argument("--keep-finished", action="store_true",
-                        help="PyTorch: step every row until the whole batch is done (seqgrad before it "
-                             "dropped finished sources), instead of dropping the sources that are done")
+                        help="PyTorch: step every row until the whole batch is done, instead of dropping the "
+                             "sources that are done as seqgrad does")
     parser.add_argument("--repeats", type=int, default=1, help="decodes per side; the medians count")
     parser.add_argument("--seqgrad", default=DEFAULT_SEQGRAD,
                         help="the seqgrad program (relative to the repository root)")
