@@ -126,8 +126,8 @@ struct PackedMatrix::Impl {
 
     struct Kernel {
         dnnl::matmul matmul;
-        dnnl::memory::desc scratchpad;
-        int64_t rows = 0;  // rows it computes: more than asked when padded (see kernel())
+        dnnl::memory::desc src, dst, bias, scratchpad;  // as describe() made them
+        int64_t rows = 0;                               // rows it computes: more than asked when padded (see kernel())
     };
     struct Block {
         int64_t first = 0, cols = 0;  // columns [first, first + cols) of the output
@@ -151,7 +151,8 @@ struct PackedMatrix::Impl {
             const auto pd = describe(precision, padded, in, block.cols, out, block.layout, bias);
             const bool fast = pd.weights_desc() == block.layout && std::string(pd.impl_info_str()).rfind("ref", 0) != 0;
             if (fast || (padded == rows && rows >= kLayoutRows)) {  // many rows: whatever oneDNN has
-                made = std::make_shared<const Kernel>(Kernel{dnnl::matmul(pd), pd.scratchpad_desc(), padded});
+                made = std::make_shared<const Kernel>(Kernel{dnnl::matmul(pd), pd.src_desc(), pd.dst_desc(),
+                                                             pd.bias_desc(), pd.scratchpad_desc(), padded});
                 break;
             }
         }
@@ -190,16 +191,13 @@ struct PackedMatrix::Impl {
                 y_block = padded_y.data() + block.first;
             }
         }
-        dnnl::memory src({{n, in}, input_type(precision), tag::ab}, cpu_engine(), const_cast<void*>(x));
-        dnnl::memory dst =
-            int8 ? dnnl::memory({{n, block.cols}, dt::s32, tag::ab}, cpu_engine(), sums)
-                 : dnnl::memory({{n, block.cols}, dt::f32, dnnl::memory::dims{out, 1}}, cpu_engine(), y_block);
+        dnnl::memory src(k->src, cpu_engine(), const_cast<void*>(x));
+        dnnl::memory dst(k->dst, cpu_engine(), int8 ? static_cast<void*>(sums) : static_cast<void*>(y_block));
         dnnl::memory pad(k->scratchpad, cpu_engine(), scratch.data());
         std::unordered_map<int, dnnl::memory> args{
             {DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, block.packed}, {DNNL_ARG_DST, dst}, {DNNL_ARG_SCRATCHPAD, pad}};
         if (bias != nullptr && !int8)
-            args.emplace(DNNL_ARG_BIAS, dnnl::memory({{1, block.cols}, dt::f32, tag::ab}, cpu_engine(),
-                                                     const_cast<float*>(bias + block.first)));
+            args.emplace(DNNL_ARG_BIAS, dnnl::memory(k->bias, cpu_engine(), const_cast<float*>(bias + block.first)));
         k->matmul.execute(stream, args);
         stream.wait();
         if (!int8) {
