@@ -119,24 +119,30 @@ DTYPES = {"F32": (np.dtype("<f4"), torch.float32), "I64": (np.dtype("<i8"), torc
 DTYPE_NAMES = {torch.float32: "F32", torch.int64: "I64"}
 
 
+def read_header(f, path):
+    """(header, file size, header length) of a safetensors file open at its start."""
+    size = os.fstat(f.fileno()).st_size
+    if size < 8:
+        fail(f"{path}: {size} bytes is too short for a safetensors file")
+    (n,) = struct.unpack("<Q", f.read(8))
+    if n > size - 8:
+        fail(f"{path}: header length {n} exceeds the file ({size} bytes): not a safetensors file")
+    try:
+        header = json.loads(f.read(n).decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        fail(f"{path}: the header is not JSON ({e}): not a safetensors file")
+    if not isinstance(header, dict):
+        fail(f"{path}: the header is not a JSON object")
+    return header, size, n
+
+
 def read_safetensors(path):
     """{name: tensor} of a safetensors file; every entry checked against the file's size."""
     with open(path, "rb") as f:
-        size = os.fstat(f.fileno()).st_size
-        if size < 8:
-            fail(f"{path}: {size} bytes is too short for a safetensors file")
-        (n,) = struct.unpack("<Q", f.read(8))
-        if n > size - 8:
-            fail(f"{path}: header length {n} exceeds the file ({size} bytes)")
-        try:
-            header = json.loads(f.read(n).decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as e:
-            fail(f"{path}: the header is not JSON: {e}")
+        header, size, n = read_header(f, path)
         data = bytearray(size - 8 - n)
         if f.readinto(data) != len(data):
             fail(f"{path}: short read")
-    if not isinstance(header, dict):
-        fail(f"{path}: the header is not a JSON object")
     out = {}
     for name, entry in header.items():
         if name == "__metadata__":

@@ -77,7 +77,6 @@ import json
 import math
 import os
 import statistics
-import struct
 import subprocess
 import sys
 import time
@@ -142,18 +141,10 @@ def read_metadata(path):
     """The __metadata__ of a safetensors file (a JSON object of strings)."""
     try:
         with open(path, "rb") as f:
-            size = os.fstat(f.fileno()).st_size
-            if size < 8:
-                fail(f"{path}: {size} bytes is too short for a safetensors file")
-            (n,) = struct.unpack("<Q", f.read(8))
-            if n > size - 8:
-                fail(f"{path}: header length {n} exceeds the file ({size} bytes): not a safetensors file")
-            header = json.loads(f.read(n).decode("utf-8"))
+            header, _, _ = decode_bench.read_header(f, path)
     except OSError as e:
         fail(f"{path}: {e.strerror}")
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        fail(f"{path}: the header is not JSON ({e}): not a safetensors file")
-    metadata = header.get("__metadata__", {}) if isinstance(header, dict) else {}
+    metadata = header.get("__metadata__", {})
     if not isinstance(metadata, dict) or metadata.get("format") != MODEL_FORMAT:
         fail(f"{path}: not a seqgrad model file (metadata \"format\" should be \"{MODEL_FORMAT}\")")
     return metadata
