@@ -93,8 +93,11 @@ TEST_CASE("without oneDNN packing says what it needs", "[packed]") {
     REQUIRE_FALSE(layer.weights_packed());
 }
 
-TEST_CASE("float32 packed products equal linear to float rounding", "[packed]") {
-    if (!packing_available(Precision::float32)) return;
+// Each weight of kShapes packed on one and two threads (one and two column blocks), then multiplied
+// by row counts below, at and across the 16-row tiles, with and without bias: linear_packed against
+// expected(x, w, bias) within `tolerance`. on_matrix(w, packed) checks each packed matrix first.
+template <typename Expected, typename OnMatrix>
+void check_every_packing(Precision precision, const Expected& expected, float tolerance, const OnMatrix& on_matrix) {
     NoGradGuard no_grad;
     const int threads = get_num_threads();
     for (int pack_threads : {1, 2}) {
@@ -102,43 +105,35 @@ TEST_CASE("float32 packed products equal linear to float rounding", "[packed]") 
         for (const auto& [out, in] : kShapes) {
             const Tensor w = random_tensor({out, in}, 11, -0.5f, 0.5f, false);
             const Tensor bias = random_tensor({out}, 12, -1.0f, 1.0f, false);
-            const PackedMatrix packed(w, Precision::float32);
-            REQUIRE(packed.precision() == Precision::float32);
-            REQUIRE(packed.scales() == nullptr);
+            const PackedMatrix packed(w, precision);
+            REQUIRE(packed.precision() == precision);
+            REQUIRE(packed.out_features() == out);
+            REQUIRE(packed.in_features() == in);
+            on_matrix(w, packed);
             for (int64_t rows : {1, 3, 16, 17, 64, 130, 300}) {
                 INFO(out << " x " << in << ", " << rows << " rows, packed on " << pack_threads << " threads");
                 const Tensor x = random_tensor({rows, in}, static_cast<uint64_t>(rows), -2.0f, 2.0f, false);
-                require_close(linear_packed(x, packed, bias), linear(x, w, bias), 1e-5f);
-                require_close(linear_packed(x, packed, Tensor()), linear(x, w, Tensor()), 1e-5f);
+                require_close(linear_packed(x, packed, bias), expected(x, w, bias), tolerance);
+                require_close(linear_packed(x, packed, Tensor()), expected(x, w, Tensor()), tolerance);
             }
         }
     }
     set_num_threads(threads);
 }
 
+TEST_CASE("float32 packed products equal linear to float rounding", "[packed]") {
+    if (!packing_available(Precision::float32)) return;
+    check_every_packing(
+        Precision::float32, [](const Tensor& x, const Tensor& w, const Tensor& b) { return linear(x, w, b); }, 1e-5f,
+        [](const Tensor&, const PackedMatrix& packed) { REQUIRE(packed.scales() == nullptr); });
+}
+
 TEST_CASE("int8 products equal the same quantization with exact integer sums", "[packed][int8]") {
     if (!packing_available(Precision::int8)) return;
-    NoGradGuard no_grad;
-    const int threads = get_num_threads();
-    for (int pack_threads : {1, 2}) {
-        set_num_threads(pack_threads);
-        for (const auto& [out, in] : kShapes) {
-            const Tensor w = random_tensor({out, in}, 11, -0.5f, 0.5f, false);
-            const Tensor bias = random_tensor({out}, 12, -1.0f, 1.0f, false);
-            const PackedMatrix q(w, Precision::int8);
-            REQUIRE(q.out_features() == out);
-            REQUIRE(q.in_features() == in);
-            const Quantized by_hand = quantize_rows(w);
-            for (int64_t r = 0; r < out; ++r) REQUIRE(q.scales()[r] == by_hand.scales[static_cast<size_t>(r)]);
-            for (int64_t rows : {1, 3, 16, 17, 64, 130, 300}) {
-                INFO(out << " x " << in << ", " << rows << " rows, packed on " << pack_threads << " threads");
-                const Tensor x = random_tensor({rows, in}, static_cast<uint64_t>(rows), -2.0f, 2.0f, false);
-                require_close(linear_packed(x, q, bias), reference(x, w, bias), 1e-6f);
-                require_close(linear_packed(x, q, Tensor()), reference(x, w, Tensor()), 1e-6f);
-            }
-        }
-    }
-    set_num_threads(threads);
+    check_every_packing(Precision::int8, reference, 1e-6f, [](const Tensor& w, const PackedMatrix& packed) {
+        const Quantized by_hand = quantize_rows(w);
+        for (int64_t r = 0; r < w.size(0); ++r) REQUIRE(packed.scales()[r] == by_hand.scales[static_cast<size_t>(r)]);
+    });
 }
 
 TEST_CASE("int8 products are close to float32 and keep the input's leading shape", "[packed][int8]") {
