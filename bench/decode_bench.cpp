@@ -18,6 +18,11 @@
 // and the sources as `bench.src` [32, 25], so that torch_decode.py decodes the same model; the
 // first run writes the file.
 //
+//   decode/linear/{packed,sgemm}/rows/in/out  one product x W^T + b at a decoding step's shapes
+//                                       (128 rows: 32 sentences x beam 4), GFLOP/s, packed float32 as
+//                                       the decoder runs it and through sgemm (linear()), to see what
+//                                       each layer's product gets of the machine
+//
 // Counters: tokens_per_second (target tokens of the best hypotheses, </s> excluded, per second;
 // CTranslate2's "target tokens per second"), ms_per_batch (for beam1_latency: one sentence),
 // system_allocs_per_step (blocks the allocator took from the system per decoding step after a
@@ -29,12 +34,14 @@
 #include <chrono>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "bench_common.h"
 #include "seqgrad/core/allocator.h"
 #include "seqgrad/core/autograd.h"
+#include "seqgrad/core/ops.h"
 #include "seqgrad/core/packed.h"
 #include "seqgrad/core/random.h"
 #include "seqgrad/core/safetensors.h"
@@ -166,9 +173,48 @@ void decode_base(benchmark::State& state, int64_t beam, bool fixed_length, int64
         1e3 * seconds / static_cast<double>(std::max<benchmark::IterationCount>(1, state.iterations()));
 }
 
+// One product at a decoding step's shape: rows x in times [out, in]^T, plus a bias.
+void linear_at(benchmark::State& state, bool packed) {
+    const int64_t rows = state.range(0), in = state.range(1), out = state.range(2);
+    seqgrad::Generator gen(5);
+    const Tensor x = Tensor::uniform({rows, in}, -1, 1, gen), w = Tensor::uniform({out, in}, -1, 1, gen),
+                 bias = Tensor::uniform({out}, -1, 1, gen);
+    const seqgrad::NoGradGuard no_grad;
+    std::unique_ptr<seqgrad::PackedMatrix> matrix;
+    if (packed) {
+        if (!seqgrad::packing_available(seqgrad::Precision::float32)) {
+            state.SkipWithError("no packed float32 kernel here (see packed_kernel_name)");
+            for (auto _ : state) {}
+            return;
+        }
+        matrix = std::make_unique<seqgrad::PackedMatrix>(w, seqgrad::Precision::float32);
+        state.SetLabel(seqgrad::packed_kernel_name(seqgrad::Precision::float32));
+    } else {
+        state.SetLabel("sgemm");
+    }
+    for (auto _ : state) {
+        const Tensor y = packed ? seqgrad::linear_packed(x, *matrix, bias) : seqgrad::linear(x, w, bias);
+        benchmark::DoNotOptimize(y.data());
+    }
+    const double flops = 2.0 * static_cast<double>(rows) * static_cast<double>(in) * static_cast<double>(out);
+    set_rate_counter(state, "GFLOP/s", flops);
+    state.counters["mfu"] =
+        benchmark::Counter(flops / sgemm_peak_flops(), benchmark::Counter::kIsIterationInvariantRate);
+}
+
 }  // namespace
 
 void register_decode_benchmarks() {
+    // A decoder layer's products (Q, K, V and output; Q, K and V as one; the feed-forward's two) and
+    // the output projection, for the 128 rows of beam 4 over 32 sentences.
+    const std::vector<std::vector<int64_t>> shapes = {
+        {128, 512, 512}, {128, 512, 1536}, {128, 512, 2048}, {128, 2048, 512}, {128, 512, kVocab}};
+    for (const bool packed : {true, false}) {
+        auto* b = benchmark::RegisterBenchmark(packed ? "decode/linear/packed" : "decode/linear/sgemm",
+                                               [packed](benchmark::State& s) { linear_at(s, packed); });
+        for (const auto& shape : shapes) b->Args(shape);
+        b->UseRealTime()->Unit(benchmark::kMicrosecond);
+    }
     benchmark::RegisterBenchmark("decode/transformer_base/beam4",
                                  [](benchmark::State& s) { decode_base(s, 4, true, kSentences); })
         ->UseRealTime()

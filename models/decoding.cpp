@@ -80,11 +80,6 @@ std::vector<std::vector<Hypothesis>> beam_search_nbest(Seq2SeqModel& model, cons
     const int64_t batch = src.size(0), k = options.beam_size;
     const int64_t max_len = std::min(options.max_len, model.max_decode_length());
     auto state = model.start_decoding(src);
-    {  // row b * k + j is beam j of source b
-        std::vector<int64_t> rows;
-        for (int64_t b = 0; b < batch; ++b) rows.insert(rows.end(), static_cast<size_t>(k), b);
-        state->select_rows(rows);
-    }
     struct Beam {
         std::vector<int64_t> tokens;
         float log_prob = 0;
@@ -94,33 +89,36 @@ std::vector<std::vector<Hypothesis>> beam_search_nbest(Seq2SeqModel& model, cons
     for (int64_t b = 0; b < batch; ++b) beams[static_cast<size_t>(b * k)].alive = true;  // one start per source
     std::vector<std::vector<Hypothesis>> finished(static_cast<size_t>(batch));
     std::vector<bool> done(static_cast<size_t>(batch), false);
-    // The state's rows are the k beams of each source not yet done, in order (row a * k + j is
-    // beam j of source active[a]): a source that is done leaves the batch.
+    // The state's rows are the beams of each source not yet done, `per` rows to a source, in order
+    // (row a * per + j is beam j of source active[a]): a source that is done leaves the batch. The
+    // first step has one beam to a source, so it runs one row to a source; every later step runs k.
     std::vector<int64_t> active(static_cast<size_t>(batch));
     std::iota(active.begin(), active.end(), int64_t{0});
-    IntTensor tokens = IntTensor::full({batch * k}, kSos);
+    int64_t per = 1;
+    IntTensor tokens = IntTensor::full({batch}, kSos);
 
     for (int64_t t = 0; t < max_len; ++t) {
-        const Tensor logits = model.decode_step(*state, tokens);  // [A*K, V]
-        const int64_t vocab = logits.size(-1);
+        const Tensor logits = model.decode_step(*state, tokens);  // [A * per, V]
         // Each beam's own best 2k continuations hold its source's best 2k.
+        const int64_t vocab = logits.size(-1);
         const int64_t width = std::min(2 * k, vocab);
         const TopK row_best = log_softmax_top_k(logits, width, t + 1 < options.min_len ? kEos : -1);
+        // The next step's rows, k to a source: their parents among this step's rows and their tokens.
         const auto rows = static_cast<int64_t>(active.size()) * k;
-        std::vector<int64_t> parents(static_cast<size_t>(rows));
+        std::vector<int64_t> parents(static_cast<size_t>(rows)), next_tokens(static_cast<size_t>(rows), kEos);
         for (size_t a = 0; a < active.size(); ++a) {
-            const int64_t b = active[a], row0 = static_cast<int64_t>(a) * k;
+            const int64_t b = active[a], row0 = static_cast<int64_t>(a) * k, from0 = static_cast<int64_t>(a) * per;
             const size_t first = static_cast<size_t>(b * k);
-            for (int64_t j = 0; j < k; ++j) parents[static_cast<size_t>(row0 + j)] = row0 + j;
+            for (int64_t j = 0; j < k; ++j) parents[static_cast<size_t>(row0 + j)] = from0 + std::min(j, per - 1);
             // The 2k best continuations of the alive beams, best first (ties: lower beam, then
             // lower token, as greedy's argmax). A </s> among the first k ends a hypothesis; the
             // best k others continue. So with k = 1 this is exactly greedy decoding.
             std::vector<std::pair<float, int64_t>> candidates;  // (log_prob, beam * vocab + token)
-            for (int64_t j = 0; j < k; ++j) {
+            for (int64_t j = 0; j < per; ++j) {
                 const Beam& beam = beams[first + static_cast<size_t>(j)];
                 if (!beam.alive) continue;
                 for (int64_t c = 0; c < width; ++c) {
-                    const int64_t at = (row0 + j) * width + c;
+                    const int64_t at = (from0 + j) * width + c;
                     const int64_t v = row_best.indices.data()[at];
                     if (v >= 0) candidates.emplace_back(beam.log_prob + row_best.values.data()[at], j * vocab + v);
                 }
@@ -150,11 +148,10 @@ std::vector<std::vector<Hypothesis>> beam_search_nbest(Seq2SeqModel& model, cons
                 child.tokens.push_back(token);
                 child.log_prob = log_prob;
                 child.alive = true;
-                parents[static_cast<size_t>(row0 + filled)] = row0 + j;
-                tokens.data()[row0 + filled] = token;
+                parents[static_cast<size_t>(row0 + filled)] = from0 + j;
+                next_tokens[static_cast<size_t>(row0 + filled)] = token;  // rows without a beam keep </s>
                 ++filled;
             }
-            for (int64_t j = filled; j < k; ++j) tokens.data()[row0 + j] = kEos;  // rows without a beam
             std::move(next.begin(), next.end(), beams.begin() + static_cast<std::ptrdiff_t>(first));
             if (static_cast<int64_t>(ended.size()) >= k || filled == 0) done[static_cast<size_t>(b)] = true;
         }
@@ -162,23 +159,26 @@ std::vector<std::vector<Hypothesis>> beam_search_nbest(Seq2SeqModel& model, cons
         for (const int64_t b : active)
             if (!done[static_cast<size_t>(b)]) still.push_back(b);
         if (still.empty()) break;
-        if (still.size() == active.size()) {
+        if (still.size() == active.size() && per == k) {  // the same rows: beams follow their parents
             state->reorder_beams(parents, k);
+            tokens = IntTensor::from_vector(std::move(next_tokens), {rows});
             continue;
         }
-        // Some sources are done: their rows leave, the others' beams follow their parents.
-        std::vector<int64_t> selected, next_tokens;
+        // Some sources are done, or the first step's one row to a source becomes k: the rows of the
+        // sources going on, each a copy of its parent.
+        std::vector<int64_t> selected, selected_tokens;
         for (size_t a = 0; a < active.size(); ++a) {
             if (done[static_cast<size_t>(active[a])]) continue;
             for (int64_t j = 0; j < k; ++j) {
                 const auto row = static_cast<size_t>(static_cast<int64_t>(a) * k + j);
                 selected.push_back(parents[row]);
-                next_tokens.push_back(tokens.data()[row]);
+                selected_tokens.push_back(next_tokens[row]);
             }
         }
         state->select_rows(selected);
-        tokens = IntTensor::from_vector(std::move(next_tokens), {static_cast<int64_t>(selected.size())});
+        tokens = IntTensor::from_vector(std::move(selected_tokens), {static_cast<int64_t>(selected.size())});
         active = std::move(still);
+        per = k;
     }
 
     std::vector<std::vector<Hypothesis>> out(static_cast<size_t>(batch));
