@@ -202,9 +202,37 @@ void linear_at(benchmark::State& state, bool packed) {
         benchmark::Counter(flops / sgemm_peak_flops(), benchmark::Counter::kIsIterationInvariantRate);
 }
 
+// Self-attention of one decoding step over cached keys and values, as the Transformer-base's
+// decoder runs it: 128 rows (32 sources x beam 4), 8 heads of 64, `length` positions, each row's
+// history spread over the rows of its source's beams (as beam search leaves it). GFLOP/s of the
+// scores and the weighted sum, and GB/s of the keys and values read.
+void gathered_attention_at(benchmark::State& state) {
+    const int64_t n = 128, group = 4, width = 512, heads = 8, capacity = 32, length = state.range(0);
+    seqgrad::Generator gen(7);
+    const Tensor q = Tensor::uniform({n, 1, width}, -1, 1, gen), k = Tensor::uniform({n, capacity, width}, -1, 1, gen),
+                 v = Tensor::uniform({n, capacity, width}, -1, 1, gen);
+    std::vector<int64_t> table(static_cast<size_t>(n * capacity));
+    for (int64_t i = 0; i < n; ++i)
+        for (int64_t j = 0; j < capacity; ++j)
+            table[static_cast<size_t>(i * capacity + j)] = i / group * group + static_cast<int64_t>(gen.below(group));
+    const IntTensor rows = IntTensor::from_vector(table, {n, capacity});
+    const seqgrad::NoGradGuard no_grad;
+    for (auto _ : state) {
+        const Tensor context = seqgrad::gathered_attention(q, k, v, rows, length, heads, IntTensor());
+        benchmark::DoNotOptimize(context.data());
+    }
+    set_rate_counter(state, "GFLOP/s", 4.0 * static_cast<double>(n * length * width));
+    set_rate_counter(state, "GB/s", 2.0 * 4.0 * static_cast<double>(n * length * width));
+}
+
 }  // namespace
 
 void register_decode_benchmarks() {
+    benchmark::RegisterBenchmark("decode/gathered_attention", gathered_attention_at)
+        ->Arg(8)
+        ->Arg(30)
+        ->UseRealTime()
+        ->Unit(benchmark::kMicrosecond);
     // A decoder layer's products (Q, K, V and output; Q, K and V as one; the feed-forward's two) and
     // the output projection, for the 128 rows of beam 4 over 32 sentences.
     const std::vector<std::vector<int64_t>> shapes = {

@@ -196,40 +196,46 @@ Tensor gather_positions(const Tensor& cache, const IntTensor& rows, int64_t leng
 
 TEST_CASE("gathered attention equals attention over the keys its table of rows picks", "[ops][attention]") {
     NoGradGuard no_grad;
-    const int64_t n = 5, m = 3, capacity = 7, d = 12, heads = 3, length = 6;
-    const Tensor q = random_tensor({n, 1, d}, 1, -1, 1, false);
-    const Tensor k = random_tensor({m, capacity, d}, 2, -1, 1, false);
-    const Tensor v = random_tensor({m, capacity, d}, 3, -1, 1, false);
-    // Rows 8 wide (wider than length: the rest unread), every row mixing histories.
-    IntTensor rows = IntTensor::zeros({n, 8});
-    for (int64_t i = 0; i < n; ++i)
-        for (int64_t j = 0; j < 8; ++j) rows.data()[i * 8 + j] = (i * 7 + j * 3) % m;
-    IntTensor mask = IntTensor::full({n, 1, 1, length}, 1);
-    mask.data()[1 * length + 2] = 0;  // row 1 does not see position 2
-    mask.data()[3 * length + 5] = 0;
-    for (const bool masked : {false, true}) {
-        INFO("masked " << masked);
-        const IntTensor used = masked ? mask : IntTensor();
-        Tensor weights, expected_weights;
-        const Tensor context = gathered_attention(q, k, v, rows, length, heads, used, &weights);
-        const Tensor expected = attention(q, gather_positions(k, rows, length), gather_positions(v, rows, length),
-                                          heads, used, 0.0f, false, nullptr, &expected_weights);
-        REQUIRE(context.shape() == Shape{n, 1, d});
-        REQUIRE(weights.shape() == Shape{n, heads, 1, length});
-        CHECK(max_abs_diff(context, expected) < 1e-6f);
-        CHECK(max_abs_diff(weights, expected_weights) < 1e-6f);
-        if (masked) {
-            for (int64_t h = 0; h < heads; ++h) CHECK(weights.data()[(1 * heads + h) * length + 2] == 0.0f);
+    // Heads 4 wide (the plain loops), and 16 and 64 wide in groups of 8 heads and fewer (where the
+    // CPU has AVX-512, the vector path: 10 heads are a group of 8 and one of 2).
+    const std::vector<std::pair<int64_t, int64_t>> widths_and_heads = {{12, 3}, {128, 2}, {160, 10}, {512, 8}};
+    for (const auto& [d, heads] : widths_and_heads) {
+        INFO("width " << d << ", " << heads << " heads");
+        const int64_t n = 5, m = 3, capacity = 7, length = 6;
+        const Tensor q = random_tensor({n, 1, d}, 1, -1, 1, false);
+        const Tensor k = random_tensor({m, capacity, d}, 2, -1, 1, false);
+        const Tensor v = random_tensor({m, capacity, d}, 3, -1, 1, false);
+        // Rows 8 wide (wider than length: the rest unread), every row mixing histories.
+        IntTensor rows = IntTensor::zeros({n, 8});
+        for (int64_t i = 0; i < n; ++i)
+            for (int64_t j = 0; j < 8; ++j) rows.data()[i * 8 + j] = (i * 7 + j * 3) % m;
+        IntTensor mask = IntTensor::full({n, 1, 1, length}, 1);
+        mask.data()[1 * length + 2] = 0;  // row 1 does not see position 2
+        mask.data()[3 * length + 5] = 0;
+        for (const bool masked : {false, true}) {
+            INFO("masked " << masked);
+            const IntTensor used = masked ? mask : IntTensor();
+            Tensor weights, expected_weights;
+            const Tensor context = gathered_attention(q, k, v, rows, length, heads, used, &weights);
+            const Tensor expected = attention(q, gather_positions(k, rows, length), gather_positions(v, rows, length),
+                                              heads, used, 0.0f, false, nullptr, &expected_weights);
+            REQUIRE(context.shape() == Shape{n, 1, d});
+            REQUIRE(weights.shape() == Shape{n, heads, 1, length});
+            CHECK(max_abs_diff(context, expected) < 1e-6f);
+            CHECK(max_abs_diff(weights, expected_weights) < 1e-6f);
+            if (masked) {
+                for (int64_t h = 0; h < heads; ++h) CHECK(weights.data()[(1 * heads + h) * length + 2] == 0.0f);
+            }
         }
+        // A source's keys shared by its rows, as the Transformer's cross-attention reads them.
+        const IntTensor shared = IntTensor::from_vector({0, 0, 0, 0, 0, 0, 2, 2, 2, 2, 2, 2, 1, 1, 1, 1, 1, 1,  //
+                                                         1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0},
+                                                        {n, length});
+        const Tensor context = gathered_attention(q, k, v, shared, length, heads);
+        const Tensor expected =
+            attention(q, gather_positions(k, shared, length), gather_positions(v, shared, length), heads, IntTensor());
+        CHECK(max_abs_diff(context, expected) < 1e-6f);
     }
-    // A source's keys shared by its rows, as the Transformer's cross-attention reads them.
-    const IntTensor shared = IntTensor::from_vector({0, 0, 0, 0, 0, 0, 2, 2, 2, 2, 2, 2, 1, 1, 1, 1, 1, 1,  //
-                                                     1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0},
-                                                    {n, length});
-    const Tensor context = gathered_attention(q, k, v, shared, length, heads);
-    const Tensor expected =
-        attention(q, gather_positions(k, shared, length), gather_positions(v, shared, length), heads, IntTensor());
-    CHECK(max_abs_diff(context, expected) < 1e-6f);
 }
 
 TEST_CASE("gathered attention rejects gradients, rows and lengths that do not fit", "[ops][attention][errors]") {

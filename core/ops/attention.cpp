@@ -14,6 +14,10 @@
 #include <memory>
 #include <span>
 
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+
 #include "../blas.h"
 #include "kernels.h"
 #include "seqgrad/core/autograd.h"
@@ -205,6 +209,93 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t head
 
 // ---- attention over gathered keys (incremental decoding) ----
 
+namespace {
+
+#if defined(__AVX512F__)
+// With AVX-512 and heads a multiple of 16 wide, a row's scores and context in vector registers:
+// scores: for each key position, every head's 16-lane products side by side, then the lanes of up
+//         to 8 heads summed together by one tree of shuffles (sum_lanes), instead of one
+//         horizontal sum per head and position;
+// context: the weighted values in 8 accumulators of 16 lanes at a time, the value rows read once
+//          per 128 columns.
+
+// s[h] = the sum of a[h]'s 16 lanes, for h < 8.
+inline void sum_lanes(const __m512 a[8], float s[8]) {
+    // The shuffles' zero-masking forms with every lane kept: GCC 12's plain forms start from an
+    // undefined vector, which it then warns may be used uninitialized.
+    constexpr __mmask16 kAll = 0xFFFF;
+    // 128-bit quarters: t01 = [a0's two half-sums, a1's two half-sums], and so on.
+    const auto halves = [](__m512 x, __m512 y) {
+        return _mm512_add_ps(_mm512_maskz_shuffle_f32x4(kAll, x, y, 0x44),
+                             _mm512_maskz_shuffle_f32x4(kAll, x, y, 0xEE));
+    };
+    const __m512 t01 = halves(a[0], a[1]), t23 = halves(a[2], a[3]), t45 = halves(a[4], a[5]), t67 = halves(a[6], a[7]);
+    // Quarter q of u0 holds a[q]'s four partial sums, of u1 a[q + 4]'s.
+    const __m512 u0 = _mm512_add_ps(_mm512_maskz_shuffle_f32x4(kAll, t01, t23, 0x88),
+                                    _mm512_maskz_shuffle_f32x4(kAll, t01, t23, 0xDD));
+    const __m512 u1 = _mm512_add_ps(_mm512_maskz_shuffle_f32x4(kAll, t45, t67, 0x88),
+                                    _mm512_maskz_shuffle_f32x4(kAll, t45, t67, 0xDD));
+    // Quarter q: [a[q] twice halved, a[q + 4] likewise, ...], then whole: elements 4q and 4q + 1.
+    const __m512 w = _mm512_add_ps(_mm512_maskz_unpacklo_ps(kAll, u0, u1), _mm512_maskz_unpackhi_ps(kAll, u0, u1));
+    const __m512 x = _mm512_add_ps(w, _mm512_maskz_permute_ps(kAll, w, 0x4E));
+    alignas(64) float lanes[16];
+    _mm512_store_ps(lanes, x);
+    for (int q = 0; q < 4; ++q) {
+        s[q] = lanes[4 * q];
+        s[q + 4] = lanes[4 * q + 1];
+    }
+}
+
+// scores[h * length + j] = q_h . k_h (positions j in [0, length), key j at keys[j]) times scale.
+void gathered_scores_avx512(const float* query, const float* const* keys, int64_t length, int64_t heads,
+                            int64_t head_size, float scale, float* scores) {
+    const int64_t chunks = head_size / 16;
+    for (int64_t j = 0; j < length; ++j) {
+        const float* key = keys[j];
+        for (int64_t h0 = 0; h0 < heads; h0 += 8) {
+            const int64_t group = std::min<int64_t>(8, heads - h0);
+            // Loops over g run to the constant 8, so that acc stays in registers.
+            __m512 acc[8];
+            for (int g = 0; g < 8; ++g) acc[g] = _mm512_setzero_ps();
+            const float* q0 = query + h0 * head_size;
+            const float* k0 = key + h0 * head_size;
+            for (int64_t c = 0; c < chunks; ++c)
+                for (int g = 0; g < 8; ++g)
+                    if (g < group) {
+                        const int64_t at = g * head_size + 16 * c;
+                        acc[g] = _mm512_fmadd_ps(_mm512_loadu_ps(q0 + at), _mm512_loadu_ps(k0 + at), acc[g]);
+                    }
+            float sums[8];
+            sum_lanes(acc, sums);
+            for (int64_t g = 0; g < group; ++g) scores[(h0 + g) * length + j] = sums[g] * scale;
+        }
+    }
+}
+
+// out[h * head_size + e] = sum_j weights[h * length + j] * value_j[h * head_size + e].
+void gathered_context_avx512(const float* weights, const float* const* values, int64_t length, int64_t heads,
+                             int64_t head_size, float* out) {
+    const int64_t chunks = head_size / 16, slots = heads * chunks;  // slot s: columns [16 s, 16 s + 16)
+    for (int64_t s0 = 0; s0 < slots; s0 += 8) {
+        const int64_t group = std::min<int64_t>(8, slots - s0);
+        const float* weight_of[8];  // slot s0 + g's head's weights
+        for (int g = 0; g < 8; ++g) weight_of[g] = weights + ((s0 + std::min<int64_t>(g, group - 1)) / chunks) * length;
+        __m512 acc[8];  // loops over g run to the constant 8, so that acc stays in registers
+        for (int g = 0; g < 8; ++g) acc[g] = _mm512_setzero_ps();
+        for (int64_t j = 0; j < length; ++j) {
+            const float* value = values[j] + 16 * s0;
+            for (int g = 0; g < 8; ++g)
+                if (g < group)
+                    acc[g] = _mm512_fmadd_ps(_mm512_set1_ps(weight_of[g][j]), _mm512_loadu_ps(value + 16 * g), acc[g]);
+        }
+        for (int g = 0; g < 8; ++g)
+            if (g < group) _mm512_storeu_ps(out + 16 * (s0 + g), acc[g]);
+    }
+}
+#endif
+
+}  // namespace
+
 Tensor gathered_attention(const Tensor& q, const Tensor& k, const Tensor& v, const IntTensor& rows, int64_t length,
                           int64_t heads, const IntTensor& mask, Tensor* weights_out) {
     const char* op = "gathered_attention";
@@ -252,6 +343,35 @@ Tensor gathered_attention(const Tensor& q, const Tensor& k, const Tensor& v, con
     // position order: reading one head's slice of every position, then the next head's, would
     // leave the hardware prefetcher a pattern it does not follow.
     const int64_t grain = std::max<int64_t>(1, 4096 / std::max<int64_t>(1, length * width));
+#if defined(__AVX512F__)
+    if (head_size % 16 == 0) {
+        detail::parallel_for(n, grain, [&](int64_t begin, int64_t end) {
+            std::vector<const float*> keys(static_cast<size_t>(length)), values(static_cast<size_t>(length));
+            for (int64_t i = begin; i < end; ++i) {
+                const int64_t* from = row_of + i * row_stride;
+                for (int64_t j = 0; j < length; ++j) {
+                    keys[static_cast<size_t>(j)] = pk + (from[j] * capacity + j) * width;
+                    values[static_cast<size_t>(j)] = pv + (from[j] * capacity + j) * width;
+                }
+                float* w = pw + i * heads * length;  // [heads, length]
+                gathered_scores_avx512(pq + i * width, keys.data(), length, heads, head_size, scale, w);
+                if (pm)
+                    for (int64_t h = 0; h < heads; ++h)
+                        for (int64_t j = 0; j < length; ++j)
+                            if (pm[i * mask_strides[0] + h * mask_strides[1] + j * mask_strides[3]] == 0)
+                                w[h * length + j] = kAttentionMaskFill;
+                for (int64_t h = 0; h < heads; ++h) {
+                    float* row = w + h * length;
+                    const float inv = 1.0f / detail::exp_shifted(row, detail::row_max(row, length), row, length);
+                    for (int64_t j = 0; j < length; ++j) row[j] *= inv;
+                }
+                gathered_context_avx512(w, values.data(), length, heads, head_size, pc + i * width);
+            }
+        });
+        if (weights_out) *weights_out = weights;
+        return context;
+    }
+#endif
     detail::parallel_for(n, grain, [&](int64_t begin, int64_t end) {
         for (int64_t i = begin; i < end; ++i) {
             const float* query = pq + i * width;
