@@ -18,6 +18,9 @@
 // and the sources as `bench.src` [32, 25], so that torch_decode.py decodes the same model; the
 // first run writes the file.
 //
+//   decode/gathered_attention/length   one step's self-attention over cached keys (128 rows, 8 heads
+//                                       of 64), GFLOP/s
+//   decode/log_softmax_top_k            128 rows' 8 best log-probabilities over 32,000 symbols
 //   decode/linear/{packed,sgemm}/rows/in/out  one product x W^T + b at a decoding step's shapes
 //                                       (128 rows: 32 sentences x beam 4), GFLOP/s, packed float32 as
 //                                       the decoder runs it and through sgemm (linear()), to see what
@@ -225,9 +228,25 @@ void gathered_attention_at(benchmark::State& state) {
     set_rate_counter(state, "GB/s", 2.0 * 4.0 * static_cast<double>(n * length * width));
 }
 
+// A beam-search step's choice: each of 128 rows' 8 best log-probabilities over a 32,000-symbol
+// vocabulary (log_softmax_top_k), GB/s of logits read.
+void log_softmax_top_k_at(benchmark::State& state) {
+    const int64_t rows = 128, k = 8;
+    seqgrad::Generator gen(8);
+    const Tensor logits = Tensor::normal({rows, kVocab}, 0, 2, gen);
+    for (auto _ : state) {
+        const seqgrad::TopK top = seqgrad::log_softmax_top_k(logits, k);
+        benchmark::DoNotOptimize(top.values.data());
+    }
+    set_rate_counter(state, "GB/s", 4.0 * static_cast<double>(rows * kVocab));
+}
+
 }  // namespace
 
 void register_decode_benchmarks() {
+    benchmark::RegisterBenchmark("decode/log_softmax_top_k", log_softmax_top_k_at)
+        ->UseRealTime()
+        ->Unit(benchmark::kMicrosecond);
     benchmark::RegisterBenchmark("decode/gathered_attention", gathered_attention_at)
         ->Arg(8)
         ->Arg(30)

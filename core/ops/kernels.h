@@ -137,6 +137,14 @@ inline float exp_shifted(const float* x, float m, float* y, int64_t n) {
     return total;
 }
 
+// sum(exp(x - m)) without storing the exponentials: exp_shifted's sum, added in the same order.
+inline float exp_sum(const float* x, float m, int64_t n) {
+    float total = 0;
+#pragma omp simd reduction(+ : total)
+    for (int64_t j = 0; j < n; ++j) total += fast_exp(x[j] - m);
+    return total;
+}
+
 inline float dot(const float* a, const float* b, int64_t n) {
     float total = 0;
 #pragma omp simd reduction(+ : total)

@@ -12,6 +12,7 @@ namespace {
 
 using detail::dot;
 using detail::exp_shifted;
+using detail::exp_sum;
 using detail::row_max;
 
 // The input seen as [outer, n, inner] around the axis; a row is n elements `inner` apart.
@@ -116,25 +117,24 @@ TopK log_softmax_top_k(const Tensor& logits, int64_t k, int64_t barred) {
     float* pv = out.values.data();
     int64_t* pi = out.indices.data();
     detail::parallel_for(rows, 1, [&](int64_t begin, int64_t end) {
-        std::vector<float> scratch(static_cast<size_t>(n));
         std::vector<std::pair<float, int64_t>> top;  // best first
         top.reserve(static_cast<size_t>(k) + 1);
         for (int64_t r = begin; r < end; ++r) {
             const float* xr = px + r * n;
-            // The shift exactly as log_softmax computes it, so each value is its log-probability.
-            const float m = row_max(xr, n);
-            const float shift = m + std::log(exp_shifted(xr, m, scratch.data(), n));
+            // One pass finds the row's largest value and its k largest: x - shift keeps x's order,
+            // so the k best log-probabilities are those of the k largest logits.
+            float m = -INFINITY;
             top.clear();
             constexpr int64_t kBlock = 64;
             for (int64_t block = 0; block < n; block += kBlock) {
                 const int64_t stop = std::min(n, block + kBlock);
+                const float block_max = row_max(xr + block, stop - block);
+                m = block_max > m ? block_max : m;
                 // Once k are kept, a block whose largest value does not beat the last kept one holds
-                // nothing to keep (x - shift is monotonic in x): most blocks end here.
-                if (static_cast<int64_t>(top.size()) == k &&
-                    !(row_max(xr + block, stop - block) - shift > top.back().first))
-                    continue;
+                // nothing to keep: most blocks end here.
+                if (static_cast<int64_t>(top.size()) == k && !(block_max > top.back().first)) continue;
                 for (int64_t j = block; j < stop; ++j) {
-                    const float value = xr[j] - shift;
+                    const float value = xr[j];
                     // A later index loses ties, so a value must beat the last kept one strictly.
                     if (static_cast<int64_t>(top.size()) == k && !(value > top.back().first)) continue;
                     if (j == barred) continue;
@@ -144,6 +144,14 @@ TopK log_softmax_top_k(const Tensor& logits, int64_t k, int64_t barred) {
                     if (static_cast<int64_t>(top.size()) > k) top.pop_back();
                 }
             }
+            // The shift exactly as log_softmax computes it (m is row_max's), so each value is its
+            // log-probability bit for bit. Two logits a rounding apart can become equal values:
+            // those are put back in index order, as the ties they now are.
+            const float shift = m + std::log(exp_sum(xr, m, n));
+            for (auto& entry : top) entry.first -= shift;
+            std::stable_sort(top.begin(), top.end(), [](const auto& a, const auto& b) {
+                return a.first > b.first || (a.first == b.first && a.second < b.second);
+            });
             for (size_t c = 0; c < top.size(); ++c) {
                 pv[r * k + static_cast<int64_t>(c)] = top[c].first;
                 pi[r * k + static_cast<int64_t>(c)] = top[c].second;
