@@ -136,6 +136,23 @@ def read_header(f, path):
     return header, size, n
 
 
+def parameter_problem(path, tensors, expected, also=()):
+    """Why the {name: tensor} of `path` are not exactly the parameters of the state dict `expected`
+    (plus the names in `also`), each float32 of its parameter's shape; None if they are."""
+    def listed(names):
+        return f"{names[:8]}{'...' if len(names) > 8 else ''}"
+    missing = [n for n in list(expected) + list(also) if tensors.get(n) is None]
+    unexpected = [n for n in tensors if n not in expected and n not in also]
+    if missing or unexpected:
+        return f"{path}: missing tensors {listed(missing)}; unexpected tensors {listed(unexpected)}"
+    for name, p in expected.items():
+        t = tensors[name]
+        if t.dtype != torch.float32 or t.shape != p.shape:
+            dtype = DTYPE_NAMES.get(t.dtype, t.dtype)
+            return f"{path}: {name} is {dtype} {list(t.shape)}, expected F32 {list(p.shape)}"
+    return None
+
+
 def read_safetensors(path):
     """{name: tensor} of a safetensors file; every entry checked against the file's size."""
     with open(path, "rb") as f:
@@ -237,16 +254,9 @@ def load_or_make_weights(model, path):
         write_safetensors(path, {**model.state_dict(), SRC_NAME: src})
     tensors = read_safetensors(path)
     expected = model.state_dict()
-    missing = [n for n in list(expected) + [SRC_NAME] if n not in tensors]
-    unexpected = [n for n in tensors if n not in expected and n != SRC_NAME]
-    if missing or unexpected:
-        fail(f"{path}: missing tensors {missing[:8]}{'...' if len(missing) > 8 else ''}; "
-             f"unexpected tensors {unexpected[:8]}{'...' if len(unexpected) > 8 else ''}")
-    for name, p in expected.items():
-        t = tensors[name]
-        if t.dtype != torch.float32 or t.shape != p.shape:
-            fail(f"{path}: {name} is {DTYPE_NAMES.get(t.dtype, t.dtype)} {list(t.shape)}, "
-                 f"expected F32 {list(p.shape)}")
+    problem = parameter_problem(path, tensors, expected, also=[SRC_NAME])
+    if problem:
+        fail(problem)
     src = tensors[SRC_NAME]
     if src.dtype != torch.int64 or list(src.shape) != [SENTENCES, SOURCE_LENGTH]:
         fail(f"{path}: {SRC_NAME} is {DTYPE_NAMES.get(src.dtype, src.dtype)} {list(src.shape)}, "

@@ -232,15 +232,9 @@ def load_checkpoint(checkpoint, fixtures):
         if config.get("tie_output") and "output.weight" not in tensors:
             tensors["output.weight"] = tensors.get("tgt_embedding.weight")
     expected = model.state_dict()
-    missing = [n for n in expected if tensors.get(n) is None]
-    unexpected = [n for n in tensors if n not in expected]
-    if missing or unexpected:
-        fail(f"{path}: the parity model of this config wants other tensors: missing {missing[:6]}"
-             f"{'...' if len(missing) > 6 else ''}, unexpected {unexpected[:6]}{'...' if len(unexpected) > 6 else ''}")
-    for name, p in expected.items():
-        t = tensors[name]
-        if t.dtype != torch.float32 or t.shape != p.shape:
-            fail(f"{path}: {name} is {t.dtype} {list(t.shape)}, expected float32 {list(p.shape)}")
+    problem = decode_bench.parameter_problem(path, tensors, expected)  # for the parity model of this config
+    if problem:
+        fail(problem)
     model.load_state_dict({n: tensors[n] for n in expected}, strict=True)
     for p in model.parameters():
         p.requires_grad_(False)
