@@ -1,4 +1,8 @@
 // softmax and log_softmax: values, stability, gradients, and agreement with their composition.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
 #include "helpers.h"
 
 using namespace seqgrad;
@@ -41,6 +45,49 @@ TEST_CASE("softmax and log_softmax equal their composition from primitives", "[o
         (log_softmax(c, axis) * r).sum().backward();
         ((d - log(sum(exp(d), {axis}, true))) * r).sum().backward();
         CHECK(testing::max_abs_diff(c.grad(), d.grad()) < 1e-5f);
+    }
+}
+
+TEST_CASE("softmax and log_softmax of long rows match exp, element by element, and keep the limits", "[ops][softmax]") {
+    // Rows long enough for the vectorised kernels (sixteen and thirty-two lanes at a time) and
+    // lengths that leave every size of remainder, with values that underflow, overflow and the
+    // mask fill among the lanes.
+    const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+    for (const int64_t n :
+         {int64_t{31}, int64_t{32}, int64_t{33}, int64_t{64}, int64_t{65}, int64_t{100}, int64_t{127}, int64_t{1000}}) {
+        INFO("n " << n);
+        Tensor x = random_tensor({3, n}, 70 + static_cast<uint64_t>(n), -30.0f, 30.0f, false);
+        x.data()[n + 3] = -1e9f;     // the mask fill: weight exactly 0
+        x.data()[n + 17] = -200.0f;  // e^(x - max) below the normal floats: 0
+        x.data()[n + n - 1] = 80.0f;
+        const std::vector<float> values = x.to_vector();
+        const std::vector<float> y = softmax(x, -1).to_vector(), ly = log_softmax(x, -1).to_vector();
+        for (int64_t r = 0; r < 3; ++r) {
+            const float* row = values.data() + r * n;
+            const float m = *std::max_element(row, row + n);
+            double total = 0;
+            for (int64_t j = 0; j < n; ++j) total += std::exp(static_cast<double>(row[j]) - m);
+            for (int64_t j = 0; j < n; ++j) {
+                const double expected = std::exp(static_cast<double>(row[j]) - m) / total;
+                CHECK(y[static_cast<size_t>(r * n + j)] == Approx(expected).epsilon(1e-5).margin(1e-30));
+                CHECK(ly[static_cast<size_t>(r * n + j)] ==
+                      Approx(row[j] - m - std::log(total)).epsilon(1e-5).margin(1e-4));
+            }
+        }
+        CHECK(y[static_cast<size_t>(n + 3)] == 0.0f);
+        CHECK(y[static_cast<size_t>(n + 17)] == 0.0f);
+        // A NaN anywhere in a row makes the whole row NaN; +inf makes it NaN too (inf - inf).
+        for (const float special : {nan, inf}) {
+            Tensor z = Tensor::from_vector(values, {3, n});
+            z.data()[2 * n + n / 2] = special;
+            const std::vector<float> out = softmax(z, -1).to_vector();
+            for (int64_t j = 0; j < n; ++j) CHECK(std::isnan(out[static_cast<size_t>(2 * n + j)]));
+            CHECK(std::isfinite(out[0]));
+        }
+        // -inf is a zero weight, as the mask fill is.
+        Tensor w = Tensor::from_vector(values, {3, n});
+        w.data()[5] = -inf;
+        CHECK(softmax(w, -1).to_vector()[5] == 0.0f);
     }
 }
 

@@ -110,9 +110,46 @@ Tensor broadcast_zip(const Tensor& a, const Tensor& b, const Shape& out_shape, F
 
 // ---- rows (softmax, attention) ----
 
-// The largest of x[0, n), -inf if none; a NaN never wins. Sixteen running maxima side by side (one
-// vector register) and then their maximum: a single running maximum would make each comparison
-// wait for the one before.
+// The largest of x[0, n), -inf if none; a NaN never wins. row_max_blocks also hands each block
+// of 64 elements to visit(begin, end, block), where block.above(t) says whether any of its
+// elements is greater than t (log_softmax_top_k's scan skips the blocks that hold nothing for it).
+// With AVX-512, each block's maximum is one vector of sixteen lanes and the running maximum
+// another, so a block costs a few instructions and no horizontal reduction; without, sixteen
+// running maxima side by side that the compiler vectorises (a single running maximum would make
+// each comparison wait for the one before). row_max is row_max_blocks visiting nothing: the two
+// give the same value bit for bit.
+#if defined(__AVX512F__)
+struct BlockMax {
+    __m512 lanes;  // lane l: the largest of the block's elements l, l + 16, ... (-inf if none)
+    bool above(float t) const { return _mm512_cmp_ps_mask(lanes, _mm512_set1_ps(t), _CMP_GT_OQ) != 0; }
+};
+
+template <typename Visit>
+inline float row_max_blocks(const float* x, int64_t n, Visit&& visit) {
+    const __m512 none = _mm512_set1_ps(-INFINITY);
+    // max_ps(a, b) gives b when a is NaN: new values go first, so a NaN is never kept.
+    __m512 running = none;
+    for (int64_t j = 0; j < n; j += 64) {
+        __m512 block = none;
+        if (j + 64 <= n) {
+            for (int64_t c = 0; c < 64; c += 16)
+                block = _mm512_maskz_max_ps(kAllLanes, _mm512_loadu_ps(x + j + c), block);
+        } else {
+            for (int64_t c = j; c < n; c += 16) {
+                const __mmask16 lanes = n - c >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (n - c)) - 1);
+                block = _mm512_maskz_max_ps(kAllLanes, _mm512_mask_loadu_ps(none, lanes, x + c), block);
+            }
+        }
+        running = _mm512_maskz_max_ps(kAllLanes, block, running);
+        visit(j, std::min(n, j + 64), BlockMax{block});
+    }
+    return max_lanes16(running);
+}
+
+inline float row_max(const float* x, int64_t n) {
+    return row_max_blocks(x, n, [](int64_t, int64_t, const BlockMax&) {});
+}
+#else
 inline float row_max(const float* x, int64_t n) {
     constexpr int64_t kLanes = 16;
     float lanes[kLanes];
@@ -126,24 +163,86 @@ inline float row_max(const float* x, int64_t n) {
     return m;
 }
 
-// y = exp(x - m); returns sum(y). y may be x.
-inline float exp_shifted(const float* x, float m, float* y, int64_t n) {
+struct BlockMax {
+    float value;  // the block's largest element
+    bool above(float t) const { return value > t; }
+};
+
+// row_max's sixteen lanes and its tail, updated in row_max's order, so the maximum is its own.
+template <typename Visit>
+inline float row_max_blocks(const float* x, int64_t n, Visit&& visit) {
+    constexpr int64_t kLanes = 16;
+    float lanes[kLanes];
+    for (float& lane : lanes) lane = -INFINITY;
+    float m = -INFINITY;  // the elements after the last whole sixteen
+    for (int64_t j = 0; j < n; j += 64) {
+        const int64_t stop = std::min(n, j + 64);
+        float block[kLanes];
+        for (float& lane : block) lane = -INFINITY;
+        int64_t i = j;
+        for (; i + kLanes <= stop; i += kLanes)
+            for (int64_t l = 0; l < kLanes; ++l) {
+                const float v = x[i + l];
+                lanes[l] = v > lanes[l] ? v : lanes[l];
+                block[l] = v > block[l] ? v : block[l];
+            }
+        float largest = -INFINITY;
+        for (; i < stop; ++i) {
+            largest = x[i] > largest ? x[i] : largest;
+            m = x[i] > m ? x[i] : m;
+        }
+        for (const float lane : block) largest = lane > largest ? lane : largest;
+        visit(j, stop, BlockMax{largest});
+    }
+    for (const float lane : lanes) m = lane > m ? lane : m;
+    return m;
+}
+#endif
+
+// sum(exp(x - m)), and with Store the exponentials into y (which may be x). With AVX-512, two
+// sixteen-lane sums side by side (so an addition need not wait for the one before), then the
+// elements past the last 32 one by one; without, the compiler's vectorisation of the loop. Either
+// way the order of additions depends on n alone, so exp_shifted and exp_sum agree bit for bit.
+template <bool Store>
+inline float exp_accumulate(const float* x, float m, float* y, int64_t n) {
+#if defined(__AVX512F__)
+    const __m512 shift = _mm512_set1_ps(m);
+    __m512 sum0 = _mm512_setzero_ps(), sum1 = _mm512_setzero_ps();
+    int64_t j = 0;
+    for (; j + 32 <= n; j += 32) {
+        const __m512 e0 = fast_exp16(_mm512_sub_ps(_mm512_loadu_ps(x + j), shift));
+        const __m512 e1 = fast_exp16(_mm512_sub_ps(_mm512_loadu_ps(x + j + 16), shift));
+        if constexpr (Store) {
+            _mm512_storeu_ps(y + j, e0);
+            _mm512_storeu_ps(y + j + 16, e1);
+        }
+        sum0 = _mm512_add_ps(sum0, e0);
+        sum1 = _mm512_add_ps(sum1, e1);
+    }
+    float total = sum_lanes16(_mm512_add_ps(sum0, sum1));
+    for (; j < n; ++j) {
+        const float e = fast_exp(x[j] - m);
+        if constexpr (Store) y[j] = e;
+        total += e;
+    }
+    return total;
+#else
     float total = 0;
 #pragma omp simd reduction(+ : total)
     for (int64_t j = 0; j < n; ++j) {
-        y[j] = fast_exp(x[j] - m);
-        total += y[j];
+        const float e = fast_exp(x[j] - m);
+        if constexpr (Store) y[j] = e;
+        total += e;
     }
     return total;
+#endif
 }
 
+// y = exp(x - m); returns sum(y). y may be x.
+inline float exp_shifted(const float* x, float m, float* y, int64_t n) { return exp_accumulate<true>(x, m, y, n); }
+
 // sum(exp(x - m)) without storing the exponentials: exp_shifted's sum, added in the same order.
-inline float exp_sum(const float* x, float m, int64_t n) {
-    float total = 0;
-#pragma omp simd reduction(+ : total)
-    for (int64_t j = 0; j < n; ++j) total += fast_exp(x[j] - m);
-    return total;
-}
+inline float exp_sum(const float* x, float m, int64_t n) { return exp_accumulate<false>(x, m, nullptr, n); }
 
 inline float dot(const float* a, const float* b, int64_t n) {
     float total = 0;

@@ -123,17 +123,13 @@ TopK log_softmax_top_k(const Tensor& logits, int64_t k, int64_t barred) {
             const float* xr = px + r * n;
             // One pass finds the row's largest value and its k largest: x - shift keeps x's order,
             // so the k best log-probabilities are those of the k largest logits.
-            float m = -INFINITY;
             top.clear();
-            constexpr int64_t kBlock = 64;
-            for (int64_t block = 0; block < n; block += kBlock) {
-                const int64_t stop = std::min(n, block + kBlock);
-                const float block_max = row_max(xr + block, stop - block);
-                m = block_max > m ? block_max : m;
-                // Once k are kept, a block whose largest value does not beat the last kept one holds
-                // nothing to keep: most blocks end here.
-                if (static_cast<int64_t>(top.size()) == k && !(block_max > top.back().first)) continue;
-                for (int64_t j = block; j < stop; ++j) {
+            const float m = detail::row_max_blocks(xr, n,
+                                                   [&](int64_t begin, int64_t end, const detail::BlockMax& block) {
+                // Once k are kept, a block with no value above the last kept one holds nothing to
+                // keep: most blocks end here.
+                if (static_cast<int64_t>(top.size()) == k && !block.above(top.back().first)) return;
+                for (int64_t j = begin; j < end; ++j) {
                     const float value = xr[j];
                     // A later index loses ties, so a value must beat the last kept one strictly.
                     if (static_cast<int64_t>(top.size()) == k && !(value > top.back().first)) continue;
@@ -143,9 +139,9 @@ TopK log_softmax_top_k(const Tensor& logits, int64_t k, int64_t barred) {
                     top.insert(at, {value, j});
                     if (static_cast<int64_t>(top.size()) > k) top.pop_back();
                 }
-            }
-            // The shift exactly as log_softmax computes it (m is row_max's), so each value is its
-            // log-probability bit for bit. Two logits a rounding apart can become equal values:
+            });
+            // The shift exactly as log_softmax computes it (row_max_blocks's maximum is row_max's),
+            // so each value is its log-probability bit for bit. Two logits a rounding apart can become equal values:
             // those are put back in index order, as the ties they now are.
             const float shift = m + std::log(exp_sum(xr, m, n));
             for (auto& entry : top) entry.first -= shift;
