@@ -201,8 +201,9 @@ inline float row_max_blocks(const float* x, int64_t n, Visit&& visit) {
 
 // sum(exp(x - m)), and with Store the exponentials into y (which may be x). With AVX-512, two
 // sixteen-lane sums side by side (so an addition need not wait for the one before), then the
-// elements past the last 32 one by one; without, the compiler's vectorisation of the loop. Either
-// way the order of additions depends on n alone, so exp_shifted and exp_sum agree bit for bit.
+// elements past the last 32 sixteen at a time under a mask (attention's short rows are all
+// remainder); without, the compiler's vectorisation of the loop. Either way the order of
+// additions depends on n alone, so exp_shifted and exp_sum agree bit for bit.
 template <bool Store>
 inline float exp_accumulate(const float* x, float m, float* y, int64_t n) {
 #if defined(__AVX512F__)
@@ -219,13 +220,15 @@ inline float exp_accumulate(const float* x, float m, float* y, int64_t n) {
         sum0 = _mm512_add_ps(sum0, e0);
         sum1 = _mm512_add_ps(sum1, e1);
     }
-    float total = sum_lanes16(_mm512_add_ps(sum0, sum1));
-    for (; j < n; ++j) {
-        const float e = fast_exp(x[j] - m);
-        if constexpr (Store) y[j] = e;
-        total += e;
+    // The last 31 or fewer: sixteen lanes at a time, the missing ones masked out.
+    for (; j < n; j += 16) {
+        const __mmask16 lanes = n - j >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (n - j)) - 1);
+        const __m512 e =
+            _mm512_maskz_mov_ps(lanes, fast_exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(lanes, x + j), shift)));
+        if constexpr (Store) _mm512_mask_storeu_ps(y + j, lanes, e);
+        sum0 = _mm512_add_ps(sum0, e);
     }
-    return total;
+    return sum_lanes16(_mm512_add_ps(sum0, sum1));
 #else
     float total = 0;
 #pragma omp simd reduction(+ : total)
