@@ -141,8 +141,8 @@ TopK log_softmax_top_k(const Tensor& logits, int64_t k, int64_t barred) {
                 }
             });
             // The shift exactly as log_softmax computes it (row_max_blocks's maximum is row_max's),
-            // so each value is its log-probability bit for bit. Two logits a rounding apart can become equal values:
-            // those are put back in index order, as the ties they now are.
+            // so each value is its log-probability bit for bit. Two logits a rounding apart can
+            // become equal values: those are put back in index order, as the ties they now are.
             const float shift = m + std::log(exp_sum(xr, m, n));
             for (auto& entry : top) entry.first -= shift;
             std::stable_sort(top.begin(), top.end(), [](const auto& a, const auto& b) {

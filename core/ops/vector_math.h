@@ -40,14 +40,15 @@ inline float fast_exp(float x) {
 }
 
 #if defined(__AVX512F__)
-// fast_exp on sixteen lanes, step for step the same arithmetic, so each lane gives fast_exp's
-// result (the compiler's own vectorisation of fast_exp prefers 256-bit vectors on some CPUs, and
-// a sum of many exponentials then runs at half the speed).
 // GCC 12 warns that the plain forms of some AVX-512 intrinsics use an uninitialized vector (they
 // start from an undefined one); their zero-masking forms with every lane kept are the same
 // instructions without the warning.
 constexpr __mmask16 kAllLanes = 0xFFFF;
 
+// fast_exp on sixteen lanes, the same arithmetic step for step (with the fused multiply-adds GCC
+// makes of fast_exp's products and sums, each lane equals fast_exp's result bit for bit). The
+// compiler's own vectorisation of fast_exp prefers 256-bit vectors on some CPUs, and a sum of many
+// exponentials then runs at half the speed.
 inline __m512 fast_exp16(__m512 input) {
     // min/max return their second operand when the first is NaN: NaN becomes 88, then is given
     // back at the end, as in fast_exp.
