@@ -25,8 +25,15 @@ JSON
 steps=60
 train=("$seqgrad" train --task reverse --model transformer --config "$work/tiny.json" --threads 1 --show 0)
 
+started=$(date +%s%N)
 "${train[@]}" --max-steps $steps --out "$work/reference" > "$work/reference.log" 2>&1 \
   || fail "the uninterrupted run failed: $(cat "$work/reference.log")"
+# Kill moments are drawn over the length of an uninterrupted run, as long here as it was just now
+# (a sanitizer build, or a machine busy with other tests, is slower): start-up, steps and
+# checkpoint writes alike. A fixed range would leave a slow build killed before its first
+# checkpoint every time, with nothing ever resumed.
+span_ms=$(( ($(date +%s%N) - started) / 1000000 ))
+[ "$span_ms" -ge 1000 ] || span_ms=1000
 
 # Every checkpoint file present must load: the model files through predict, the training state
 # through curves (which reads its progress).
@@ -46,21 +53,31 @@ check_loads() {
   fi
 }
 
+# Each run resumes from the training state when a killed run left one, else starts afresh (a kill
+# before the first checkpoint leaves nothing to resume). The command is chosen here, so that $! is
+# seqgrad itself and the kill reaches it.
 run=$work/interrupted
-for kill in $(seq 1 20); do
+resumes=0
+next_run() {
   if [ -f "$run/training.safetensors" ]; then
-    "$seqgrad" train --resume "$run" --max-steps $steps --threads 1 --show 0 > "$work/kill$kill.log" 2>&1 &
+    resumes=$((resumes + 1))
+    command=("$seqgrad" train --resume "$run" --max-steps $steps --threads 1 --show 0)
   else
-    "${train[@]}" --max-steps $steps --out "$run" > "$work/kill$kill.log" 2>&1 &
+    command=("${train[@]}" --max-steps $steps --out "$run")
   fi
+}
+for kill in $(seq 1 20); do
+  next_run
+  "${command[@]}" > "$work/kill$kill.log" 2>&1 &
   pid=$!
-  sleep "0.$(printf '%03d' $((RANDOM % 1000)))"  # 0 to 1 s: start-up, steps, checkpoint writes alike
+  ms=$(( (RANDOM * 32768 + RANDOM) % span_ms ))
+  sleep "$((ms / 1000)).$(printf '%03d' $((ms % 1000)))"
   kill -KILL $pid 2> /dev/null
   wait $pid 2> /dev/null
   check_loads "$run" $kill
 done
-out=$("$seqgrad" train --resume "$run" --max-steps $steps --threads 1 --show 0 2>&1) \
-  || fail "the last resume failed: $out"
+next_run
+out=$("${command[@]}" 2>&1) || fail "the last run (resumed or started afresh) failed: $out"
 check_loads "$run" final
 grep -q "after $steps steps" <<< "$out" || fail "the resumed run did not finish at step $steps: $out"
 cmp -s "$work/reference/model.safetensors" "$run/model.safetensors" \
@@ -69,4 +86,5 @@ cmp -s "$work/reference/best.safetensors" "$run/best.safetensors" \
   || fail "the best weights differ from the uninterrupted run's"
 leftovers=$(ls -A "$run" | grep -v -x -e model.safetensors -e best.safetensors -e training.safetensors)
 [ -z "$leftovers" ] || fail "files left behind: $leftovers"
-echo "20 kills: every checkpoint loaded after each, the final weights equal the uninterrupted run's, nothing left over"
+echo "20 kills over ${span_ms} ms runs, $resumes resumes: every checkpoint loaded after each, the final weights" \
+     "equal the uninterrupted run's, nothing left over"
