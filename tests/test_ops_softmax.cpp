@@ -50,8 +50,8 @@ TEST_CASE("softmax and log_softmax equal their composition from primitives", "[o
 
 TEST_CASE("softmax and log_softmax of long rows match exp, element by element, and keep the limits", "[ops][softmax]") {
     // Rows long enough for the vectorised kernels (sixteen and thirty-two lanes at a time) and
-    // lengths that leave every size of remainder, with values that underflow, overflow and the
-    // mask fill among the lanes.
+    // lengths that leave remainders of many sizes, with the mask fill, a value whose exponential
+    // underflows, and then NaN and the infinities among the lanes.
     const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
     for (const int64_t n :
          {int64_t{31}, int64_t{32}, int64_t{33}, int64_t{64}, int64_t{65}, int64_t{100}, int64_t{127}, int64_t{1000}}) {

@@ -61,14 +61,14 @@ resumes=0
 next_run() {
   if [ -f "$run/training.safetensors" ]; then
     resumes=$((resumes + 1))
-    command=("$seqgrad" train --resume "$run" --max-steps $steps --threads 1 --show 0)
+    run_command=("$seqgrad" train --resume "$run" --max-steps $steps --threads 1 --show 0)
   else
-    command=("${train[@]}" --max-steps $steps --out "$run")
+    run_command=("${train[@]}" --max-steps $steps --out "$run")
   fi
 }
 for kill in $(seq 1 20); do
   next_run
-  "${command[@]}" > "$work/kill$kill.log" 2>&1 &
+  "${run_command[@]}" > "$work/kill$kill.log" 2>&1 &
   pid=$!
   ms=$(( (RANDOM * 32768 + RANDOM) % span_ms ))
   sleep "$((ms / 1000)).$(printf '%03d' $((ms % 1000)))"
@@ -77,9 +77,9 @@ for kill in $(seq 1 20); do
   check_loads "$run" $kill
 done
 next_run
-out=$("${command[@]}" 2>&1) || fail "the last run (resumed or started afresh) failed: $out"
+out=$("${run_command[@]}" 2>&1) || fail "the last run (resumed or started afresh) failed: $out"
 check_loads "$run" final
-grep -q "after $steps steps" <<< "$out" || fail "the resumed run did not finish at step $steps: $out"
+grep -q "after $steps steps" <<< "$out" || fail "the last run did not finish at step $steps: $out"
 cmp -s "$work/reference/model.safetensors" "$run/model.safetensors" \
   || fail "the final weights differ from the uninterrupted run's"
 cmp -s "$work/reference/best.safetensors" "$run/best.safetensors" \
