@@ -136,7 +136,7 @@ inline float row_max_blocks(const float* x, int64_t n, Visit&& visit) {
                 block = _mm512_maskz_max_ps(kAllLanes, _mm512_loadu_ps(x + j + c), block);
         } else {
             for (int64_t c = j; c < n; c += 16) {
-                const __mmask16 lanes = n - c >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (n - c)) - 1);
+                const __mmask16 lanes = first_lanes(n - c);
                 block = _mm512_maskz_max_ps(kAllLanes, _mm512_mask_loadu_ps(none, lanes, x + c), block);
             }
         }
@@ -222,7 +222,7 @@ inline float exp_accumulate(const float* x, float m, float* y, int64_t n) {
     }
     // The last 31 or fewer: sixteen lanes at a time, the missing ones masked out.
     for (; j < n; j += 16) {
-        const __mmask16 lanes = n - j >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (n - j)) - 1);
+        const __mmask16 lanes = first_lanes(n - j);
         const __m512 e =
             _mm512_maskz_mov_ps(lanes, fast_exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(lanes, x + j), shift)));
         if constexpr (Store) _mm512_mask_storeu_ps(y + j, lanes, e);

@@ -75,21 +75,26 @@ inline __m512 fast_exp16(__m512 input) {
     return _mm512_mask_mov_ps(y, _mm512_cmp_ps_mask(input, input, _CMP_UNORD_Q), input);
 }
 
-// The sum, and the largest, of sixteen lanes: halves, then quarters, then pairs.
+// The first `count` of sixteen lanes (all of them when count >= 16): a remainder's mask.
+inline __mmask16 first_lanes(int64_t count) { return count >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << count) - 1); }
+
+// op over the sixteen lanes of v, pairing them as halves, then quarters, then pairs, then
+// neighbours (lane i with lane i ^ 8, ^ 4, ^ 2, ^ 1): the same order for any op.
+template <typename Op>
+inline float reduce_lanes16(__m512 v, Op op) {
+    v = op(v, _mm512_maskz_shuffle_f32x4(kAllLanes, v, v, 0x4E));
+    v = op(v, _mm512_maskz_shuffle_f32x4(kAllLanes, v, v, 0xB1));
+    v = op(v, _mm512_maskz_permute_ps(kAllLanes, v, 0x4E));
+    v = op(v, _mm512_maskz_permute_ps(kAllLanes, v, 0xB1));
+    return _mm512_cvtss_f32(v);
+}
+
 inline float sum_lanes16(__m512 v) {
-    const __m256 h = _mm256_add_ps(_mm256_castpd_ps(_mm512_maskz_extractf64x4_pd(0xF, _mm512_castps_pd(v), 0)),
-                                   _mm256_castpd_ps(_mm512_maskz_extractf64x4_pd(0xF, _mm512_castps_pd(v), 1)));
-    __m128 q = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
-    q = _mm_add_ps(q, _mm_movehl_ps(q, q));
-    return _mm_cvtss_f32(_mm_add_ss(q, _mm_movehdup_ps(q)));
+    return reduce_lanes16(v, [](__m512 a, __m512 b) { return _mm512_add_ps(a, b); });
 }
 
 inline float max_lanes16(__m512 v) {
-    const __m256 h = _mm256_max_ps(_mm256_castpd_ps(_mm512_maskz_extractf64x4_pd(0xF, _mm512_castps_pd(v), 0)),
-                                   _mm256_castpd_ps(_mm512_maskz_extractf64x4_pd(0xF, _mm512_castps_pd(v), 1)));
-    __m128 q = _mm_max_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
-    q = _mm_max_ps(q, _mm_movehl_ps(q, q));
-    return _mm_cvtss_f32(_mm_max_ss(q, _mm_movehdup_ps(q)));
+    return reduce_lanes16(v, [](__m512 a, __m512 b) { return _mm512_maskz_max_ps(kAllLanes, a, b); });
 }
 #endif
 
