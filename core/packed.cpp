@@ -6,6 +6,7 @@
 #include "seqgrad/core/packed.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <map>
@@ -29,6 +30,9 @@ namespace seqgrad {
 namespace {
 
 constexpr const char* kOp = "linear_packed";
+
+// set_packing_enabled's switch.
+[[maybe_unused]] std::atomic<bool> packing_enabled{true};
 
 // Row scale and quantized values of one row: q = round(x / s), s = max |x| / 127. A row of zeros
 // gets s = 0 (its products are 0); a row with an infinity or NaN gets s = NaN, so its outputs are
@@ -225,10 +229,13 @@ struct PackedMatrix::Impl {
 };
 
 bool packing_available(Precision precision) {
+    if (!packing_enabled.load(std::memory_order_relaxed)) return false;
     // Float32 pays only with a kernel that reads the packed layout as it is (brgemm, AVX-512 and
     // newer); oneDNN's other float32 kernels copy panels at every product, as sgemm does.
     return precision == Precision::int8 || packed_kernel_name(Precision::float32).rfind("brg", 0) == 0;
 }
+
+void set_packing_enabled(bool enabled) { packing_enabled.store(enabled, std::memory_order_relaxed); }
 
 std::string packed_kernel_name(Precision precision) {
     static std::string names[2];
@@ -303,6 +310,8 @@ struct PackedMatrix::Impl {
 };
 
 bool packing_available(Precision) { return false; }
+
+void set_packing_enabled(bool) {}
 
 std::string packed_kernel_name(Precision) { return "none (built without oneDNN: install libdnnl-dev and rebuild)"; }
 

@@ -68,6 +68,24 @@ inline Tensor parameter(const nn::Module& module, const std::string& name) {
     return Tensor();
 }
 
+// Packing turned off (set_packing_enabled) while it lives, as on a CPU or build without oneDNN's
+// kernels, so that the sgemm fallback runs on every machine.
+struct PackingDisabled {
+    PackingDisabled() { set_packing_enabled(false); }
+    ~PackingDisabled() { set_packing_enabled(true); }
+    PackingDisabled(const PackingDisabled&) = delete;
+    PackingDisabled& operator=(const PackingDisabled&) = delete;
+};
+
+// The packed kernels of this machine, for a test's output: which path the packed tests took.
+inline std::string packed_kernels_line() {
+    const auto one = [](Precision p) {
+        const char* packed = packing_available(p) ? "yes" : p == Precision::float32 ? "no, sgemm" : "no, refused";
+        return std::string(precision_name(p)) + " " + packed_kernel_name(p) + " (packed: " + packed + ")";
+    };
+    return "packed weights: " + one(Precision::float32) + "; " + one(Precision::int8);
+}
+
 // A file with the given bytes in the temporary directory, removed at the end of the test.
 class TempFile {
 public:

@@ -440,3 +440,39 @@ TEST_CASE("the Translator turns text into n-best text, in input order, from seve
     options.nbest = 5;
     CHECK_THAT(error_of([&] { translator.translate(inputs, options); }), Contains("nbest"));
 }
+
+namespace {
+
+// Inputs for the Translator of tiny_run(): words of its letters, of 1 to 6 of them.
+const std::vector<std::string> kWords = {"abc", "fedcba", "a", "cab", "ddeeff", "bab", "efa", "cc", "afbecd", "dab"};
+
+void require_same_translations(const std::vector<std::vector<Translation>>& a,
+                               const std::vector<std::vector<Translation>>& b) {
+    REQUIRE(a.size() == b.size());
+    for (size_t i = 0; i < a.size(); ++i) {
+        REQUIRE(a[i].size() == b[i].size());
+        for (size_t r = 0; r < a[i].size(); ++r) {
+            INFO(kWords[i] << ", rank " << r + 1 << ": " << a[i][r].text << " " << a[i][r].score << " vs "
+                           << b[i][r].text << " " << b[i][r].score);
+            CHECK(a[i][r].text == b[i][r].text);
+            CHECK(std::abs(a[i][r].score - b[i][r].score) < 1e-4f);
+        }
+    }
+}
+
+}  // namespace
+
+TEST_CASE("where packing is unavailable the Translator decodes on sgemm, with the same translations",
+          "[corpus][packed]") {
+    TranslatorOptions options;
+    options.beam_size = 4;
+    options.nbest = 3;
+    const Translator packed(tiny_run());
+    CHECK(packed.checkpoint().model->weights_packed() == seqgrad::packing_available(seqgrad::Precision::float32));
+    const auto expected = packed.translate(kWords, options);
+    const seqgrad::testing::PackingDisabled off;
+    const Translator fallback(tiny_run());
+    CHECK_FALSE(fallback.checkpoint().model->weights_packed());
+    require_same_translations(fallback.translate(kWords, options), expected);
+    CHECK_THAT(error_of([] { Translator int8(tiny_run(), seqgrad::Precision::int8); }), Contains("oneDNN"));
+}

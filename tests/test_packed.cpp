@@ -1,7 +1,9 @@
 // Packed weights (core/packed.h) and modules that pack theirs (Module::pack_weights). Float32 packed
 // products are checked against linear(); int8 ones against the same quantization done here by hand
 // with exact integer sums, so a wrong weight layout, block, scale or rounding fails; the modules
-// against their unpacked selves.
+// against their unpacked selves; and, with packing turned off as on a CPU without oneDNN's
+// kernels, the sgemm fallback on every machine. The first test tagged [packed] in a run prints the
+// kernels this machine runs (main.cpp).
 #include "helpers.h"
 
 #include <cmath>
@@ -77,20 +79,32 @@ const std::vector<std::pair<int64_t, int64_t>> kShapes{{37, 53}, {512, 96}, {5, 
 
 }  // namespace
 
-TEST_CASE("without oneDNN packing says what it needs", "[packed]") {
-    INFO("float32: " << packed_kernel_name(Precision::float32) << ", int8: " << packed_kernel_name(Precision::int8));
-    if (packing_available(Precision::int8)) {
-        REQUIRE(packed_kernel_name(Precision::int8).find("none") == std::string::npos);
-        return;
-    }
-    REQUIRE(error_of([] {
-                PackedMatrix m(Tensor::ones({2, 2}), Precision::int8);
-            }).find("libdnnl-dev") != std::string::npos);
+TEST_CASE("without packing, float32 layers stay on sgemm and int8 is refused", "[packed]") {
     Generator gen(1);
-    nn::Linear layer(4, 3, gen);
-    REQUIRE(error_of([&] { layer.pack_weights(Precision::int8); }).find("oneDNN") != std::string::npos);
-    layer.pack_weights(Precision::float32);  // nothing to pack with: the layer stays on sgemm
-    REQUIRE_FALSE(layer.weights_packed());
+    nn::Linear layer(64, 48, gen);
+    const Tensor x = random_tensor({5, 64}, 2, -1.0f, 1.0f, false);
+    NoGradGuard no_grad;
+    const Tensor exact = layer.forward(x);
+    {
+        const PackingDisabled off;  // what a CPU without oneDNN's kernels, or a build without oneDNN, does
+        REQUIRE_FALSE(packing_available(Precision::float32));
+        REQUIRE_FALSE(packing_available(Precision::int8));
+        REQUIRE(error_of([&] { layer.pack_weights(Precision::int8); }).find("oneDNN") != std::string::npos);
+        REQUIRE_FALSE(layer.weights_packed());
+        layer.pack_weights(Precision::float32);  // nothing to pack with: the layer stays on sgemm
+        REQUIRE_FALSE(layer.weights_packed());
+        REQUIRE(max_abs_diff(layer.forward(x), exact) == 0);
+    }
+    // Packing back as this machine has it: float32 packed where oneDNN has a kernel that pays.
+    layer.pack_weights(Precision::float32);
+    REQUIRE(layer.weights_packed() == packing_available(Precision::float32));
+    REQUIRE(max_abs_diff(layer.forward(x), exact) < 1e-5f);
+    if (!packing_available(Precision::int8)) {  // a build without oneDNN: it says what to install
+        REQUIRE(packed_kernel_name(Precision::int8).find("none") != std::string::npos);
+        REQUIRE(error_of([] {
+                    PackedMatrix m(Tensor::ones({2, 2}), Precision::int8);
+                }).find("libdnnl-dev") != std::string::npos);
+    }
 }
 
 // Each weight of kShapes packed on one and two threads (one and two column blocks), then multiplied
@@ -121,8 +135,10 @@ void check_every_packing(Precision precision, const Expected& expected, float to
     set_num_threads(threads);
 }
 
+// Where oneDNN's float32 kernel would not pay (no AVX-512) layers are not packed, but a PackedMatrix
+// still runs whatever kernel oneDNN has: checked here on every machine with oneDNN.
 TEST_CASE("float32 packed products equal linear to float rounding", "[packed]") {
-    if (!packing_available(Precision::float32)) return;
+    if (!packing_available(Precision::int8)) return;  // no oneDNN
     check_every_packing(
         Precision::float32, [](const Tensor& x, const Tensor& w, const Tensor& b) { return linear(x, w, b); }, 1e-5f,
         [](const Tensor&, const PackedMatrix& packed) { REQUIRE(packed.scales() == nullptr); });
@@ -212,12 +228,16 @@ TEST_CASE("a packed Transformer uses its packed weights without grad and float32
         NoGradGuard no_grad;
         exact = model->forward(src, tgt_in);
     }
+    model->pack_weights();
     if (packing_available(Precision::float32)) {
-        model->pack_weights();
         REQUIRE(model->weights_packed());
         REQUIRE(model->packed_precision() == Precision::float32);
         NoGradGuard no_grad;
         REQUIRE(max_abs_diff(model->forward(src, tgt_in), exact) < 1e-5f);
+    } else {  // no float32 kernel that pays on this CPU: sgemm, the same logits
+        REQUIRE_FALSE(model->weights_packed());
+        NoGradGuard no_grad;
+        REQUIRE(max_abs_diff(model->forward(src, tgt_in), exact) == 0);
     }
     model->pack_weights(Precision::int8);
     REQUIRE(model->packed_precision() == Precision::int8);

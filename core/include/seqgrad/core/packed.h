@@ -34,6 +34,10 @@ bool packing_available(Precision precision);
 // The kernel oneDNN runs for this precision on this CPU ("brg:avx512_core", "brg:avx512_core_amx_int8",
 // "brg:avx512_core_vnni", "gemm:jit", ...), or why there is none.
 std::string packed_kernel_name(Precision precision);
+// Turns packing off (false) for the whole process, or back on: packing_available() then answers
+// false for both precisions, as on a CPU or build without the kernels, so that the sgemm fallback
+// (and int8's refusal) can be tested on any machine. PackedMatrix itself is unaffected.
+void set_packing_enabled(bool enabled);
 
 // A weight matrix [out, in] packed for oneDNN's kernels (quantized first for int8), once, in column
 // blocks (one per thread of seqgrad's pool at packing time, so the threads read disjoint weights).
