@@ -462,6 +462,37 @@ void require_same_translations(const std::vector<std::vector<Translation>>& a,
 
 }  // namespace
 
+TEST_CASE("the Translator's n-best are the decoders' own on the checkpoint's model", "[corpus]") {
+    const Translator translator(tiny_run());
+    const LoadedModel loaded = load_model(tiny_run());  // not packed: sgemm
+    for (const int64_t beam : {1, 4}) {
+        TranslatorOptions options;
+        options.beam_size = beam;
+        options.nbest = beam == 1 ? 1 : 3;
+        options.max_len = 12;
+        const auto results = translator.translate(kWords, options);
+        REQUIRE(results.size() == kWords.size());
+        seqgrad::models::DecodeOptions decode;
+        decode.beam_size = beam;
+        decode.max_len = options.max_len;
+        decode.length_penalty = options.length_penalty;
+        for (size_t i = 0; i < kWords.size(); ++i) {
+            const std::vector<int64_t> ids = loaded.encode_source(kWords[i]);
+            const auto src = seqgrad::IntTensor::from_vector(ids, {1, static_cast<int64_t>(ids.size())});
+            const std::vector<seqgrad::models::Hypothesis> own =
+                beam == 1 ? seqgrad::models::greedy_decode(*loaded.model, src, decode.max_len)
+                          : seqgrad::models::beam_search_nbest(*loaded.model, src, decode, options.nbest)[0];
+            REQUIRE(results[i].size() == own.size());
+            for (size_t r = 0; r < own.size(); ++r) {
+                INFO(kWords[i] << ", beam " << beam << ", rank " << r + 1);
+                CHECK(results[i][r].text == loaded.decode_target(own[r].tokens));
+                CHECK(results[i][r].tokens == static_cast<int64_t>(own[r].tokens.size()));
+                CHECK(std::abs(results[i][r].score - own[r].score) < 1e-4f);
+            }
+        }
+    }
+}
+
 TEST_CASE("where packing is unavailable the Translator decodes on sgemm, with the same translations",
           "[corpus][packed]") {
     TranslatorOptions options;

@@ -19,6 +19,7 @@ cat > "$work/tiny.json" <<'EOF'
               "schedule": "constant", "lr": 0.003}}
 EOF
 train=("$seqgrad" train --task reverse --model transformer --config "$work/tiny.json" --threads 1)
+trained_steps=300  # enough for the tiny model to reverse most words (the int8 check needs a trained model)
 
 # A short run: exit 0, a checkpoint, the best dev WER, some dev words.
 out=$("${train[@]}" --max-steps 6 --out "$work/run" 2>&1); status=$?
@@ -57,14 +58,35 @@ out=$("$seqgrad" predict --checkpoint "$work/run" abc 2>&1); status=$?
 [ $status -eq 0 ] || fail "predict exited $status: $out"
 grep -q "^abc" <<< "$out" || fail "predict did not print the word: $out"
 
-# --int8: int8 weights with oneDNN; without it, a clear refusal.
+# --int8: int8 weights with oneDNN; without it, a clear refusal. A model trained until it reverses
+# most words gives nearly the same outputs with int8 weights as with float32 ones, and nearly the
+# same error rates; int8 products gone wrong would not.
 out=$("$seqgrad" predict --checkpoint "$work/run" --int8 abc cab 2>&1); status=$?
 if [ "$with_dnnl" = 1 ]; then
   [ $status -eq 0 ] || fail "predict --int8 exited $status: $out"
   [ "$(grep -c '^abc\|^cab' <<< "$out")" -eq 2 ] || fail "predict --int8 did not print both words: $out"
-  out=$("$seqgrad" eval --checkpoint "$work/run" --split test --threads 1 --int8 2>&1); status=$?
-  [ $status -eq 0 ] || fail "eval --int8 exited $status: $out"
-  grep -q "WER .*PER .*(40 words)" <<< "$out" || fail "eval --int8 printed no WER and PER: $out"
+  out=$("${train[@]}" --max-steps "$trained_steps" --out "$work/trained" 2>&1) \
+    || fail "training the model for int8 failed: $out"
+  words=(abc bad cafe dig ghee jab bead deaf hide jade fig aged bide each gibe head idea jibe dice chef)
+  float32=$("$seqgrad" predict --checkpoint "$work/trained" --threads 1 "${words[@]}" 2>&1) \
+    || fail "predict on the trained model failed: $float32"
+  int8=$("$seqgrad" predict --checkpoint "$work/trained" --threads 1 --int8 "${words[@]}" 2>&1) \
+    || fail "predict --int8 on the trained model failed: $int8"
+  reversed=$(awk -F'\t' '{ r = ""; for (i = length($1); i > 0; i--) r = r substr($1, i, 1) } r == $2' <<< "$float32")
+  [ "$(grep -c . <<< "$reversed")" -ge 16 ] || fail "the trained model reversed too few of 20 words: $float32"
+  same=$(paste <(echo "$float32") <(echo "$int8") | awk -F'\t' '$1 == $3 && $2 == $4' | wc -l)
+  [ "$same" -ge 18 ] || fail "int8 gave the float32 output for $same of 20 words: $int8 (float32: $float32)"
+  rates() {  # WER and PER of the trained model on its test split, as "WER PER"
+    "$seqgrad" eval --checkpoint "$work/trained" --split test --threads 1 "$@" 2>&1 \
+      | sed -n 's/.*: WER \([0-9.]*\)%  PER \([0-9.]*\)%  (40 words)$/\1 \2/p'
+  }
+  read -r wer per <<< "$(rates)"
+  read -r wer8 per8 <<< "$(rates --int8)"
+  # float32 below 60% WER (untrained: near 100%); int8 within 10 points of its WER and 5 of its PER.
+  awk -v w="${wer:-x}" -v p="${per:-x}" -v w8="${wer8:-x}" -v p8="${per8:-x}" 'BEGIN {
+      d = w8 - w; e = p8 - p
+      exit !(w ~ /^[0-9.]+$/ && w8 ~ /^[0-9.]+$/ && w < 60 && d * d <= 100 && e * e <= 25) }' \
+    || fail "eval --int8 gave WER $wer8% and PER $per8%, float32 WER $wer% and PER $per%"
 else
   [ $status -ne 0 ] && grep -q "libdnnl-dev" <<< "$out" || fail "predict --int8 without oneDNN gave $status: $out"
 fi
@@ -133,8 +155,19 @@ out=$("$seqgrad" eval --checkpoint "$work/own_gz" --test "$work/heldout.tsv" --m
       --threads 1 2>&1)
 status=$?
 [ $status -eq 0 ] || fail "eval --test exited $status: $out"
-grep -q "WER .*PER .*(20 words).*BLEU [0-9.]*  chrF [0-9.]*" <<< "$out" \
-  || fail "eval printed no WER, PER, BLEU, chrF: $out"
+number='\([0-9]\+\.[0-9][0-9]\)'  # a real number, as eval prints it
+read -r wer bleu chrf < <(
+  sed -n "s/.*: WER $number%  PER [0-9.]*%  (20 words)  BLEU $number  chrF $number$/\1 \2 \3/p" <<< "$out")
+[ -n "$chrf" ] || fail "eval printed no WER, PER, BLEU, chrF: $out"
+awk -v b="$bleu" -v c="$chrf" 'BEGIN { exit !(b <= 100 && c <= 100) }' || fail "BLEU $bleu or chrF $chrf is over 100"
+# The same numbers from the outputs predict gives for the same sources, scored by score: eval
+# decodes and scores what predict would print (score itself is checked by check_tools.sh).
+cut -f1 "$work/heldout.tsv" | "$seqgrad" predict --checkpoint "$work/own_gz" --threads 1 > "$work/heldout.out" \
+  2> "$work/heldout.err" || fail "predict on the held-out sources failed: $(cat "$work/heldout.err")"
+out=$("$seqgrad" score --predictions "$work/heldout.out" --references "$work/heldout.tsv" --metric bleu \
+      --metric chrf 2>&1)
+grep -q ": WER $wer%  PER [0-9.]*%  (20 words)  BLEU $bleu  chrF $chrf$" <<< "$out" \
+  || fail "eval gave WER $wer%, BLEU $bleu, chrF $chrf; score of predict's outputs: $out"
 out=$("$seqgrad" eval --checkpoint "$work/own" --split dev --threads 1 2>&1); status=$?
 [ $status -eq 0 ] || fail "eval of a corpus run's dev split exited $status: $out"
 printf 'abc\n\nfed\n' > "$work/inputs.txt"
@@ -144,6 +177,12 @@ out=$("$seqgrad" predict --checkpoint "$work/own" --input "$work/inputs.txt" --b
 { grep -q "^1	1	" <<< "$out" && grep -q "^1	2	" <<< "$out" && grep -q "^3	2	" <<< "$out"; } \
   || fail "predict --nbest 2 did not print line, rank, output, score: $out"
 grep -q "lines/s" "$work/predict.err" || fail "predict printed no throughput: $(cat "$work/predict.err")"
+# The n-best lists are best first, and their first is what the same beam gives without --nbest.
+awk -F'\t' '$1 == line && $4 > score { exit 1 } { line = $1; score = $4 }' <<< "$out" \
+  || fail "predict --nbest 2 printed a better hypothesis second: $out"
+best=$("$seqgrad" predict --checkpoint "$work/own" --input "$work/inputs.txt" --beam 3 --threads 1 2>/dev/null)
+[ "$(awk -F'\t' '$2 == 1 { print $3 }' <<< "$out")" = "$(cut -f2 <<< "$best")" ] \
+  || fail "predict --nbest 2's first hypotheses are not predict --beam 3's outputs: $out (beam 3: $best)"
 out=$(printf 'abc\nfed\n' | "$seqgrad" predict --checkpoint "$work/own" --threads 1 2>/dev/null); status=$?
 [ $status -eq 0 ] && [ "$(echo "$out" | wc -l)" -eq 2 ] || fail "predict from standard input gave $status: $out"
 # Bad data: refused with its file and line, or trained on and counted with --skip-invalid.
