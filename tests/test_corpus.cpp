@@ -507,3 +507,35 @@ TEST_CASE("where packing is unavailable the Translator decodes on sgemm, with th
     require_same_translations(fallback.translate(kWords, options), expected);
     CHECK_THAT(error_of([] { Translator int8(tiny_run(), seqgrad::Precision::int8); }), Contains("oneDNN"));
 }
+
+TEST_CASE("the Translator at int8 runs int8 weights and translates as float32 does, within rounding",
+          "[corpus][packed][int8]") {
+    if (!seqgrad::packing_available(seqgrad::Precision::int8)) {
+        WARN("SKIPPED: this build has no oneDNN, so no int8 (its refusal is tested with packing unavailable)");
+        return;
+    }
+    TranslatorOptions options;
+    options.beam_size = 4;
+    options.nbest = 2;
+    const Translator float32(tiny_run());
+    const Translator int8(tiny_run(), seqgrad::Precision::int8);
+    REQUIRE(int8.checkpoint().model->weights_packed());
+    REQUIRE(int8.checkpoint().model->packed_precision() == seqgrad::Precision::int8);
+    const auto expected = float32.translate(kWords, options);
+    const auto got = int8.translate(kWords, options);
+    // Rounding to 255 levels per row moves the log-probabilities a little: the best translations are
+    // mostly the same, and their scores close, but not the same to the last bit.
+    int same = 0;
+    float largest = 0;
+    for (size_t i = 0; i < kWords.size(); ++i) {
+        INFO(kWords[i] << ": int8 " << got[i][0].text << " " << got[i][0].score << ", float32 " << expected[i][0].text
+                       << " " << expected[i][0].score);
+        same += got[i][0].text == expected[i][0].text;
+        if (got[i][0].text == expected[i][0].text) {
+            CHECK(std::abs(got[i][0].score - expected[i][0].score) < 0.05f);
+            largest = std::max(largest, std::abs(got[i][0].score - expected[i][0].score));
+        }
+    }
+    CHECK(same >= static_cast<int>(kWords.size()) - 1);
+    CHECK(largest > 0);  // it did run in int8
+}
