@@ -6,16 +6,10 @@
 #include <numbers>
 
 #include "seqgrad/core/error.h"
+#include "seqgrad/core/hash.h"
 
 namespace seqgrad {
 namespace {
-
-uint64_t splitmix64(uint64_t& x) {
-    uint64_t z = (x += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
 
 uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
 
@@ -24,7 +18,7 @@ uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
 Generator::Generator(uint64_t seed) { this->seed(seed); }
 
 void Generator::seed(uint64_t seed) {
-    for (uint64_t& s : s_) s = splitmix64(seed);
+    for (uint64_t& s : s_) s = splitmix64_next(seed);
 }
 
 uint64_t Generator::next_u64() {

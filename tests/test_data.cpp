@@ -17,6 +17,7 @@ using namespace seqgrad::models;
 using namespace seqgrad::training;
 using seqgrad::Error;
 using seqgrad::Generator;
+using seqgrad::fnv1a_32;
 using Catch::Matchers::Contains;
 
 namespace {

@@ -5,6 +5,7 @@
 #include <climits>
 
 #include "seqgrad/core/error.h"
+#include "seqgrad/core/hash.h"
 #include "seqgrad/models/model.h"
 
 namespace seqgrad::training {
@@ -235,17 +236,10 @@ std::vector<Batch> make_eval_batches(const EncodedPairs& examples, const BatchOp
 
 namespace {
 
-// splitmix64's finaliser: a well-mixed 64-bit hash of a 64-bit value.
-uint64_t mix64(uint64_t z) {
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-    return z ^ (z >> 31);
-}
-
 // Epoch e's batches, from (seed, e) alone.
 std::vector<std::vector<int64_t>> plan_epoch(const EncodedPairs& examples, const BatchOptions& options, uint64_t seed,
                                              int64_t epoch) {
-    Generator gen(mix64(seed ^ mix64(0x9E3779B97F4A7C15ULL + static_cast<uint64_t>(epoch))));
+    Generator gen(splitmix64_mix(seed ^ splitmix64_mix(kSplitMixGamma + static_cast<uint64_t>(epoch))));
     return plan_batches(examples, options, gen);
 }
 

@@ -14,15 +14,6 @@ const char* split_name(Split split) {
     return "?";
 }
 
-uint32_t fnv1a_32(std::string_view bytes) {
-    uint32_t hash = 0x811C9DC5u;
-    for (const char c : bytes) {
-        hash ^= static_cast<unsigned char>(c);
-        hash *= 0x01000193u;
-    }
-    return hash;
-}
-
 Split split_by_hash(std::string_view source) {
     const uint32_t bucket = fnv1a_32(source) % 100;
     if (bucket < 90) return Split::train;

@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "seqgrad/core/autograd.h"
+#include "seqgrad/core/hash.h"
 #include "seqgrad/models/registry.h"
 #include "seqgrad/nn/distributed.h"
 #include "seqgrad/nn/optim.h"
@@ -87,9 +88,8 @@ DataRequest request_for(const models::ModelConfig& config) {
 // unchanged; the others draw their own masks for their own rows.
 void give_rank_its_randomness(models::Seq2SeqModel& model, int rank) {
     if (rank == 0) return;
-    const Generator::State state = model.random().state();
-    uint64_t h = 0x243f6a8885a308d3ULL ^ static_cast<uint64_t>(rank);
-    for (uint64_t word : state) h = (h ^ word) * 0x100000001b3ULL + 0x9e3779b97f4a7c15ULL;
+    uint64_t h = static_cast<uint64_t>(rank);
+    for (const uint64_t word : model.random().state()) h = splitmix64_mix(h ^ word);
     model.random().seed(h);
 }
 
@@ -97,15 +97,11 @@ void give_rank_its_randomness(models::Seq2SeqModel& model, int rank) {
 // tokenizers), or their gradients would be of different models.
 void check_ranks_agree(const TrainingData& data, const nn::Distributed& group) {
     if (group.size() == 1) return;
-    uint64_t h = 0xcbf29ce484222325ULL;
-    auto mix = [&h](std::string_view text) {
-        for (unsigned char c : text) h = (h ^ c) * 0x100000001b3ULL;
-        h = (h ^ 0xff) * 0x100000001b3ULL;
-    };
-    for (const std::string& symbol : data.source_vocab.symbols()) mix(symbol);
-    for (const std::string& symbol : data.target_vocab.symbols()) mix(symbol);
-    mix(std::to_string(data.train.size()) + "/" + std::to_string(data.train.tokens()));
-    check(group.all_equal(h), "train",
+    Fnv1a64 h;
+    for (const std::string& symbol : data.source_vocab.symbols()) h.add(symbol);
+    for (const std::string& symbol : data.target_vocab.symbols()) h.add(symbol);
+    h.add(std::to_string(data.train.size()) + "/" + std::to_string(data.train.tokens()));
+    check(group.all_equal(h.value()), "train",
           "the ranks read different training data or built different vocabularies (is every file the same on "
           "every machine? a SentencePiece model trained on each rank may differ: train it once and pass "
           "--src-spm-model/--tgt-spm-model)");
@@ -471,7 +467,7 @@ TrainingResult train(const models::ModelConfig& model_config, const TrainingOpti
     if (config.share_embeddings && config.src_vocab != config.tgt_vocab) config.share_embeddings = false;
     Generator init(options.seed);
     run.model = models::make_model(models::ModelConfig::from_json(config.to_json()), init);  // validated like a file
-    run.model->random().seed(options.seed ^ 0x9e3779b97f4a7c15ULL);
+    run.model->random().seed(options.seed ^ kSplitMixGamma);
     give_rank_its_randomness(*run.model, group.rank());
     nn::broadcast_parameters(run.model->parameters(), group);  // the same start on every rank, whatever
     run.optimizer = make_optimizer(options, *run.model);

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "../parallel.h"
+#include "seqgrad/core/hash.h"
 #include "seqgrad/core/random.h"
 #include "seqgrad/core/tensor.h"
 #include "vector_math.h"
@@ -272,13 +273,6 @@ struct DropoutMask {
           threshold(p < 1 ? static_cast<uint64_t>(std::ldexp(static_cast<long double>(p), 64)) : UINT64_MAX),
           scale(p < 1 ? 1.0f / (1.0f - p) : 0.0f) {}
 
-    // SplitMix64's output for state key + (i + 1) * gamma: the i-th number of its stream.
-    static uint64_t splitmix64_at(uint64_t key, uint64_t i) {
-        uint64_t z = key + (i + 1) * 0x9E3779B97F4A7C15ull;
-        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-        return z ^ (z >> 31);
-    }
     // out[j] = in[j] scaled by 1 / (1 - p) if element first + j is kept, else 0, for j < n. The
     // members are copied to locals and the arrays must not overlap, so that the loop vectorises
     // (64-bit lanes) instead of reloading the members after every store.

@@ -5,6 +5,7 @@
 #include "seqgrad/core/autograd.h"
 #include "seqgrad/core/error.h"
 #include "seqgrad/core/gradcheck.h"
+#include "seqgrad/core/hash.h"
 #include "seqgrad/core/packed.h"
 #include "seqgrad/core/ops.h"
 #include "seqgrad/core/random.h"

@@ -6,6 +6,8 @@
 #include <string_view>
 #include <vector>
 
+#include "seqgrad/core/hash.h"
+
 namespace seqgrad::training {
 
 // One input with every acceptable output: a word and its pronunciations, a sentence and its
@@ -26,9 +28,6 @@ const char* split_name(Split split);
 // bits) of its bytes; h % 100 < 90 train, < 95 dev, else test. Every line of a source lands in
 // the same split, and the split of a line never depends on the others.
 Split split_by_hash(std::string_view source);
-
-// FNV-1a, 32 bits (offset basis 0x811C9DC5, prime 0x01000193), over the bytes.
-uint32_t fnv1a_32(std::string_view bytes);
 
 struct Dataset {
     std::string task;  // "g2p", "copy", "reverse" or "sort"
