@@ -2,14 +2,13 @@
 #include "svg.h"
 
 #include <algorithm>
-#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <initializer_list>
-#include <unistd.h>
 
 #include "seqgrad/core/error.h"
+#include "seqgrad/core/files.h"
 
 namespace seqgrad::cli::svg {
 namespace {
@@ -181,24 +180,7 @@ std::string Document::str() const {
 
 void write_file(const std::string& path, const std::string& contents) {
     check(!path.empty(), "svg", "no output path given");
-    const std::string temporary = path + ".tmp." + std::to_string(::getpid());
-    std::FILE* file = std::fopen(temporary.c_str(), "wb");
-    check(file != nullptr, "svg", "cannot write ", path, ": ", std::strerror(errno));
-    bool ok = std::fwrite(contents.data(), 1, contents.size(), file) == contents.size() && std::fflush(file) == 0 &&
-              ::fsync(::fileno(file)) == 0;
-    int reason = errno;
-    if (std::fclose(file) != 0 && ok) {
-        ok = false;
-        reason = errno;
-    }
-    if (ok && std::rename(temporary.c_str(), path.c_str()) != 0) {
-        ok = false;
-        reason = errno;
-    }
-    if (!ok) {
-        std::remove(temporary.c_str());
-        throw Error("svg: cannot write " + path + ": " + std::strerror(reason));
-    }
+    write_file_atomically(path, contents);
 }
 
 // ---- heatmaps ----

@@ -40,9 +40,9 @@ private:
     std::string body_;
 };
 
-// Writes `contents` to `path` atomically: to a temporary file beside it, flushed to disk, then
-// renamed over `path`, so a reader never sees half a file. Error naming the path (and the
-// system's reason) if it cannot be written; `path` is then untouched.
+// Writes `contents` to `path` atomically (core's write_file_atomically): a reader never sees half
+// a file. Error naming the path (and the system's reason) if it cannot be written; `path` is then
+// untouched.
 void write_file(const std::string& path, const std::string& contents);
 
 // ---- heatmaps ----

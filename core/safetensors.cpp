@@ -1,5 +1,5 @@
 // The safetensors reader (every header field checked against the file before any byte is used)
-// and the atomic writer. The rules are listed in include/seqgrad/core/safetensors.h.
+// and its writer (atomic, through files.h). The rules are listed in include/seqgrad/core/safetensors.h.
 #include "seqgrad/core/safetensors.h"
 
 #include <fcntl.h>
@@ -7,16 +7,16 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <bit>
 #include <cerrno>
 #include <cstring>
-#include <filesystem>
 #include <limits>
 #include <set>
 #include <tuple>
 
 #include <nlohmann/json.hpp>
+
+#include "seqgrad/core/files.h"
 
 namespace seqgrad {
 
@@ -234,20 +234,6 @@ void check_coverage(std::vector<Placement> placements, int64_t data_size, int64_
 
 std::string errno_text() { return std::strerror(errno); }
 
-// Writes all of `bytes` to `fd`, retrying short writes and interruptions.
-bool write_all(int fd, const std::byte* data, size_t size) {
-    while (size > 0) {
-        const ssize_t n = ::write(fd, data, size);
-        if (n < 0) {
-            if (errno == EINTR) continue;
-            return false;
-        }
-        data += n;
-        size -= static_cast<size_t>(n);
-    }
-    return true;
-}
-
 }  // namespace
 
 const char* dtype_name(DType dtype) {
@@ -464,48 +450,6 @@ std::vector<std::byte> SafetensorsFile::serialize() const {
     return out;
 }
 
-void SafetensorsFile::save(const std::string& path) const {
-    const std::vector<std::byte> bytes = serialize();
-    // The pid keeps concurrent processes apart; the counter, threads of one process.
-    static std::atomic<uint64_t> saves{0};
-    const std::string tmp = path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(saves++);
-
-    const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) fail(path, "cannot save: cannot create ", tmp, ": ", errno_text());
-    // On any failure: remove the temporary file (the old `path` is untouched) and report.
-    auto abandon = [&](const std::string& step, int error) {
-        ::unlink(tmp.c_str());
-        fail(path, "cannot save: ", step, ": ", std::strerror(error));
-    };
-    if (!write_all(fd, bytes.data(), bytes.size())) {
-        const int error = errno;
-        ::close(fd);
-        abandon("writing " + tmp, error);
-    }
-    // Data must be on disk before the rename makes it visible, or a crash could leave the new
-    // name pointing at an incomplete file.
-    if (::fsync(fd) != 0) {
-        const int error = errno;
-        ::close(fd);
-        abandon("fsync of " + tmp, error);
-    }
-    if (::close(fd) != 0) {
-        const int error = errno;
-        abandon("closing " + tmp, error);
-    }
-    if (::rename(tmp.c_str(), path.c_str()) != 0) {
-        const int error = errno;
-        abandon("renaming " + tmp + " over the path", error);
-    }
-
-    // Make the rename itself durable. Best effort: some file systems refuse fsync on directories.
-    std::string dir = std::filesystem::path(path).parent_path().string();
-    if (dir.empty()) dir = ".";
-    const int dir_fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dir_fd >= 0) {
-        ::fsync(dir_fd);
-        ::close(dir_fd);
-    }
-}
+void SafetensorsFile::save(const std::string& path) const { write_file_atomically(path, serialize()); }
 
 }  // namespace seqgrad

@@ -508,7 +508,7 @@ TEST_CASE("safetensors save replaces a file atomically and leaves no temporary f
 TEST_CASE("safetensors save into a missing directory throws an Error naming the path", "[safetensors]") {
     TempDir dir("missing");
     const std::string path = (dir.path / "no_such_dir" / "model.safetensors").string();
-    CHECK_THROWS_WITH(small_file().save(path), Contains(path) && Contains("cannot save"));
+    CHECK_THROWS_WITH(small_file().save(path), Contains("cannot write " + path));
     CHECK(dir.listing().empty());
 }
 

@@ -2,9 +2,6 @@
 // training state beside them (checkpoint.h).
 #include "seqgrad/training/checkpoint.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <cstring>
 #include <filesystem>
 
@@ -202,13 +199,6 @@ TrainingState load_training_state(const std::string& path) {
         else (name.starts_with("average") ? state.average : state.optimizer).emplace(name, file.tensor(name));
     }
     return state;
-}
-
-void sync_directory(const std::string& dir) {
-    const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0) return;
-    ::fsync(fd);
-    ::close(fd);
 }
 
 }  // namespace seqgrad::training

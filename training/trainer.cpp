@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "seqgrad/core/autograd.h"
+#include "seqgrad/core/files.h"
 #include "seqgrad/core/hash.h"
 #include "seqgrad/models/registry.h"
 #include "seqgrad/nn/distributed.h"

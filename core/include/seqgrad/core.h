@@ -4,6 +4,7 @@
 #include "seqgrad/core/allocator.h"
 #include "seqgrad/core/autograd.h"
 #include "seqgrad/core/error.h"
+#include "seqgrad/core/files.h"
 #include "seqgrad/core/gradcheck.h"
 #include "seqgrad/core/hash.h"
 #include "seqgrad/core/packed.h"

@@ -62,10 +62,8 @@ public:
     // messages (now and from later accessors) call the file.
     static SafetensorsFile parse(std::span<const std::byte> bytes, const std::string& name_for_errors);
 
-    // Writes the file atomically: to "<path>.tmp.<pid>.<n>" (n counts saves in this process, so
-    // threads never share a temporary), fsynced, then renamed over `path`, so a reader (or a
-    // crash) sees either the old file or the complete new one. On failure the temporary file is
-    // removed, `path` is untouched, and an Error names the path.
+    // Writes serialize()'s bytes atomically (files.h): a reader, or a crash, sees either the old
+    // file or the complete new one. On failure `path` is untouched and an Error names it.
     void save(const std::string& path) const;
     // The file's bytes: `__metadata__` first (only if there is any metadata), then the tensors in
     // names() order with their data back to back; the header is padded with spaces to a

@@ -99,8 +99,4 @@ struct TrainingState {
 };
 TrainingState load_training_state(const std::string& path);
 
-// Makes the renames in a directory durable (fsync of the directory; best effort, as some file
-// systems refuse it).
-void sync_directory(const std::string& dir);
-
 }  // namespace seqgrad::training
