@@ -116,25 +116,16 @@ Tensor DecoderLayer::forward(const Tensor& x, const Tensor& memory, const IntTen
         [&](const Tensor& y) { return cross_attention->forward(y, memory, memory, src_mask).output; });
 }
 
-Tensor DecoderLayer::step(const Tensor& x, DecoderLayerCache& cache, const DecoderStepRows& rows) const {
+Tensor DecoderLayer::step(const Tensor& x, TransformerDecodingState& state, int64_t layer,
+                          const IntTensor& self_mask) const {
     auto self_attend = [&](const Tensor& y) {
-        const int64_t position = rows.length - 1;  // the new one's, for rotary positions
-        const nn::KeysValues now = self_attention->project_keys_values(y, y, position);  // [N, 1, d_model] each
-        nn::KeysValues& cached = cache.self_attention;                                   // [N, capacity, d_model]
-        const int64_t n = y.size(0), width = y.size(2), capacity = cached.keys.size(1);
-        check(cached.keys.size(0) >= n && position < capacity, "DecoderLayer", "the cache holds ", cached.keys.size(0),
-              " rows of ", capacity, " positions; step ", position, " of ", n, " rows does not fit");
-        for (int64_t i = 0; i < n; ++i) {
-            std::copy_n(now.keys.data() + i * width, width, cached.keys.data() + (i * capacity + position) * width);
-            std::copy_n(now.values.data() + i * width, width, cached.values.data() + (i * capacity + position) * width);
-        }
-        return self_attention->attend_gathered(y, cached, rows.self_rows, rows.length, rows.self_mask, position).output;
+        return self_attention->step(y, state.self_attention, layer, self_mask).output;
     };
     auto cross_attend = [&](const Tensor& y) {
-        const nn::AttentionOutput attended = cross_attention->attend_gathered(y, cache.cross_attention, rows.cross_rows,
-                                                                              cache.cross_attention.keys.size(1),
-                                                                              rows.src_mask);
-        cache.cross_attention_weights = attended.attention_weights;
+        const nn::KeysValues& source = state.cross_attention[static_cast<size_t>(layer)];
+        const nn::AttentionOutput attended =
+            cross_attention->attend_gathered(y, source, state.cross_rows, source.keys.size(1), state.src_mask);
+        state.cross_attention_weights[static_cast<size_t>(layer)] = attended.attention_weights;
         return attended.output;
     };
     return run(x, self_attend, cross_attend);
@@ -269,76 +260,20 @@ Tensor Transformer::forward(const IntTensor& src, const IntTensor& tgt_in) {
 // ---- incremental decoding ----
 
 void TransformerDecodingState::select_rows(const std::vector<int64_t>& rows) {
-    const int64_t t = length(), capacity = self_rows.size(1);
-    for (size_t i = 0; i < rows.size(); ++i)
-        check(rows[i] >= 0 && rows[i] < this->rows(), "select_rows", "index ", rows[i], " at position ", i,
-              " is outside [0, ", this->rows(), ")");
+    self_attention.select_rows(rows);  // checks the rows
     src_mask = models::select_rows(src_mask, rows);
     tokens = models::select_rows(tokens, rows);
     cross_rows = models::select_rows(cross_rows, rows);
-    const auto n = static_cast<int64_t>(rows.size());
-    // Row i's history becomes row rows[i]'s: its table. The caches stay where they are.
-    IntTensor table = IntTensor::zeros({n, capacity});
-    for (int64_t i = 0; i < n; ++i)
-        std::copy_n(self_rows.data() + rows[static_cast<size_t>(i)] * capacity, t, table.data() + i * capacity);
-    self_rows = table;
-    for (DecoderLayerCache& layer : layers) {
-        if (layer.cross_attention_weights.defined())
-            layer.cross_attention_weights = models::select_rows(layer.cross_attention_weights, 0, rows);
-        // Step t writes row i's position t in cache row i: more rows than the caches hold need
-        // more cache rows (the old ones keep their contents).
-        nn::KeysValues& kv = layer.self_attention;
-        if (!kv.keys.defined() || kv.keys.size(0) >= n) continue;
-        const int64_t width = kv.keys.size(2);
-        nn::KeysValues bigger{Tensor::empty({n, capacity, width}), Tensor::empty({n, capacity, width})};
-        std::copy_n(kv.keys.data(), kv.keys.numel(), bigger.keys.data());
-        std::copy_n(kv.values.data(), kv.values.numel(), bigger.values.data());
-        kv = bigger;
-    }
+    for (Tensor& weights : cross_attention_weights)
+        if (weights.defined()) weights = models::select_rows(weights, 0, rows);
 }
 
 void TransformerDecodingState::reorder_beams(const std::vector<int64_t>& rows, int64_t group) {
-    check(group >= 1, "reorder_beams", "group must be at least 1, got ", group);
-    check(static_cast<int64_t>(rows.size()) == this->rows(), "reorder_beams", "takes one row for each of the ",
-          this->rows(), " rows, got ", rows.size());
-    for (size_t i = 0; i < rows.size(); ++i)
-        check(rows[i] / group == static_cast<int64_t>(i) / group, "reorder_beams", "row ", rows[i],
-              " is not in the group of row ", i);
-    const int64_t t = length(), capacity = self_rows.size(1);
+    self_attention.reorder_beams(rows, group);  // checks the rows and groups
+    // A group's cross_rows and source mask are the same for all its rows.
     tokens = models::select_rows(tokens, rows);
-    // Row i's history becomes row rows[i]'s: its table of rows, nothing else. (A group's
-    // cross_rows and source mask are the same for all its rows.)
-    IntTensor table = self_rows;  // a copy (IntTensor holds its values)
-    for (size_t i = 0; i < rows.size(); ++i)
-        std::copy_n(self_rows.data() + rows[i] * capacity, t, table.data() + static_cast<int64_t>(i) * capacity);
-    self_rows = table;
-    for (DecoderLayerCache& layer : layers)
-        if (layer.cross_attention_weights.defined())
-            layer.cross_attention_weights = models::select_rows(layer.cross_attention_weights, 0, rows);
-}
-
-void TransformerDecodingState::reserve(int64_t positions, int64_t d_model, int64_t max_positions) {
-    const int64_t capacity = self_rows.size(1), n = rows(), t = length();
-    if (positions <= capacity) return;
-    const int64_t grown = std::max(positions, std::min(max_positions, std::max<int64_t>(32, 2 * capacity)));
-    IntTensor table = IntTensor::zeros({n, grown});
-    for (int64_t i = 0; i < n; ++i) std::copy_n(self_rows.data() + i * capacity, t, table.data() + i * grown);
-    self_rows = table;
-    for (DecoderLayerCache& layer : layers) {
-        nn::KeysValues& kv = layer.self_attention;
-        const int64_t stored = kv.keys.defined() ? std::max(n, kv.keys.size(0)) : n;  // cache rows
-        // Left unset: a position is read only after its step has written it (rows' tables say
-        // which cache row holds it), so zeroing hundreds of megabytes per batch would buy nothing.
-        nn::KeysValues bigger{Tensor::empty({stored, grown, d_model}), Tensor::empty({stored, grown, d_model})};
-        if (kv.keys.defined())
-            for (int64_t r = 0; r < kv.keys.size(0); ++r) {
-                std::copy_n(kv.keys.data() + r * capacity * d_model, t * d_model,
-                            bigger.keys.data() + r * grown * d_model);
-                std::copy_n(kv.values.data() + r * capacity * d_model, t * d_model,
-                            bigger.values.data() + r * grown * d_model);
-            }
-        kv = bigger;
-    }
+    for (Tensor& weights : cross_attention_weights)
+        if (weights.defined()) weights = models::select_rows(weights, 0, rows);
 }
 
 std::unique_ptr<DecodingState> Transformer::start_decoding(const IntTensor& src) {
@@ -346,15 +281,14 @@ std::unique_ptr<DecodingState> Transformer::start_decoding(const IntTensor& src)
     const int64_t batch = src.size(0), src_len = src.size(1);
     auto state = std::make_unique<TransformerDecodingState>();
     state->tokens = IntTensor::zeros({batch, 0});
-    state->self_rows = IntTensor::zeros({batch, 0});
+    state->self_attention =
+        nn::KeyValueCache(batch, static_cast<int64_t>(decoder_layers->size()), config().d_model, config().max_seq_len);
     state->cross_rows = IntTensor::zeros({batch, src_len});
     for (int64_t i = 0; i < batch; ++i)
         for (int64_t j = 0; j < src_len; ++j) state->cross_rows.data()[i * src_len + j] = i;
-    for (const auto& layer : *decoder_layers) {
-        DecoderLayerCache cache;
-        cache.cross_attention = layer->cross_attention->project_keys_values(encoded.memory, encoded.memory);
-        state->layers.push_back(cache);
-    }
+    for (const auto& layer : *decoder_layers)
+        state->cross_attention.push_back(layer->cross_attention->project_keys_values(encoded.memory, encoded.memory));
+    state->cross_attention_weights.resize(decoder_layers->size());
     state->src_mask = std::move(encoded.src_mask);
     return state;
 }
@@ -372,16 +306,14 @@ Tensor Transformer::decode_step(DecodingState& decoding_state, const IntTensor& 
     check_token_ids(column, config().tgt_vocab, kOp, "tokens");
     // The caches hold keys and values, not their history: stepping has no backward.
     NoGradGuard no_grad;
-    state.reserve(position + 1, config().d_model, config().max_seq_len);
+    state.self_attention.advance();
     state.tokens = append_column(state.tokens, column);
-    const int64_t capacity = state.self_rows.size(1);
-    for (int64_t i = 0; i < batch; ++i) state.self_rows.data()[i * capacity + position] = i;
     // The keys are the tokens fed so far: no later ones exist, so causality holds by itself;
     // padding (a finished hypothesis fed <pad>) is masked as decode() masks it.
     const IntTensor self_mask = nn::padding_mask(state.tokens, kPad);  // [N, 1, 1, t + 1]
-    const DecoderStepRows rows{state.self_rows, position + 1, self_mask, state.cross_rows, state.src_mask};
-    Tensor x = embed(*tgt_embedding, column, position);  // [N, 1, d_model]
-    for (size_t i = 0; i < decoder_layers->size(); ++i) x = (*decoder_layers)[i]->step(x, state.layers[i], rows);
+    Tensor x = embed(*tgt_embedding, column, position);                // [N, 1, d_model]
+    for (size_t i = 0; i < decoder_layers->size(); ++i)
+        x = (*decoder_layers)[i]->step(x, state, static_cast<int64_t>(i), self_mask);
     if (decoder_norm) x = decoder_norm->forward(x);
     return reshape(output->forward(x), {batch, config().tgt_vocab});
 }
@@ -399,9 +331,8 @@ std::vector<Tensor> Transformer::last_attention(const DecodingState& decoding_st
     const auto* state = dynamic_cast<const TransformerDecodingState*>(&decoding_state);
     check(state != nullptr, kOp, kForeignState);
     std::vector<Tensor> weights;
-    for (const DecoderLayerCache& layer : state->layers) {
-        const Tensor& w = layer.cross_attention_weights;  // [B, H, 1, S]
-        if (!w.defined()) return {};                      // no step yet
+    for (const Tensor& w : state->cross_attention_weights) {  // [B, H, 1, S] each
+        if (!w.defined()) return {};                          // no step yet
         for (int64_t head = 0; head < w.size(1); ++head)
             weights.push_back(reshape(slice(w, 1, head, head + 1), {w.size(0), w.size(3)}));
     }

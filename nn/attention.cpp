@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "seqgrad/core/ops.h"
+#include "seqgrad/nn/kv_cache.h"
 #include "seqgrad/nn/positional.h"
 #include "seqgrad/nn/trace.h"
 
@@ -155,6 +156,13 @@ AttentionOutput MultiHeadAttention::attend_gathered(const Tensor& query, const K
     Tensor weights;
     const Tensor context = gathered_attention(q, kv.keys, kv.values, rows, length, n_heads, mask, &weights);
     return {wo->forward(context), weights};
+}
+
+AttentionOutput MultiHeadAttention::step(const Tensor& x, KeyValueCache& cache, int64_t layer,
+                                         const IntTensor& mask) const {
+    const int64_t position = cache.length() - 1;  // the new one's, for rotary positions
+    cache.write(layer, project_keys_values(x, x, position));
+    return attend_gathered(x, cache.stored(layer), cache.table(), cache.length(), mask, position);
 }
 
 AttentionOutput MultiHeadAttention::forward(const Tensor& query, const Tensor& key, const Tensor& value,

@@ -271,11 +271,11 @@ TEST_CASE("decoding step by step with cached keys and values gives decode()'s lo
             const Tensor logits = generic.decode_step(*state, column(tgt_in, t));
             CHECK(own.length() == t + 1);
             // Room for the whole decode once reserved (max_seq_len 10 here): written in place.
-            const Tensor& keys = own.layers[1].self_attention.keys;
+            const Tensor& keys = own.self_attention.stored(1).keys;
             CHECK(keys.shape() == Shape{3, 10, 8});
             if (t == 0) keys_storage = keys.data();
             CHECK(keys.data() == keys_storage);
-            for (int64_t i = 0; i < 3; ++i) CHECK(own.self_rows.data()[i * 10 + t] == i);
+            for (int64_t i = 0; i < 3; ++i) CHECK(own.self_attention.table().data()[i * 10 + t] == i);
             CHECK(testing::max_abs_diff(logits, at_position(full, t)) < 1e-5f);
 
             // Cross-attention weights: 2 layers x 2 heads, [3, 5] each, rows summing to one,
@@ -316,7 +316,7 @@ TEST_CASE("decoding beyond the caches' first capacity grows them and keeps every
     for (int64_t t = 0; t < 40; ++t) {
         INFO("step " << t);
         const Tensor logits = model.decode_step(*state, column(tgt_in, t));
-        CHECK(own.layers[0].self_attention.keys.size(1) == (t < 32 ? 32 : 64));
+        CHECK(own.self_attention.stored(0).keys.size(1) == (t < 32 ? 32 : 64));
         CHECK(testing::max_abs_diff(logits, at_position(full, t)) < 1e-5f);
     }
 }
@@ -332,12 +332,12 @@ TEST_CASE("dropping rows of a decoding state moves no keys, and the rows left de
     model.decode_step(*state, column(tgt_in, 0));
     model.decode_step(*state, column(tgt_in, 1));
     const auto& own = dynamic_cast<const TransformerDecodingState&>(*state);
-    const float* keys = own.layers[0].self_attention.keys.data();
+    const float* keys = own.self_attention.stored(0).keys.data();
     const std::vector<int64_t> rows = {2, 0};  // row 1 is done
     state->select_rows(rows);
     CHECK(own.rows() == 2);
-    CHECK(own.layers[0].self_attention.keys.data() == keys);  // the caches stay, 3 rows of them
-    CHECK(own.layers[0].self_attention.keys.size(0) == 3);
+    CHECK(own.self_attention.stored(0).keys.data() == keys);  // the caches stay, 3 rows of them
+    CHECK(own.self_attention.stored(0).keys.size(0) == 3);
     model.decode_step(*state, column(rows_of(tgt_in, rows), 2));
     const Tensor stepped = model.decode_step(*state, column(rows_of(tgt_in, rows), 3));
     const Tensor expected = model.forward(rows_of(kSrc, rows), rows_of(tgt_in, rows));

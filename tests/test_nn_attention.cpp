@@ -156,6 +156,51 @@ TEST_CASE("attending in two halves with a growing key cache equals attending all
     }
 }
 
+TEST_CASE("stepping through a key/value cache equals attending over the whole prefix, rows reordered or not",
+          "[nn][attention]") {
+    Generator gen(19);
+    NoGradGuard no_grad;
+    for (bool rotary : {false, true}) {
+        INFO("rotary " << rotary);
+        MultiHeadAttention mha(8, 2, gen, 0.0f, nullptr, rotary);
+        const Tensor x = random_tensor({3, 6, 8}, 20, -1, 1, false);
+        const Tensor full = mha.forward(x, x, x, causal_mask(6)).output;  // [3, 6, 8]
+        KeyValueCache cache(3, 2, 8, 6);  // two layers' storage; this attention is layer 1
+        const float* storage = nullptr;
+        for (int64_t t = 0; t < 6; ++t) {
+            CHECK(cache.advance() == t);
+            const Tensor out = mha.step(slice(x, 1, t, t + 1), cache, 1).output;
+            CHECK(testing::max_abs_diff(out, slice(full, 1, t, t + 1)) < 1e-5f);
+            if (t == 0) storage = cache.stored(1).keys.data();
+            CHECK(cache.stored(1).keys.data() == storage);  // written in place, never moved
+        }
+        CHECK_THROWS_WITH(cache.advance(), Catch::Contains("beyond the longest sequence"));
+    }
+    // Reordered rows (beam search) continue as the rows they took the history of.
+    MultiHeadAttention mha(8, 2, gen);
+    const Tensor x = random_tensor({2, 4, 8}, 21, -1, 1, false);
+    KeyValueCache cache(2, 1, 8, 8);
+    for (int64_t t = 0; t < 3; ++t) {
+        cache.advance();
+        mha.step(slice(x, 1, t, t + 1), cache, 0);
+    }
+    const std::vector<int64_t> rows = {1, 1, 0};  // three rows now: row 1 twice, then row 0
+    cache.select_rows(rows);
+    CHECK(cache.rows() == 3);
+    cache.advance();
+    const Tensor next = random_tensor({3, 1, 8}, 22, -1, 1, false);
+    const Tensor stepped = mha.step(next, cache, 0).output;
+    for (int64_t i = 0; i < 3; ++i) {
+        // Row i's history is row rows[i]'s three positions, then its own new one.
+        const int64_t from = rows[static_cast<size_t>(i)];
+        const Tensor history = concat({slice(slice(x, 0, from, from + 1), 1, 0, 3), slice(next, 0, i, i + 1)}, 1);
+        const Tensor expected = mha.forward(history, history, history, causal_mask(4)).output;
+        CHECK(testing::max_abs_diff(slice(stepped, 0, i, i + 1), slice(expected, 1, 3, 4)) < 1e-5f);
+    }
+    CHECK_THROWS_WITH(cache.reorder_beams({2, 0, 1}, 2), Catch::Contains("not in the group"));
+    CHECK_THROWS_WITH(cache.select_rows({3}), Catch::Contains("outside [0, 3)"));
+}
+
 TEST_CASE("rotary attention depends on relative positions only", "[nn][attention]") {
     Generator gen(17);
     MultiHeadAttention rotary(8, 2, gen, 0.0f, nullptr, /*rotary=*/true);

@@ -5,6 +5,7 @@
 #include "seqgrad/nn/attention.h"
 #include "seqgrad/nn/distributed.h"
 #include "seqgrad/nn/init.h"
+#include "seqgrad/nn/kv_cache.h"
 #include "seqgrad/nn/layers.h"
 #include "seqgrad/nn/lstm.h"
 #include "seqgrad/nn/module.h"

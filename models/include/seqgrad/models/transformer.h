@@ -12,6 +12,7 @@
 #include "seqgrad/models/model.h"
 #include "seqgrad/models/registry.h"
 #include "seqgrad/nn/attention.h"
+#include "seqgrad/nn/kv_cache.h"
 #include "seqgrad/nn/layers.h"
 #include "seqgrad/nn/module.h"
 #include "seqgrad/nn/positional.h"
@@ -35,26 +36,7 @@ public:
     bool pre_norm;
 };
 
-// One decoder layer's part of the incremental decoding state (TransformerDecodingState says how
-// its rows are found).
-struct DecoderLayerCache {
-    // [M, capacity, d_model] each (M >= N): every position's self-attention keys and values,
-    // written once (position t of row i at step t) and never moved.
-    nn::KeysValues self_attention;
-    // [M, S, d_model] each: projected once from the encoder's output, a row per source.
-    nn::KeysValues cross_attention;
-    Tensor cross_attention_weights;  // [N, H, 1, S]: the last step's, for last_attention()
-};
-
-// What one decoding step of the decoder layers reads besides the cache: where each row's keys are
-// and which of them it may attend to.
-struct DecoderStepRows {
-    const IntTensor& self_rows;   // [N, >= length]: TransformerDecodingState::self_rows
-    int64_t length;               // positions so far, the one being fed included
-    const IntTensor& self_mask;   // [N, 1, 1, length]
-    const IntTensor& cross_rows;  // [N, S]: TransformerDecodingState::cross_rows
-    const IntTensor& src_mask;    // [N, 1, 1, S]
-};
+struct TransformerDecodingState;
 
 // One decoder layer: masked self-attention, cross-attention (queries from the decoder, keys and
 // values from the encoder's output) and the feed-forward network, each a residual sublayer as in
@@ -65,10 +47,11 @@ public:
     // x [B, T, d_model], memory [B, S, d_model], src_mask [B, 1, 1, S], tgt_mask [B, 1, T, T]
     // -> [B, T, d_model]
     Tensor forward(const Tensor& x, const Tensor& memory, const IntTensor& src_mask, const IntTensor& tgt_mask) const;
-    // The same layer for one new position, x [N, 1, d_model] -> [N, 1, d_model]: writes the
-    // position's keys and values into `cache` (position rows.length - 1 of row i, for every row i)
-    // and attends through the tables of `rows` (decoding only, no gradient).
-    Tensor step(const Tensor& x, DecoderLayerCache& cache, const DecoderStepRows& rows) const;
+    // The same layer for one new position, x [N, 1, d_model] -> [N, 1, d_model], as layer `layer`
+    // of the decoder: its self-attention steps through the state's cache (self_mask [N, 1, 1, t + 1]
+    // masks the rows' padding), its cross-attention reads the state's keys and values of the
+    // source (decoding only, no gradient).
+    Tensor step(const Tensor& x, TransformerDecodingState& state, int64_t layer, const IntTensor& self_mask) const;
 
     std::shared_ptr<nn::MultiHeadAttention> self_attention;
     std::shared_ptr<nn::LayerNorm> self_attn_norm;
@@ -113,31 +96,27 @@ struct EncoderOutput {
 // The Transformer's decoding state after t steps (model.h's DecodingState) for N rows
 // (hypotheses): what the decoder would otherwise recompute at every step. Keys and values never
 // move once written: a row finds them through tables of rows, so that beam search's reordering
-// copies a few integers per row instead of every layer's cache, and a source's beams share its
+// copies a few integers per row instead of every layer's keys, and a source's beams share its
 // cross-attention keys and values.
-//  - Self-attention: step t writes row i's keys and values at position t of cache row i; the
-//    keys of row i's position j < t are in cache row self_rows[i, j]. Reordering (row i takes
-//    row r's history) copies row r's table.
-//  - Cross-attention: row i reads the cache row cross_rows[i, 0] (the whole row of cross_rows
-//    holds that one value, as gathered_attention reads it).
-class TransformerDecodingState : public DecodingState {
-public:
+//  - Self-attention: the decoder's nn::KeyValueCache (kv_cache.h says how).
+//  - Cross-attention: projected once from the encoder's output, a cache row per source; row i
+//    reads cache row cross_rows[i, 0] (the whole row of cross_rows holds that one value, as
+//    gathered_attention reads it).
+struct TransformerDecodingState : DecodingState {
     // Any rows, repeated or dropped (beam search drops the sources it has finished): only the
-    // tables and the tokens change; the caches gain rows when there are more rows than they hold.
+    // tables and the tokens change; the cache gains rows when there are more rows than it holds.
     void select_rows(const std::vector<int64_t>& rows) override;
     // Within groups (beam search): only the tables and the tokens change.
     void reorder_beams(const std::vector<int64_t>& rows, int64_t group) override;
     int64_t length() const { return tokens.size(1); }  // t
     int64_t rows() const { return tokens.size(0); }    // N
-    // Makes room in the self-attention caches (and self_rows) for `positions` positions, growing
-    // them geometrically; what they hold stays.
-    void reserve(int64_t positions, int64_t d_model, int64_t max_positions);
 
-    IntTensor src_mask;                     // [N, 1, 1, S]
-    IntTensor tokens;                       // [N, t]: the target tokens fed so far
-    IntTensor self_rows;                    // [N, capacity]
-    IntTensor cross_rows;                   // [N, S]
-    std::vector<DecoderLayerCache> layers;  // one per decoder layer
+    IntTensor src_mask;                           // [N, 1, 1, S]
+    IntTensor tokens;                             // [N, t]: the target tokens fed so far
+    nn::KeyValueCache self_attention;             // every decoder layer's
+    IntTensor cross_rows;                         // [N, S]
+    std::vector<nn::KeysValues> cross_attention;  // per decoder layer, [M, S, d_model] each
+    std::vector<Tensor> cross_attention_weights;  // per decoder layer, [N, H, 1, S]: the last step's
 };
 
 // The Transformer (docs/parity.md, "transformer"):

@@ -27,14 +27,16 @@ IntTensor decoder_mask(const IntTensor& ids, int64_t pad_id = 0);
 
 // ---- multi-head attention ----
 
+class KeyValueCache;
+
 struct AttentionOutput {
     Tensor output;             // [B, Tq, d_model]
     Tensor attention_weights;  // [B, heads, Tq, Tk], after the softmax (before dropout)
 };
 
 // Keys and values projected (and, with rotary embedding, rotated), [B, Tk, d_model] each, heads
-// side by side. A decoder can compute them once (the encoder's output for cross-attention) or
-// grow them step by step (self-attention's cache, concatenating along axis 1).
+// side by side. A decoder computes them once for cross-attention (from the encoder's output), and
+// its self-attention keeps them position by position in a KeyValueCache (kv_cache.h).
 struct KeysValues {
     Tensor keys;
     Tensor values;
@@ -69,6 +71,13 @@ public:
     // Decoding only (no gradient).
     AttentionOutput attend_gathered(const Tensor& query, const KeysValues& keys_values, const IntTensor& rows,
                                     int64_t length, const IntTensor& mask, int64_t position = 0) const;
+    // Self-attention of one new position per row, for decoding step by step: x [N, 1, d] is at
+    // position cache.length() - 1 (the cache has advanced to it); its keys and values are written
+    // into the cache's `layer`, then it attends over every position so far, through the cache's
+    // table of rows. mask broadcastable to [N, H, 1, length] (the rows' padding) or none. Equal to
+    // forward() over the whole prefix with a causal mask, at its last position. No gradient.
+    AttentionOutput step(const Tensor& x, KeyValueCache& cache, int64_t layer,
+                         const IntTensor& mask = IntTensor()) const;
 
     std::shared_ptr<Linear> wq, wk, wv, wo;
     std::shared_ptr<Dropout> dropout;
