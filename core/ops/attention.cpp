@@ -26,6 +26,16 @@
 namespace seqgrad {
 namespace {
 
+// One row of attention weights from its raw scores q . k: each divided by sqrt(head_size), or set to
+// kAttentionMaskFill where masked(j), then softmax. The one computation of the weights, for
+// training's attention() and decoding's gathered_attention() alike, so that both round the same.
+template <typename Masked>
+void attention_weights_row(float* row, int64_t n, float sqrt_head_size, Masked&& masked) {
+    for (int64_t j = 0; j < n; ++j) row[j] = masked(j) ? kAttentionMaskFill : row[j] / sqrt_head_size;
+    const float inv = 1.0f / detail::exp_shifted(row, detail::row_max(row, n), row, n);
+    for (int64_t j = 0; j < n; ++j) row[j] *= inv;
+}
+
 // Everything about one call that the forward and backward loops share.
 struct Problem {
     int64_t batch, heads, tq, tk, width, head_size;
@@ -116,13 +126,9 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t head
                 float* w = pw + p * pr.tq * pr.tk;
                 small_gemm(false, true, pr.tq, pr.tk, pr.head_size, pq + pr.query_offset(p), pr.width,
                            pk + pr.key_offset(p), pr.width, w, pr.tk);
-                for (int64_t i = 0; i < pr.tq; ++i) {
-                    float* row = w + i * pr.tk;
-                    for (int64_t j = 0; j < pr.tk; ++j)
-                        row[j] = pr.masked(p, i, j) ? kAttentionMaskFill : row[j] / pr.sqrt_head_size;
-                    const float inv = 1.0f / detail::exp_shifted(row, detail::row_max(row, pr.tk), row, pr.tk);
-                    for (int64_t j = 0; j < pr.tk; ++j) row[j] *= inv;
-                }
+                for (int64_t i = 0; i < pr.tq; ++i)
+                    attention_weights_row(w + i * pr.tk, pr.tk, pr.sqrt_head_size,
+                                          [&](int64_t j) { return pr.masked(p, i, j); });
                 const float* used = w;
                 if (pr.dropout) {
                     pr.drop(w, p, pd + p * pr.tq * pr.tk);
@@ -246,9 +252,10 @@ inline void sum_lanes(const __m512 a[8], float s[8]) {
     }
 }
 
-// scores[h * length + j] = q_h . k_h (positions j in [0, length), key j at keys[j]) times scale.
+// scores[h * length + j] = q_h . k_h (positions j in [0, length), key j at keys[j]), the raw score
+// that attention_weights_row scales and normalises.
 void gathered_scores_avx512(const float* query, const float* const* keys, int64_t length, int64_t heads,
-                            int64_t head_size, float scale, float* scores) {
+                            int64_t head_size, float* scores) {
     const int64_t chunks = head_size / 16;
     for (int64_t j = 0; j < length; ++j) {
         const float* key = keys[j];
@@ -267,7 +274,7 @@ void gathered_scores_avx512(const float* query, const float* const* keys, int64_
                     }
             float sums[8];
             sum_lanes(acc, sums);
-            for (int64_t g = 0; g < group; ++g) scores[(h0 + g) * length + j] = sums[g] * scale;
+            for (int64_t g = 0; g < group; ++g) scores[(h0 + g) * length + j] = sums[g];
         }
     }
 }
@@ -333,7 +340,10 @@ Tensor gathered_attention(const Tensor& q, const Tensor& k, const Tensor& v, con
         if (weights_out) *weights_out = weights;
         return context;
     }
-    const float scale = 1.0f / std::sqrt(static_cast<float>(head_size));
+    const float sqrt_head_size = std::sqrt(static_cast<float>(head_size));
+    const auto masked = [&](int64_t i, int64_t h, int64_t j) {
+        return pm != nullptr && pm[i * mask_strides[0] + h * mask_strides[1] + j * mask_strides[3]] == 0;
+    };
     const float* pq = q.data();
     const float* pk = k.data();
     const float* pv = v.data();
@@ -354,17 +364,10 @@ Tensor gathered_attention(const Tensor& q, const Tensor& k, const Tensor& v, con
                     values[static_cast<size_t>(j)] = pv + (from[j] * capacity + j) * width;
                 }
                 float* w = pw + i * heads * length;  // [heads, length]
-                gathered_scores_avx512(pq + i * width, keys.data(), length, heads, head_size, scale, w);
-                if (pm)
-                    for (int64_t h = 0; h < heads; ++h)
-                        for (int64_t j = 0; j < length; ++j)
-                            if (pm[i * mask_strides[0] + h * mask_strides[1] + j * mask_strides[3]] == 0)
-                                w[h * length + j] = kAttentionMaskFill;
-                for (int64_t h = 0; h < heads; ++h) {
-                    float* row = w + h * length;
-                    const float inv = 1.0f / detail::exp_shifted(row, detail::row_max(row, length), row, length);
-                    for (int64_t j = 0; j < length; ++j) row[j] *= inv;
-                }
+                gathered_scores_avx512(pq + i * width, keys.data(), length, heads, head_size, w);
+                for (int64_t h = 0; h < heads; ++h)
+                    attention_weights_row(w + h * length, length, sqrt_head_size,
+                                          [&](int64_t j) { return masked(i, h, j); });
                 gathered_context_avx512(w, values.data(), length, heads, head_size, pc + i * width);
             }
         });
@@ -379,18 +382,12 @@ Tensor gathered_attention(const Tensor& q, const Tensor& k, const Tensor& v, con
             float* w = pw + i * heads * length;  // [heads, length]
             for (int64_t j = 0; j < length; ++j) {
                 const float* key = pk + (from[j] * capacity + j) * width;
-                for (int64_t h = 0; h < heads; ++h) {
-                    const bool masked = pm && pm[i * mask_strides[0] + h * mask_strides[1] + j * mask_strides[3]] == 0;
-                    w[h * length + j] =
-                        masked ? kAttentionMaskFill
-                               : detail::dot(query + h * head_size, key + h * head_size, head_size) * scale;
-                }
+                for (int64_t h = 0; h < heads; ++h)
+                    w[h * length + j] = detail::dot(query + h * head_size, key + h * head_size, head_size);
             }
-            for (int64_t h = 0; h < heads; ++h) {
-                float* row = w + h * length;
-                const float inv = 1.0f / detail::exp_shifted(row, detail::row_max(row, length), row, length);
-                for (int64_t j = 0; j < length; ++j) row[j] *= inv;
-            }
+            for (int64_t h = 0; h < heads; ++h)
+                attention_weights_row(w + h * length, length, sqrt_head_size,
+                                      [&](int64_t j) { return masked(i, h, j); });
             float* out = pc + i * width;
             for (int64_t j = 0; j < length; ++j) {
                 const float* value = pv + (from[j] * capacity + j) * width;
