@@ -48,7 +48,7 @@
 #include "seqgrad/core/packed.h"
 #include "seqgrad/core/random.h"
 #include "seqgrad/core/safetensors.h"
-#include "seqgrad/models/decoding.h"
+#include "seqgrad/models/search.h"
 #include "seqgrad/models/registry.h"
 
 namespace seqgrad_bench {
@@ -82,7 +82,7 @@ std::string weights_path() {
 }
 
 struct Workload {
-    std::shared_ptr<seqgrad::models::Seq2SeqModel> model;
+    std::shared_ptr<seqgrad::models::Model> model;
     IntTensor src;  // [32, 25]
 };
 
@@ -145,19 +145,19 @@ void decode_base(benchmark::State& state, int64_t beam, bool fixed_length, int64
         std::vector<int64_t> ids(src.data(), src.data() + sentences * src.size(1));
         src = IntTensor::from_vector(ids, {sentences, src.size(1)});
     }
-    seqgrad::models::DecodeOptions options;
+    seqgrad::models::DecodingOptions options;
     options.beam_size = beam;
     options.max_len = kSteps;
     options.min_len = fixed_length ? kSteps : 0;
     options.length_penalty = 0.6f;
     int64_t tokens = 0;
-    seqgrad::models::decode(*w.model, src, options);  // the allocator's cache warm
+    seqgrad::models::search(*w.model, src, options);  // the allocator's cache warm
     const seqgrad::AllocatorStats before = seqgrad::allocator_stats();
     const auto start = std::chrono::steady_clock::now();
     for (auto _ : state) {
-        const std::vector<seqgrad::models::Hypothesis> out = seqgrad::models::decode(*w.model, src, options);
+        const auto out = seqgrad::models::search(*w.model, src, options);
         tokens = 0;
-        for (const auto& h : out) tokens += static_cast<int64_t>(h.tokens.size());
+        for (const auto& list : out) tokens += list.empty() ? 0 : static_cast<int64_t>(list.front().tokens.size());
         benchmark::DoNotOptimize(tokens);
     }
     set_plain_rate_counter(state, "tokens_per_second", static_cast<double>(tokens));

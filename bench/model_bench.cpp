@@ -149,7 +149,7 @@ void train_step(benchmark::State& state, const std::string& model_name, const Be
     const auto step = [&] {
         optimizer.zero_grad();
         Tensor loss =
-            seqgrad::models::sequence_loss(model->forward(batch.src, batch.tgt_in), batch.tgt_out, kLabelSmoothing);
+            seqgrad::models::sequence_loss(model->logits(batch.src, batch.tgt_in), batch.tgt_out, kLabelSmoothing);
         loss.backward();
         optimizer.step();
         return loss.item();
@@ -178,7 +178,7 @@ void train_step(benchmark::State& state, const std::string& model_name, const Be
 }
 
 // Greedy decoding for `steps` steps (never stopping early), the incremental way.
-std::vector<int64_t> decode_cached(seqgrad::models::Seq2SeqModel& model, const IntTensor& src, int64_t steps) {
+std::vector<int64_t> decode_cached(seqgrad::models::Model& model, const IntTensor& src, int64_t steps) {
     const int64_t batch = src.size(0);
     auto decoding = model.start_decoding(src);
     IntTensor tokens = IntTensor::full({batch}, seqgrad::models::kSos);
@@ -192,14 +192,14 @@ std::vector<int64_t> decode_cached(seqgrad::models::Seq2SeqModel& model, const I
 }
 
 // The same, running forward() over the whole prefix at every step and reading its last position.
-std::vector<int64_t> decode_recompute(seqgrad::models::Seq2SeqModel& model, const IntTensor& src, int64_t steps) {
+std::vector<int64_t> decode_recompute(seqgrad::models::Model& model, const IntTensor& src, int64_t steps) {
     const int64_t batch = src.size(0);
     std::vector<std::vector<int64_t>> prefixes(static_cast<size_t>(batch), {seqgrad::models::kSos});
     for (int64_t t = 0; t < steps; ++t) {
         std::vector<int64_t> flat;
         flat.reserve(static_cast<size_t>(batch * (t + 1)));
         for (const auto& p : prefixes) flat.insert(flat.end(), p.begin(), p.end());
-        const Tensor logits = model.forward(src, IntTensor::from_vector(std::move(flat), {batch, t + 1}));
+        const Tensor logits = model.logits(src, IntTensor::from_vector(std::move(flat), {batch, t + 1}));
         const int64_t vocab = logits.size(-1);
         for (int64_t b = 0; b < batch; ++b) {
             const float* row = logits.data() + (b * (t + 1) + t) * vocab;
@@ -279,7 +279,7 @@ void train_step_distributed(benchmark::State& state, const BenchShape& shape, bo
     const auto step = [&] {
         optimizer.zero_grad();
         Tensor loss =
-            seqgrad::models::sequence_loss(model->forward(share.src, share.tgt_in), share.tgt_out, kLabelSmoothing);
+            seqgrad::models::sequence_loss(model->logits(share.src, share.tgt_in), share.tgt_out, kLabelSmoothing);
         if (overlap) {
             reducer.backward(loss, weight);
             reduce_seconds += reducer.last_wait_seconds();

@@ -7,7 +7,7 @@
 #include "seqgrad/core/autograd.h"
 #include "seqgrad/core/error.h"
 #include "seqgrad/training/checkpoint.h"
-#include "seqgrad/models/decoding.h"
+#include "seqgrad/models/search.h"
 #include "svg.h"
 
 namespace seqgrad::cli {
@@ -32,7 +32,10 @@ std::vector<std::string> panel_titles(const models::AttentionLayout& layout, siz
 void run_attention(const AttentionFlags& flags) {
     check(flags.max_len >= 1, "attention", "--max-len must be at least 1, got ", flags.max_len);
     training::LoadedModel loaded = training::load_model(flags.checkpoint);
-    models::Seq2SeqModel& model = *loaded.model;
+    auto* seq2seq = dynamic_cast<models::Seq2SeqModel*>(loaded.model.get());
+    check(seq2seq != nullptr, "attention", "the model \"", loaded.model->config().model,
+          "\" reads no source: there is no attention over one to draw");
+    models::Seq2SeqModel& model = *seq2seq;
     const models::ModelConfig& config = model.config();
 
     const std::vector<std::string> source = loaded.source_tokenizer.tokenize(flags.word);
@@ -44,10 +47,11 @@ void run_attention(const AttentionFlags& flags) {
     const IntTensor src = IntTensor::from_vector(ids, {1, static_cast<int64_t>(ids.size())});
 
     NoGradGuard no_grad;
-    models::DecodeOptions options;
+    models::DecodingOptions options;
     options.beam_size = flags.beam;
     options.max_len = flags.max_len;
-    const models::Hypothesis best = models::decode(model, src, options).front();
+    const std::vector<models::Hypothesis> found = models::search(model, src, options).front();
+    const models::Hypothesis best = found.empty() ? models::Hypothesis{} : found.front();
 
     // Replays the chosen output one step at a time (one way for greedy and beam search alike):
     // the weights after feeding input t are those that chose output t.

@@ -63,7 +63,7 @@ models::ModelConfig config_of(const SummaryFlags& flags) {
 void run_summary(const SummaryFlags& flags) {
     const models::ModelConfig config = config_of(flags);
     Generator gen(1);
-    const std::shared_ptr<models::Seq2SeqModel> model = models::make_model(config, gen);
+    const std::shared_ptr<models::Model> model = models::make_model(config, gen);
     const models::ModelSummary summary = models::summarize(*model, flags.shapes);
     std::fputs(models::format_summary(summary, flags.every_layer).c_str(), stdout);
 }

@@ -110,10 +110,9 @@ void show_examples(const std::string& dir, const training::TrainingOptions& opti
     for (size_t i = 0; i < data.dev.size() && static_cast<int64_t>(sample.size()) < count; i += stride)
         sample.push_back(data.dev[i]);
     std::vector<std::vector<std::string>> predictions;
-    models::DecodeOptions decode_options;
-    decode_options.max_len = options.eval_max_len;
-    training::evaluate(*loaded.model, sample, loaded.source_vocab, loaded.target_vocab, decode_options, 256,
-                       &predictions);
+    models::DecodingOptions decoding;
+    decoding.max_len = options.eval_max_len;
+    training::evaluate(*loaded.model, sample, loaded.source_vocab, loaded.target_vocab, decoding, &predictions);
     std::printf("Some dev examples (prediction | reference):\n");
     for (size_t i = 0; i < sample.size(); ++i) {
         const std::string predicted = loaded.target_tokenizer.detokenize(predictions[i]);

@@ -38,16 +38,13 @@ struct UseFlags {
     int64_t chunk = 10000;
 };
 
-// Inputs decoded together: 256, or fewer with wide beams, so that a batch holds at most 2,048
-// hypotheses (or one input's beams).
-int64_t inputs_per_batch(int64_t beam) { return std::clamp<int64_t>(2048 / beam, 1, 256); }
-
-// The longest output: --max-len, or 40 (a word's pronunciation fits with room to spare).
-models::DecodeOptions decode_options_of(const UseFlags& f) {
-    models::DecodeOptions o;
+// The search the flags ask for (the longest output: --max-len, or search.h's default).
+models::DecodingOptions decoding_of(const UseFlags& f) {
+    models::DecodingOptions o;
     o.beam_size = f.beam;
+    o.nbest = f.nbest;
     o.length_penalty = f.alpha;
-    o.max_len = f.max_len > 0 ? f.max_len : 40;
+    o.max_len = f.max_len;
     return o;
 }
 
@@ -93,8 +90,7 @@ int run_eval(const UseFlags& f) {
     check(!examples.empty(), "eval", what, " has no examples to evaluate");
     std::vector<std::vector<std::string>> predictions;
     const training::EvalResult r = training::evaluate(*loaded.model, examples, loaded.source_vocab, loaded.target_vocab,
-                                                      decode_options_of(f), inputs_per_batch(f.beam),
-                                                      f.metrics.empty() ? nullptr : &predictions);
+                                                      decoding_of(f), f.metrics.empty() ? nullptr : &predictions);
     std::printf("%s (%s, step %lld, beam %lld): WER %.2f%%  PER %.2f%%  (%lld words)", what.c_str(),
                 loaded.path.c_str(), static_cast<long long>(loaded.step), static_cast<long long>(f.beam), r.wer, r.per,
                 static_cast<long long>(r.words));
@@ -150,12 +146,7 @@ int run_predict(const UseFlags& f) {
     check(f.nbest <= f.beam, "predict", "--nbest ", f.nbest, " needs a beam at least as wide (--beam ", f.beam, ")");
     check(f.chunk >= 1, "predict", "--chunk must be positive, got ", f.chunk);
     const training::Translator translator(f.checkpoint, f.int8 ? Precision::int8 : Precision::float32);
-    training::Translator::Options options;
-    options.beam_size = f.beam;
-    options.nbest = f.nbest;
-    options.length_penalty = f.alpha;
-    options.max_len = f.max_len;
-    options.max_hypotheses = inputs_per_batch(f.beam) * f.beam;
+    const models::DecodingOptions options = decoding_of(f);
 
     InputLines input(f);
     std::vector<std::string> chunk;
@@ -215,7 +206,9 @@ void add_eval_command(CLI::App& app, int& exit_status) {
     CLI::App* cmd = app.add_subcommand("eval", "Sequence and token error rates (printed as WER and PER) of a "
                                                "checkpoint on a split or a file");
     add_decoding_flags(cmd, *f);
-    cmd->add_option("--max-len", f->max_len, "Longest output, in tokens (default 40)")->check(kPositive);
+    cmd->add_option("--max-len", f->max_len,
+                    "Longest output, in tokens (default: twice the longest input + 10, at least 40)")
+        ->check(kPositive);
     cmd->add_option("--split", f->split, "dev or test (of the run's own data)")->capture_default_str();
     cmd->add_option("--test", f->test_files,
                     "Evaluate on these pairs instead: one TSV file, or a source and a target file")

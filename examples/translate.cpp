@@ -21,7 +21,8 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "usage: %s CHECKPOINT [--beam K] [--nbest N] [INPUT...]\n", argv[0]);
         return 2;
     }
-    sg::training::TranslatorOptions options;
+    sg::models::DecodingOptions options;
+    options.beam_size = 5;
     std::vector<std::string> inputs;
     for (int i = 2; i < argc; ++i) {
         const std::string arg = argv[i];

@@ -12,8 +12,8 @@ using C = ModelConfig;
 
 const char* kOp = "model config";
 
-// Keys every kind reads.
-const std::vector<std::string> kCommonKeys = {"model", "src_vocab", "tgt_vocab", "dropout"};
+// Keys every kind reads, beyond its vocabularies and its own.
+const std::vector<std::string> kCommonKeys = {"model", "dropout"};
 
 const OptionTable<C>& table() {
     static const OptionTable<C> table =
@@ -87,6 +87,7 @@ const OptionTable<C>& table() {
 // The keys a config of this kind reads.
 std::vector<std::string> keys_of(const ModelKind& kind) {
     std::vector<std::string> keys = kCommonKeys;
+    keys.insert(keys.end(), kind.vocabularies.begin(), kind.vocabularies.end());
     keys.insert(keys.end(), kind.keys.begin(), kind.keys.end());
     return keys;
 }

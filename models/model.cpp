@@ -1,15 +1,35 @@
-// Seq2SeqModel's defaults, and the loss every model trains with (model.h).
+// The base of every model (model.h): the loss of a batch, and the defaults of decoding.
 #include "seqgrad/models/model.h"
 
 #include "seqgrad/core/ops.h"
 
 namespace seqgrad::models {
 
-std::unique_ptr<DecodingState> Seq2SeqModel::start_decoding(const IntTensor&) {
+Tensor StepDecoder::prefill(DecodingState& state, const IntTensor& prefix) {
+    check(prefix.dim() == 2 && prefix.size(1) >= 1, "prefill", "takes a prefix [rows, length >= 1], got ",
+          prefix.shape());
+    const int64_t rows = prefix.size(0), length = prefix.size(1);
+    Tensor logits;
+    for (int64_t t = 0; t < length; ++t) {
+        IntTensor column = IntTensor::zeros({rows});
+        for (int64_t i = 0; i < rows; ++i) column.data()[i] = prefix.data()[i * length + t];
+        logits = decode_step(state, column);
+    }
+    return logits;
+}
+
+Tensor Model::loss(const IntTensor& source, const IntTensor& target, float label_smoothing) {
+    check(target.dim() == 2 && target.size(1) >= 2, "loss", "the target must be [batch, length >= 2], got ",
+          target.shape());
+    const int64_t t = target.size(1);
+    return sequence_loss(logits(source, target.slice_last(0, t - 1)), target.slice_last(1, t), label_smoothing);
+}
+
+std::unique_ptr<DecodingState> Model::start_decoding(const IntTensor&) {
     throw Error("decoding: step-by-step decoding is not available for model \"" + config_.model + "\"");
 }
 
-Tensor Seq2SeqModel::decode_step(DecodingState&, const IntTensor&) {
+Tensor Model::decode_step(DecodingState&, const IntTensor&) {
     throw Error("decoding: step-by-step decoding is not available for model \"" + config_.model + "\"");
 }
 

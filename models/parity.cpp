@@ -140,7 +140,7 @@ void check_adam(const ModelConfig& config, const SafetensorsFile& file, const In
     Tensor losses = Tensor::empty(expected.shape());
     for (int64_t step = 0; step < expected.numel(); ++step) {
         optimizer.zero_grad();
-        Tensor loss = sequence_loss(model->forward(src, tgt_in), tgt_out, smoothing);
+        Tensor loss = sequence_loss(model->logits(src, tgt_in), tgt_out, smoothing);
         losses.data()[step] = loss.item();
         loss.backward();
         optimizer.step();
@@ -156,7 +156,7 @@ void check_model(const SafetensorsFile& file, const ModelConfig& config, const T
     const IntTensor src = file.int_tensor("input.src");
     const IntTensor tgt = file.int_tensor("input.tgt");
     const auto [tgt_in, tgt_out] = split_target(file, src, tgt);
-    Tensor logits = model->forward(src, tgt_in);
+    Tensor logits = model->logits(src, tgt_in);
     Tensor loss = sequence_loss(logits, tgt_out, label_smoothing_of(file));
     loss.backward();
     result.checks.push_back(compare("expect.logits", logits, file.tensor("expect.logits"), tol));

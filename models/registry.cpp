@@ -31,9 +31,11 @@ const ModelKind& model_kind(const std::string& name) {
     throw Error("model config: unknown model \"" + name + "\" (" + model_kind_names() + ")");
 }
 
-std::shared_ptr<Seq2SeqModel> make_model(const ModelConfig& config, Generator& gen) {
+std::shared_ptr<Model> make_model(const ModelConfig& config, Generator& gen) {
     return model_kind(config.model).make(config, gen);
 }
+
+bool reads_source(const ModelConfig& config) { return model_kind(config.model).vocabularies.size() == 2; }
 
 int64_t model_width(const ModelConfig& config) { return model_kind(config.model).width(config); }
 

@@ -304,7 +304,7 @@ std::vector<TracedOutput> trace_outputs(const nn::Module& root, const std::funct
     return std::move(recorder.outputs);
 }
 
-ModelSummary summarize(Seq2SeqModel& model, const SummaryOptions& options) {
+ModelSummary summarize(Model& model, const SummaryOptions& options) {
     check(options.batch >= 1 && options.src_len >= 1 && options.tgt_len >= 1, kOp,
           "batch, source length and target length must be at least 1, got ", options.batch, ", ", options.src_len,
           " and ", options.tgt_len);
@@ -319,7 +319,7 @@ ModelSummary summarize(Seq2SeqModel& model, const SummaryOptions& options) {
     {
         EvaluationMode evaluation(model);
         NoGradGuard no_grad;
-        summary.outputs = trace_outputs(model, [&] { logits = model.forward(src, tgt_in); });
+        summary.outputs = trace_outputs(model, [&] { logits = model.logits(src, tgt_in); });
     }
     summary.outputs.push_back({"", summary.model_type, "logits", logits.shape()});
 

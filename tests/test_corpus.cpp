@@ -414,7 +414,7 @@ TEST_CASE("resuming on data whose vocabularies changed is refused", "[corpus]") 
 
 TEST_CASE("the Translator turns text into n-best text, in input order, from several threads", "[corpus]") {
     const Translator translator(tiny_run());
-    TranslatorOptions options;
+    seqgrad::models::DecodingOptions options;
     options.beam_size = 4;
     options.nbest = 3;
     const std::vector<std::string> inputs = {"abc", "", "fedcba", "a"};
@@ -466,22 +466,19 @@ TEST_CASE("the Translator's n-best are the decoders' own on the checkpoint's mod
     const Translator translator(tiny_run());
     const LoadedModel loaded = load_model(tiny_run());  // not packed: sgemm
     for (const int64_t beam : {1, 4}) {
-        TranslatorOptions options;
+        seqgrad::models::DecodingOptions options;
         options.beam_size = beam;
         options.nbest = beam == 1 ? 1 : 3;
         options.max_len = 12;
         const auto results = translator.translate(kWords, options);
         REQUIRE(results.size() == kWords.size());
-        seqgrad::models::DecodeOptions decode;
-        decode.beam_size = beam;
-        decode.max_len = options.max_len;
-        decode.length_penalty = options.length_penalty;
         for (size_t i = 0; i < kWords.size(); ++i) {
             const std::vector<int64_t> ids = loaded.encode_source(kWords[i]);
             const auto src = seqgrad::IntTensor::from_vector(ids, {1, static_cast<int64_t>(ids.size())});
             const std::vector<seqgrad::models::Hypothesis> own =
-                beam == 1 ? seqgrad::models::greedy_decode(*loaded.model, src, decode.max_len)
-                          : seqgrad::models::beam_search_nbest(*loaded.model, src, decode, options.nbest)[0];
+                beam == 1 ? seqgrad::models::greedy_decode(*loaded.model, src, options.max_len)
+                          : seqgrad::models::beam_search(*loaded.model, src, seqgrad::models::start_of_sequence(1),
+                                                         options)[0];
             REQUIRE(results[i].size() == own.size());
             for (size_t r = 0; r < own.size(); ++r) {
                 INFO(kWords[i] << ", beam " << beam << ", rank " << r + 1);
@@ -495,7 +492,7 @@ TEST_CASE("the Translator's n-best are the decoders' own on the checkpoint's mod
 
 TEST_CASE("where packing is unavailable the Translator decodes on sgemm, with the same translations",
           "[corpus][packed]") {
-    TranslatorOptions options;
+    seqgrad::models::DecodingOptions options;
     options.beam_size = 4;
     options.nbest = 3;
     const Translator packed(tiny_run());
@@ -514,7 +511,7 @@ TEST_CASE("the Translator at int8 runs int8 weights and translates as float32 do
         WARN("SKIPPED: this build has no oneDNN, so no int8 (its refusal is tested with packing unavailable)");
         return;
     }
-    TranslatorOptions options;
+    seqgrad::models::DecodingOptions options;
     options.beam_size = 4;
     options.nbest = 2;
     const Translator float32(tiny_run());

@@ -5,7 +5,7 @@
 #include <functional>
 #include <set>
 
-#include "seqgrad/models/decoding.h"
+#include "seqgrad/models/search.h"
 #include "seqgrad/models/registry.h"
 
 using namespace seqgrad;
@@ -97,8 +97,8 @@ TEST_CASE("step-by-step decoding scores what the whole teacher-forced prefix giv
             while (src_len < src.size(1) && src.data()[row * src.size(1) + src_len] != kPad) ++src_len;
             std::vector<int64_t> row_src(src.data() + row * src.size(1), src.data() + row * src.size(1) + src_len);
             NoGradGuard no_grad;
-            const Tensor log_probs = log_softmax(model->forward(IntTensor::from_vector(row_src, {1, src_len}),
-                                                                IntTensor::from_vector(tgt_in, {1, len})),
+            const Tensor log_probs = log_softmax(model->logits(IntTensor::from_vector(row_src, {1, src_len}),
+                                                               IntTensor::from_vector(tgt_in, {1, len})),
                                                  -1);
             double total = 0;
             const int64_t vocab = log_probs.size(-1);
@@ -138,9 +138,10 @@ TEST_CASE("n-best beam search lists distinct hypotheses best first, the first be
         Generator gen(9);
         auto model = make_model(config, gen);
         model->eval();
-        const DecodeOptions options{10, 5, 0.6f};
+        DecodingOptions options{10, 5, 0.6f};
         const auto best = beam_search(*model, sources(), options);
-        const auto lists = beam_search_nbest(*model, sources(), options, 3);
+        options.nbest = 3;
+        const auto lists = search(*model, sources(), options);
         REQUIRE(lists.size() == best.size());
         for (size_t b = 0; b < lists.size(); ++b) {
             REQUIRE(!lists[b].empty());
@@ -154,7 +155,8 @@ TEST_CASE("n-best beam search lists distinct hypotheses best first, the first be
             }
             CHECK(distinct.size() == lists[b].size());
         }
-        CHECK_THROWS_WITH(beam_search_nbest(*model, sources(), options, 6), Catch::Contains("nbest"));
+        options.nbest = 6;
+        CHECK_THROWS_WITH(search(*model, sources(), options), Catch::Contains("nbest"));
     }
 }
 
@@ -162,7 +164,7 @@ namespace {
 
 // The best hypothesis by exhaustive search, scored as beam search scores them: every sequence of
 // tokens that ends with </s> within max_len, and every sequence of max_len other tokens.
-Hypothesis exhaustive_best(Seq2SeqModel& model, const IntTensor& src, int64_t max_len, float alpha) {
+Hypothesis exhaustive_best(Model& model, const IntTensor& src, int64_t max_len, float alpha) {
     Hypothesis best;
     best.score = -INFINITY;
     std::vector<int64_t> prefix;
@@ -235,17 +237,17 @@ TEST_CASE("min_len bars </s> until that many tokens, in greedy and in beam searc
         auto model = make_model(config, gen);
         model->eval();
         for (int64_t beam : {1, 3}) {
-            DecodeOptions options{10, beam, 0.6f};
+            DecodingOptions options{10, beam, 0.6f};
             options.min_len = 10;  // every hypothesis runs the 10 steps
-            for (const Hypothesis& h : decode(*model, sources(), options)) {
+            for (const Hypothesis& h : beam_search(*model, sources(), options)) {
                 CHECK(static_cast<int64_t>(h.tokens.size()) + (h.finished ? 1 : 0) == 10);
                 CHECK(std::count(h.tokens.begin(), h.tokens.end(), kEos) == 0);
             }
             // A min_len of 0 or 1 bars nothing: the same search either way.
             options.min_len = 0;
-            const auto free = decode(*model, sources(), options);
+            const auto free = beam_search(*model, sources(), options);
             options.min_len = 1;
-            const auto one = decode(*model, sources(), options);
+            const auto one = beam_search(*model, sources(), options);
             for (size_t i = 0; i < free.size(); ++i) CHECK(free[i].tokens == one[i].tokens);
             for (const Hypothesis& h : free) shorter_without += h.finished && h.tokens.size() + 1 < 10 ? 1 : 0;
         }

@@ -22,7 +22,7 @@
 #include <map>
 #include <sstream>
 
-#include "seqgrad/models/decoding.h"
+#include "seqgrad/models/search.h"
 #include "seqgrad/models/registry.h"
 
 using namespace seqgrad;
@@ -35,27 +35,26 @@ const std::string kGoldenPath = std::string(SEQGRAD_FIXTURES_DIR) + "/decoding_g
 
 struct Search {
     const char* name;
-    DecodeOptions options;
-    int64_t nbest;
+    DecodingOptions options;
 };
 
 // Greedy; beam 4 keeping all 4; beam 3 with </s> barred before the 4th token (short outputs of
 // the tiny vocabularies make every branch of the search happen: ended beams, max_len cut-offs).
 // make_fixtures.py's SEARCHES are these.
 std::vector<Search> searches() {
-    return {{"greedy", {.max_len = 8, .beam_size = 1, .length_penalty = 0.6f, .min_len = 0}, 1},
-            {"beam4", {.max_len = 8, .beam_size = 4, .length_penalty = 0.6f, .min_len = 0}, 4},
-            {"beam3_min4", {.max_len = 7, .beam_size = 3, .length_penalty = 1.0f, .min_len = 4}, 1}};
+    return {{"greedy", {.max_len = 8, .beam_size = 1, .length_penalty = 0.6f, .min_len = 0, .nbest = 1}},
+            {"beam4", {.max_len = 8, .beam_size = 4, .length_penalty = 0.6f, .min_len = 0, .nbest = 4}},
+            {"beam3_min4", {.max_len = 7, .beam_size = 3, .length_penalty = 1.0f, .min_len = 4, .nbest = 1}}};
 }
 
 // Every committed model fixture, its model rebuilt with PyTorch's weights.
-std::vector<std::pair<std::string, std::shared_ptr<Seq2SeqModel>>> parity_models(std::vector<IntTensor>& sources,
-                                                                                 bool packed) {
+std::vector<std::pair<std::string, std::shared_ptr<Model>>> parity_models(std::vector<IntTensor>& sources,
+                                                                          bool packed) {
     std::vector<std::string> paths;
     for (const auto& entry : fs::directory_iterator(SEQGRAD_FIXTURES_DIR))
         if (entry.path().extension() == ".safetensors") paths.push_back(entry.path().string());
     std::sort(paths.begin(), paths.end());
-    std::vector<std::pair<std::string, std::shared_ptr<Seq2SeqModel>>> out;
+    std::vector<std::pair<std::string, std::shared_ptr<Model>>> out;
     for (const std::string& path : paths) {
         const std::string stem = fs::path(path).stem().string();
         if (stem.rfind("lstm_", 0) == 0 || stem.rfind("multi_head_attention_", 0) == 0) continue;  // single layers
@@ -92,13 +91,8 @@ std::vector<Line> decode_all(bool packed = false) {
     std::vector<Line> lines;
     for (size_t m = 0; m < models.size(); ++m) {
         for (const Search& search : searches()) {
-            const auto lists = search.options.beam_size == 1
-                                   ? std::vector<std::vector<Hypothesis>>{}
-                                   : beam_search_nbest(*models[m].second, sources[m], search.options, search.nbest);
-            std::vector<std::vector<Hypothesis>> per_row = lists;
-            if (search.options.beam_size == 1)
-                for (Hypothesis& h : greedy_decode(*models[m].second, sources[m], search.options.max_len))
-                    per_row.push_back({h});
+            const std::vector<std::vector<Hypothesis>> per_row =
+                models::search(*models[m].second, sources[m], search.options);
             for (size_t row = 0; row < per_row.size(); ++row)
                 for (size_t rank = 0; rank < per_row[row].size(); ++rank) {
                     const Hypothesis& h = per_row[row][rank];

@@ -59,7 +59,7 @@ void require_close(const Tensor& a, const Tensor& b, float relative) {
     for (int64_t i = 0; i < a.numel(); ++i) REQUIRE(std::fabs(a.data()[i] - b.data()[i]) <= relative * scale + 1e-6f);
 }
 
-std::shared_ptr<models::Seq2SeqModel> fixture_model(const std::string& name, IntTensor& src, IntTensor& tgt_in) {
+std::shared_ptr<models::Model> fixture_model(const std::string& name, IntTensor& src, IntTensor& tgt_in) {
     const SafetensorsFile file = SafetensorsFile::load(std::string(SEQGRAD_FIXTURES_DIR) + "/" + name);
     Generator gen(0);
     auto model = models::make_model(models::ModelConfig::from_json(file.metadata("config"), false), gen);
@@ -226,31 +226,31 @@ TEST_CASE("a packed Transformer uses its packed weights without grad and float32
     Tensor exact;
     {
         NoGradGuard no_grad;
-        exact = model->forward(src, tgt_in);
+        exact = model->logits(src, tgt_in);
     }
     model->pack_weights();
     if (packing_available(Precision::float32)) {
         REQUIRE(model->weights_packed());
         REQUIRE(model->packed_precision() == Precision::float32);
         NoGradGuard no_grad;
-        REQUIRE(max_abs_diff(model->forward(src, tgt_in), exact) < 1e-5f);
+        REQUIRE(max_abs_diff(model->logits(src, tgt_in), exact) < 1e-5f);
     } else {  // no float32 kernel that pays on this CPU: sgemm, the same logits
         REQUIRE_FALSE(model->weights_packed());
         NoGradGuard no_grad;
-        REQUIRE(max_abs_diff(model->forward(src, tgt_in), exact) == 0);
+        REQUIRE(max_abs_diff(model->logits(src, tgt_in), exact) == 0);
     }
     model->pack_weights(Precision::int8);
     REQUIRE(model->packed_precision() == Precision::int8);
     Tensor int8_logits;
     {
         NoGradGuard no_grad;
-        int8_logits = model->forward(src, tgt_in);
+        int8_logits = model->logits(src, tgt_in);
     }
     // Close (the logits of the fixture's random weights span a few units), but not the same.
     REQUIRE(max_abs_diff(int8_logits, exact) > 0);
     REQUIRE(max_abs_diff(int8_logits, exact) < 0.1f);
     // With grad on (training), float32 weights: the same logits as before packing.
-    REQUIRE(max_abs_diff(model->forward(src, tgt_in), exact) == 0);
+    REQUIRE(max_abs_diff(model->logits(src, tgt_in), exact) == 0);
 
     // load_state_dict packs the new weights: the same as packing a model loaded with them.
     std::map<std::string, Tensor> scaled;
@@ -262,7 +262,7 @@ TEST_CASE("a packed Transformer uses its packed weights without grad and float32
     fresh->pack_weights(Precision::int8);
     {
         NoGradGuard no_grad;
-        REQUIRE(max_abs_diff(model->forward(src, tgt_in), fresh->forward(src, tgt_in)) == 0);
+        REQUIRE(max_abs_diff(model->logits(src, tgt_in), fresh->logits(src, tgt_in)) == 0);
     }
 
     // Training mode drops the packed weights: float32 again, even without grad.
@@ -271,5 +271,5 @@ TEST_CASE("a packed Transformer uses its packed weights without grad and float32
     model->eval();
     NoGradGuard no_grad;
     fresh->unpack_weights();
-    REQUIRE(max_abs_diff(model->forward(src, tgt_in), fresh->forward(src, tgt_in)) == 0);
+    REQUIRE(max_abs_diff(model->logits(src, tgt_in), fresh->logits(src, tgt_in)) == 0);
 }

@@ -40,7 +40,7 @@ ModelConfig small_lstm(const std::string& model) {
     return c;
 }
 
-std::shared_ptr<Seq2SeqModel> build(const ModelConfig& config) {
+std::shared_ptr<Model> build(const ModelConfig& config) {
     Generator gen(7);
     return make_model(config, gen);
 }
@@ -269,15 +269,15 @@ TEST_CASE("tracing is off by default and changes no result when on", "[summary]"
     CountingRecorder counter;
     {
         nn::TraceGuard tracing(counter);
-        model->forward(src, tgt_in);
+        model->logits(src, tgt_in);
     }
     const int64_t while_installed = counter.reports;
     CHECK(while_installed > 0);
-    const Tensor untraced = model->forward(src, tgt_in);
+    const Tensor untraced = model->logits(src, tgt_in);
     CHECK(counter.reports == while_installed);  // the guard is gone: nothing more arrives
 
     Tensor traced;
-    const std::vector<TracedOutput> outputs = trace_outputs(*model, [&] { traced = model->forward(src, tgt_in); });
+    const std::vector<TracedOutput> outputs = trace_outputs(*model, [&] { traced = model->logits(src, tgt_in); });
     CHECK(static_cast<int64_t>(outputs.size()) == while_installed);
     REQUIRE(traced.shape() == untraced.shape());
     CHECK(traced.to_vector() == untraced.to_vector());  // bit for bit

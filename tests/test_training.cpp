@@ -199,7 +199,7 @@ TEST_CASE("a loss that stops being finite ends the run and keeps the last good c
     const int64_t t = next.tgt.size(1);
     kept.model->train();
     kept.model->random().set_state(state.progress.random);
-    const Tensor loss = sequence_loss(kept.model->forward(next.src, next.tgt.slice_last(0, t - 1)),
+    const Tensor loss = sequence_loss(kept.model->logits(next.src, next.tgt.slice_last(0, t - 1)),
                                       next.tgt.slice_last(1, t), o.label_smoothing);
     CHECK(std::isfinite(loss.item()));
 }
@@ -227,8 +227,8 @@ TEST_CASE("best.safetensors holds the weights of the best dev evaluation", "[tra
     DataRequest request;
     request.train = false;
     const TrainingData data = prepare_data(o, request);
-    const EvalResult again =
-        evaluate(*kept.model, data.dev, kept.source_vocab, kept.target_vocab, DecodeOptions{o.eval_max_len, 1, 0.6f});
+    const EvalResult again = evaluate(*kept.model, data.dev, kept.source_vocab, kept.target_vocab,
+                                      DecodingOptions{.max_len = o.eval_max_len});
     CHECK(again.wer == best.eval.wer);
     CHECK(again.per == best.eval.per);
     // The directory alone resolves to the best weights.
@@ -309,7 +309,7 @@ double reverse_test_wer(const ModelConfig& model, TrainingOptions o, const std::
     request.test = true;
     const TrainingData data = prepare_data(o, request);
     const EvalResult test =
-        evaluate(*best.model, data.test, best.source_vocab, best.target_vocab, DecodeOptions{10, 1, 0.6f});
+        evaluate(*best.model, data.test, best.source_vocab, best.target_vocab, DecodingOptions{.max_len = 10});
     return test.wer;
 }
 

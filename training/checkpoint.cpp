@@ -22,8 +22,8 @@ constexpr const char* kTrainingFormat = "seqgrad-training-1";
 
 // ---- model files ----
 
-void save_model(const std::string& path, const models::Seq2SeqModel& model, const TextSides& sides,
-                const std::string& task, int64_t step) {
+void save_model(const std::string& path, const models::Model& model, const TextSides& sides, const std::string& task,
+                int64_t step) {
     SafetensorsFile file;
     file.set_metadata("format", kModelFormat);
     file.set_metadata("config", model.config().to_json());

@@ -6,19 +6,21 @@
 
 namespace seqgrad::training {
 
-EvalResult evaluate(models::Seq2SeqModel& model, const std::vector<Example>& examples, const Vocabulary& source_vocab,
-                    const Vocabulary& target_vocab, const models::DecodeOptions& decode_options, int64_t batch_size,
+EvalResult evaluate(models::Model& model, const std::vector<Example>& examples, const Vocabulary& source_vocab,
+                    const Vocabulary& target_vocab, const models::DecodingOptions& options,
                     std::vector<std::vector<std::string>>* predictions) {
     const EncodedPairs encoded = encode_for_evaluation(examples, source_vocab, target_vocab);
     BatchOptions batch_options;
-    batch_options.max_sentences = batch_size;
+    batch_options.max_sentences = models::inputs_per_batch(options);
     ErrorRates rates;
     if (predictions) predictions->assign(examples.size(), {});
     for (const Batch& batch : make_eval_batches(encoded, batch_options)) {
-        const std::vector<models::Hypothesis> hypotheses = models::decode(model, batch.src, decode_options);
+        const auto hypotheses = models::search(model, batch.src, options);
         for (size_t row = 0; row < hypotheses.size(); ++row) {
             const int64_t index = batch.example_index[row];
-            const std::vector<std::string> predicted = target_vocab.decode(hypotheses[row].tokens);
+            const std::vector<int64_t> none;
+            const std::vector<std::string> predicted =
+                target_vocab.decode(hypotheses[row].empty() ? none : hypotheses[row].front().tokens);
             rates.add(predicted, examples[static_cast<size_t>(index)].references);
             if (predictions) (*predictions)[static_cast<size_t>(index)] = predicted;
         }

@@ -32,7 +32,7 @@ struct Run {
     TrainingOptions options;
     std::string dir;
     TrainingData data;  // with the tokenizers and vocabularies
-    std::shared_ptr<models::Seq2SeqModel> model;
+    std::shared_ptr<models::Model> model;
     std::unique_ptr<nn::Adam> optimizer;
     std::unique_ptr<nn::WeightAverage> average;  // with average_decay > 0
     std::unique_ptr<BatchStream> stream;
@@ -66,7 +66,7 @@ void remove_leftovers(const std::string& dir) {
     }
 }
 
-std::unique_ptr<nn::Adam> make_optimizer(const TrainingOptions& o, models::Seq2SeqModel& model) {
+std::unique_ptr<nn::Adam> make_optimizer(const TrainingOptions& o, models::Model& model) {
     nn::AdamOptions a;
     a.lr = o.lr;
     a.beta1 = o.beta1;
@@ -87,7 +87,7 @@ DataRequest request_for(const models::ModelConfig& config) {
 // A rank's own stream of random numbers for dropout (and teacher forcing), derived from the run's
 // generator state and the rank: rank 0 keeps the state itself, so that a run of one process is
 // unchanged; the others draw their own masks for their own rows.
-void give_rank_its_randomness(models::Seq2SeqModel& model, int rank) {
+void give_rank_its_randomness(models::Model& model, int rank) {
     if (rank == 0) return;
     uint64_t h = static_cast<uint64_t>(rank);
     for (const uint64_t word : model.random().state()) h = splitmix64_mix(h ^ word);
@@ -177,7 +177,8 @@ TrainingResult Trainer::run() {
         emit(e);
     }
     run_.model->train();
-    run_.model->set_teacher_forcing_ratio(o.teacher_forcing);
+    if (auto* seq2seq = dynamic_cast<models::Seq2SeqModel*>(run_.model.get()))
+        seq2seq->set_teacher_forcing_ratio(o.teacher_forcing);
     std::string stop_reason = "budget";
     for (;;) {
         // Together: the step and epoch budgets are the same on every rank, but the clock and a
@@ -237,10 +238,8 @@ bool Trainer::step() {
     run_.optimizer->zero_grad();
     Tensor loss;
     double loss_value = 0;
-    if (mine.src.size(0) > 0) {
-        const int64_t t = mine.tgt.size(1);
-        const IntTensor tgt_in = mine.tgt.slice_last(0, t - 1), tgt_out = mine.tgt.slice_last(1, t);
-        loss = models::sequence_loss(run_.model->forward(mine.src, tgt_in), tgt_out, o.label_smoothing);
+    if (mine.tgt.size(0) > 0) {
+        loss = run_.model->loss(mine.src, mine.tgt, o.label_smoothing);
         loss_value = loss.item();
     }
     if (group_.size() > 1) {
@@ -324,11 +323,11 @@ void Trainer::evaluate_on_root(bool scheduled) {
     std::vector<Example> dev = run_.data.dev;
     if (run_.options.dev_limit > 0 && static_cast<int64_t>(dev.size()) > run_.options.dev_limit)
         dev.resize(static_cast<size_t>(run_.options.dev_limit));
-    models::DecodeOptions decode_options;
-    decode_options.max_len = run_.options.eval_max_len;
+    models::DecodingOptions decoding;
+    decoding.max_len = run_.options.eval_max_len;
     run_.model->eval();
     const EvalResult result =
-        evaluate(*run_.model, dev, run_.data.source_vocab, run_.data.target_vocab, decode_options);
+        evaluate(*run_.model, dev, run_.data.source_vocab, run_.data.target_vocab, decoding);
     run_.model->train();
 
     p.last_dev = result;

@@ -6,7 +6,7 @@
 #include <numeric>
 
 #include "seqgrad/core/autograd.h"
-#include "seqgrad/models/decoding.h"
+#include "seqgrad/models/search.h"
 
 namespace seqgrad::training {
 
@@ -20,13 +20,8 @@ Translator::Totals Translator::totals() const {
 }
 
 std::vector<std::vector<Translation>> Translator::translate(const std::vector<std::string>& inputs,
-                                                            const TranslatorOptions& options) const {
-    const char* op = "Translator";
-    check(options.beam_size >= 1 && options.nbest >= 1 && options.nbest <= options.beam_size, op,
-          "needs beam_size >= 1 and 1 <= nbest <= beam_size, got beam ", options.beam_size, " and nbest ",
-          options.nbest);
-    check(options.max_len >= 0 && options.max_hypotheses >= 1, op,
-          "max_len must be 0 or more, max_hypotheses positive");
+                                                            const models::DecodingOptions& options) const {
+    options.validate();
     std::lock_guard<std::mutex> lock(mutex_);
     const auto start = std::chrono::steady_clock::now();
     NoGradGuard no_grad;
@@ -47,7 +42,7 @@ std::vector<std::vector<Translation>> Translator::translate(const std::vector<st
     std::vector<std::vector<Translation>> results(inputs.size());
     for (size_t i = 0; i < inputs.size(); ++i)
         if (sources[i].empty()) results[i] = {Translation{}};
-    const auto per_batch = static_cast<size_t>(std::max<int64_t>(1, options.max_hypotheses / options.beam_size));
+    const auto per_batch = static_cast<size_t>(models::inputs_per_batch(options));
     for (size_t first = 0; first < order.size(); first += per_batch) {
         const size_t last = std::min(order.size(), first + per_batch);
         const auto rows = static_cast<int64_t>(last - first);
@@ -57,17 +52,7 @@ std::vector<std::vector<Translation>> Translator::translate(const std::vector<st
             const std::vector<int64_t>& ids = sources[order[first + static_cast<size_t>(r)]];
             std::copy(ids.begin(), ids.end(), src.data() + r * width);
         }
-        models::DecodeOptions decode;
-        decode.beam_size = options.beam_size;
-        decode.length_penalty = options.length_penalty;
-        decode.max_len = options.max_len > 0 ? options.max_len : std::max<int64_t>(40, 2 * width + 10);
-        std::vector<std::vector<models::Hypothesis>> found;
-        if (options.beam_size == 1) {
-            for (models::Hypothesis& h : models::greedy_decode(*loaded_.model, src, decode.max_len))
-                found.push_back({h});
-        } else {
-            found = models::beam_search_nbest(*loaded_.model, src, decode, options.nbest);
-        }
+        const std::vector<std::vector<models::Hypothesis>> found = models::search(*loaded_.model, src, options);
         for (int64_t r = 0; r < rows; ++r) {
             std::vector<Translation>& out = results[order[first + static_cast<size_t>(r)]];
             for (const models::Hypothesis& h : found[static_cast<size_t>(r)])

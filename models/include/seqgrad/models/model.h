@@ -1,6 +1,6 @@
-// What every sequence model shares: the token-id conventions, the config of docs/parity.md, and
-// the interface that training and every decoder are written against. The models themselves are
-// registered in registry.h.
+// What every model shares: the token-id conventions, the config of docs/parity.md, and the base
+// class that training and every search are written against. The models themselves are registered
+// in registry.h.
 #pragma once
 
 #include <cstdint>
@@ -11,6 +11,7 @@
 
 #include "seqgrad/core/random.h"
 #include "seqgrad/core/tensor.h"
+#include "seqgrad/models/step_decoder.h"
 #include "seqgrad/nn/module.h"
 
 namespace seqgrad::models {
@@ -66,53 +67,58 @@ struct ModelConfig {
     static std::string describe();
 };
 
-// What a model carries from one decoding step to the next for a batch of N hypotheses (the
-// encoder's output, recurrent states, cached keys and values). Beam search reorders its rows.
-class DecodingState {
-public:
-    virtual ~DecodingState() = default;
-    // Keeps row rows[i] as the new row i (rows may repeat: a beam that splits).
-    virtual void select_rows(const std::vector<int64_t>& rows) = 0;
-    // select_rows for beam search's reordering, where the rows come in groups of `group` (a
-    // source's beams) and every rows[i] lies in row i's own group: what is the same for a whole
-    // group (the source's encoding) need not move. By default, select_rows.
-    virtual void reorder_beams(const std::vector<int64_t>& rows, int64_t group) {
-        (void)group;
-        select_rows(rows);
-    }
-};
-
 // How a picture lays out the maps that last_attention() returns.
 struct AttentionLayout {
     std::vector<std::string> titles;  // one per map; empty: "attention", or "map 1", "map 2", ...
     size_t maps_per_row = 1;
 };
 
-// A sequence-to-sequence model: forward(src [B, S], tgt_in [B, T]) -> logits [B, T, tgt_vocab],
-// and the small interface every decoder (greedy, beam search) is written against: start a state
-// from the source batch, then step one token at a time.
-class Seq2SeqModel : public nn::Module {
+// The base every model kind shares (the registry, registry.h, builds one from a config): its
+// config, its parameters (nn::Module), the loss of a batch, the generator behind its random
+// choices, and the decoder interface (step_decoder.h) that every search is written against. Two
+// families derive from it: sequence-to-sequence models (Seq2SeqModel, below), which read a source
+// and write a target, and language models, which continue a text.
+class Model : public nn::Module, public StepDecoder {
 public:
-    explicit Seq2SeqModel(ModelConfig config) : config_(std::move(config)) {}
+    explicit Model(ModelConfig config) : config_(std::move(config)) {}
     const ModelConfig& config() const { return config_; }
-    virtual Tensor forward(const IntTensor& src, const IntTensor& tgt_in) = 0;
 
-    // Encodes src [N, S] and returns the state before the first target token.
-    virtual std::unique_ptr<DecodingState> start_decoding(const IntTensor& src);
-    // Feeds tokens [N] (the previous outputs, kSos first) and returns the next logits [N, V].
-    virtual Tensor decode_step(DecodingState& state, const IntTensor& tokens);
-    // The longest output decode_step can produce (the Transformer's positional table bounds it).
-    virtual int64_t max_decode_length() const { return INT64_MAX; }
-    // The attention weights of the last step, for pictures: one [N, S] tensor per map (the
-    // Transformer's: per layer and head), or none if the model does not keep them.
-    virtual std::vector<Tensor> last_attention(const DecodingState& state) const;
-    virtual AttentionLayout attention_layout() const { return {}; }
+    // Teacher-forced logits: inputs [B, T] -> [B, T, V], position t predicted from inputs up to t
+    // (and, for a sequence-to-sequence model, from source [B, S]; a language model takes [B, 0]).
+    virtual Tensor logits(const IntTensor& source, const IntTensor& inputs) = 0;
+    // The loss of a batch (docs/parity.md): target [B, T + 1] is predicted position by position,
+    // its first T columns the inputs and its last T the labels (<s> y1 .. yn </s> for a sequence
+    // to sequence; a window of text for a language model). Cross-entropy over the labels that are
+    // not kPad, with label smoothing.
+    Tensor loss(const IntTensor& source, const IntTensor& target, float label_smoothing);
 
     // The generator behind every random choice the model makes in training (dropout masks,
     // teacher forcing), shared by its layers; a checkpoint saves its state so that a resumed
     // run draws the same numbers.
     Generator& random() { return *random_; }
     const std::shared_ptr<Generator>& random_ptr() const { return random_; }
+
+    // Step-by-step decoding (step_decoder.h); by default a model cannot decode.
+    std::unique_ptr<DecodingState> start_decoding(const IntTensor& source) override;
+    Tensor decode_step(DecodingState& state, const IntTensor& tokens) override;
+
+private:
+    ModelConfig config_;
+    std::shared_ptr<Generator> random_ = std::make_shared<Generator>(0x5eed);
+};
+
+// A sequence-to-sequence model: forward(src [B, S], tgt_in [B, T]) -> logits [B, T, tgt_vocab].
+// Decoding starts from the source batch; searches feed <s> first.
+class Seq2SeqModel : public Model {
+public:
+    using Model::Model;
+    virtual Tensor forward(const IntTensor& src, const IntTensor& tgt_in) = 0;
+    Tensor logits(const IntTensor& source, const IntTensor& inputs) override { return forward(source, inputs); }
+
+    // The attention weights of the last step, for pictures: one [N, S] tensor per map (the
+    // Transformer's: per layer and head), or none if the model does not keep them.
+    virtual std::vector<Tensor> last_attention(const DecodingState& state) const;
+    virtual AttentionLayout attention_layout() const { return {}; }
 
     // The teacher forcing ratio: in training, the probability that a step of a recurrent
     // decoder reads the true previous token rather than its own prediction (drawn once per step
@@ -122,8 +128,6 @@ public:
     float teacher_forcing_ratio() const { return teacher_forcing_ratio_; }
 
 private:
-    ModelConfig config_;
-    std::shared_ptr<Generator> random_ = std::make_shared<Generator>(0x5eed);
     float teacher_forcing_ratio_ = 1.0f;
 };
 

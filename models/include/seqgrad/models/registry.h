@@ -18,11 +18,15 @@ namespace seqgrad::models {
 struct ModelKind {
     std::string name;         // the config's "model"
     std::string description;  // one line, for help texts
-    // The config keys the model reads, beyond "model", "src_vocab", "tgt_vocab" and "dropout".
+    // The vocabularies the model reads, by their config keys: a sequence-to-sequence model's
+    // source and target ("src_vocab", "tgt_vocab"), or a language model's one ("vocab"). Training
+    // fills them in from the data; the first is the source's when there are two.
+    std::vector<std::string> vocabularies = {"src_vocab", "tgt_vocab"};
+    // The other config keys the model reads, beyond "model" and "dropout".
     std::vector<std::string> keys;
     // Checks across keys that a key's own range cannot express (d_model divisible by n_heads).
     std::function<void(const ModelConfig&)> validate;
-    std::function<std::shared_ptr<Seq2SeqModel>(const ModelConfig&, Generator&)> make;
+    std::function<std::shared_ptr<Model>(const ModelConfig&, Generator&)> make;
     // The width d of the Noam schedule: lr * d^-0.5 * min(t^-0.5, t * warmup^-1.5).
     std::function<int64_t(const ModelConfig&)> width;
     // The longest source, and target with its </s>, in tokens (0: no limit).
@@ -53,7 +57,10 @@ const ModelKind& model_kind(const std::string& name);
 std::string model_kind_names();
 
 // Builds the model a config names, with weights initialised from `gen`.
-std::shared_ptr<Seq2SeqModel> make_model(const ModelConfig& config, Generator& gen);
+std::shared_ptr<Model> make_model(const ModelConfig& config, Generator& gen);
+// Whether the kind reads a source (a sequence-to-sequence model) or only its own past (a language
+// model): whether it has a source vocabulary.
+bool reads_source(const ModelConfig& config);
 // The kind's width of the config (ModelKind::width).
 int64_t model_width(const ModelConfig& config);
 

@@ -61,7 +61,7 @@ struct ModelSummary {
 // Runs the model once in evaluation mode (its mode is restored afterwards) without recording
 // gradients, over src [batch, src_len] and tgt_in [batch, tgt_len] (<s> first) of ordinary token
 // ids, and gathers what it computed.
-ModelSummary summarize(Seq2SeqModel& model, const SummaryOptions& options = {});
+ModelSummary summarize(Model& model, const SummaryOptions& options = {});
 
 // The summary as text: a table of module path, type, step (an intermediate result's name, or
 // blank for the module's output), output shape and own parameter count (on the module's first

@@ -32,15 +32,15 @@ namespace seqgrad::training {
 
 // A trained model with what is needed to use it.
 struct LoadedModel : TextSides {
-    std::shared_ptr<models::Seq2SeqModel> model;
+    std::shared_ptr<models::Model> model;
     std::string task;  // "g2p", "corpus", "copy", "reverse", "sort"
     int64_t step = 0;  // training steps behind these weights
     std::string path;  // the file read
 };
 
 // Writes a model file (model.safetensors / best.safetensors format) atomically.
-void save_model(const std::string& path, const models::Seq2SeqModel& model, const TextSides& sides,
-                const std::string& task, int64_t step);
+void save_model(const std::string& path, const models::Model& model, const TextSides& sides, const std::string& task,
+                int64_t step);
 
 // Reads a model file, or a checkpoint directory (its best.safetensors if there is one, else its
 // model.safetensors), and builds the model in evaluation mode. Errors name the path and problem.

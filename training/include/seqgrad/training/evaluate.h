@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "seqgrad/models/decoding.h"
+#include "seqgrad/models/search.h"
 #include "seqgrad/models/model.h"
 #include "seqgrad/training/dataset.h"
 #include "seqgrad/training/vocabulary.h"
@@ -18,10 +18,11 @@ struct EvalResult {
     int64_t words = 0;
 };
 
-// Greedy or beam decoding of `examples` and their WER and PER against all their references.
-// Returns the predictions too (as target symbols), in the examples' order, when asked.
-EvalResult evaluate(models::Seq2SeqModel& model, const std::vector<Example>& examples, const Vocabulary& source_vocab,
-                    const Vocabulary& target_vocab, const models::DecodeOptions& decode_options,
-                    int64_t batch_size = 256, std::vector<std::vector<std::string>>* predictions = nullptr);
+// The search `options` asks for over `examples` (in length-sorted batches of
+// models::inputs_per_batch sources), and the predictions' WER and PER against all their
+// references. Returns the predictions too (as target symbols), in the examples' order, when asked.
+EvalResult evaluate(models::Model& model, const std::vector<Example>& examples, const Vocabulary& source_vocab,
+                    const Vocabulary& target_vocab, const models::DecodingOptions& options,
+                    std::vector<std::vector<std::string>>* predictions = nullptr);
 
 }  // namespace seqgrad::training

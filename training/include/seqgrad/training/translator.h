@@ -1,7 +1,7 @@
 // Text in, text out, from a checkpoint: the class a C++ program uses to run a trained model.
 //
 //   seqgrad::training::Translator translator("runs/my-model");   // a checkpoint directory or file
-//   seqgrad::training::TranslatorOptions options;
+//   seqgrad::models::DecodingOptions options;   // the search's (models/search.h)
 //   options.beam_size = 5;
 //   options.nbest = 3;
 //   for (const auto& hypotheses : translator.translate({"phoenix", "seqgrad"}, options))
@@ -20,19 +20,10 @@
 #include <string>
 #include <vector>
 
+#include "seqgrad/models/search.h"
 #include "seqgrad/training/checkpoint.h"
 
 namespace seqgrad::training {
-
-struct TranslatorOptions {
-    int64_t beam_size = 5;        // 1: greedy
-    int64_t nbest = 1;            // hypotheses per input, at most beam_size
-    float length_penalty = 0.6f;  // GNMT's alpha; 0 turns it off
-    // Longest output in tokens, </s> included; 0: twice the batch's longest source plus 10, and at
-    // least 40. The model's own limit (max_seq_len) caps it either way.
-    int64_t max_len = 0;
-    int64_t max_hypotheses = 2048;  // rows decoded together (inputs x beam), to bound memory
-};
 
 struct Translation {
     std::string text;
@@ -42,7 +33,6 @@ struct Translation {
 
 class Translator {
 public:
-    using Options = TranslatorOptions;
     using Hypothesis = Translation;
     // What the translations so far cost and met (for a throughput line).
     struct Totals {
@@ -58,11 +48,13 @@ public:
     // float32, and needs a build with oneDNN.
     explicit Translator(const std::string& checkpoint, Precision precision = Precision::float32);
 
-    // For each input, its hypotheses, best first (nbest of them, or fewer if the search found
-    // fewer). An empty input gives one empty hypothesis of score 0. Errors: invalid UTF-8, bad
-    // options.
+    // For each input, its hypotheses, best first (options.nbest of them, or fewer if the search
+    // found fewer), decoded in batches of similar length (models::inputs_per_batch inputs). The
+    // longest output, unless options.max_len says, is models::default_max_length of the batch's
+    // longest input. An empty input gives one empty hypothesis of score 0. Errors: invalid UTF-8,
+    // bad options.
     std::vector<std::vector<Translation>> translate(const std::vector<std::string>& inputs,
-                                                    const TranslatorOptions& options = {}) const;
+                                                    const models::DecodingOptions& options = {}) const;
 
     const LoadedModel& checkpoint() const { return loaded_; }
     Totals totals() const;
