@@ -38,10 +38,10 @@ std::string directory_name(const std::string& directory) {
 
 // The kind of model the run trained (its model.safetensors' config), or "" if there is none to read.
 std::string model_name_of(const std::string& directory) {
-    const fs::path file = fs::path(directory) / "model.safetensors";
-    if (!fs::exists(file)) return "";
+    const training::CheckpointDir dir(directory);
+    if (!dir.has_model()) return "";
     try {
-        return models::ModelConfig::from_json(SafetensorsFile::load(file.string()).metadata("config")).model;
+        return models::ModelConfig::from_json(SafetensorsFile::load(dir.model_file()).metadata("config")).model;
     } catch (const Error&) {
         return "";
     }
@@ -49,14 +49,13 @@ std::string model_name_of(const std::string& directory) {
 
 RunCurve read_run(const std::string& directory) {
     check(fs::is_directory(directory), "curves", directory, " is not a directory");
-    const fs::path training = fs::path(directory) / "training.safetensors";
-    check(fs::exists(training), "curves", directory,
-          " has no training.safetensors (is it a training run's directory?)");
+    const training::CheckpointDir dir(directory);
+    check(dir.has_training_state(), "curves", directory, " has no training state (is it a training run's directory?)");
     RunCurve run;
     run.directory = directory;
     run.model = model_name_of(directory);
     if (run.model.empty()) run.model = directory_name(directory);
-    for (const training::HistoryEntry& entry : training::load_training_state(training.string()).progress.history)
+    for (const training::HistoryEntry& entry : training::load_training_state(dir.training_file()).progress.history)
         if (std::isfinite(entry.dev.wer)) run.points.push_back({entry.minutes, entry.dev.wer});  // NaN: no word scored
     return run;
 }

@@ -150,7 +150,7 @@ int run_train(const TrainFlags& flags) {
         dir = flags.resume;
         if (group.is_root()) std::fprintf(stderr, "Resuming %s%s\n", dir.c_str(), ranks_text(group).c_str());
         result = training::resume(dir, flags.epochs, flags.minutes, flags.max_steps, listener, &g_stop);
-        options = training::load_training_state(dir + "/training.safetensors").options;
+        options = training::load_training_state(training::CheckpointDir(dir).training_file()).options;
     } else {
         check(!flags.model.empty(), "train", "--model is required (", models::model_kind_names(), ")");
         const models::ModelKind& kind = models::model_kind(flags.model);

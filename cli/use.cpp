@@ -51,10 +51,9 @@ models::DecodingOptions decoding_of(const UseFlags& f) {
 // The training options of the run that wrote the checkpoint (for its task's data), or the
 // defaults for the model's task.
 training::TrainingOptions run_options(const std::string& checkpoint, const std::string& task) {
-    const std::filesystem::path training = std::filesystem::path(checkpoint) / "training.safetensors";
+    const training::CheckpointDir dir(checkpoint);
     training::TrainingOptions options;
-    if (std::filesystem::is_directory(checkpoint) && std::filesystem::exists(training))
-        options = training::load_training_state(training.string()).options;
+    if (dir.exists() && dir.has_training_state()) options = training::load_training_state(dir.training_file()).options;
     options.task = task;
     return options;
 }

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "seqgrad/core/files.h"
 #include "seqgrad/internal/option_table.h"
 #include "seqgrad/models/registry.h"
 #include "seqgrad/training/corpus.h"
@@ -19,6 +20,70 @@ constexpr const char* kModelFormat = "seqgrad-model-1";
 constexpr const char* kTrainingFormat = "seqgrad-training-1";
 
 }  // namespace
+
+// ---- the directory ----
+
+namespace {
+
+constexpr const char* kModelFile = "model.safetensors";
+constexpr const char* kBestFile = "best.safetensors";
+constexpr const char* kTrainingFile = "training.safetensors";
+
+}  // namespace
+
+std::string CheckpointDir::file(const char* name) const { return (fs::path(path_) / name).string(); }
+std::string CheckpointDir::model_file() const { return file(kModelFile); }
+std::string CheckpointDir::best_file() const { return file(kBestFile); }
+std::string CheckpointDir::training_file() const { return file(kTrainingFile); }
+
+bool CheckpointDir::exists() const {
+    std::error_code ec;
+    return fs::is_directory(path_, ec);
+}
+
+bool CheckpointDir::has_model() const {
+    std::error_code ec;
+    return fs::exists(model_file(), ec);
+}
+
+bool CheckpointDir::has_training_state() const {
+    std::error_code ec;
+    return fs::exists(training_file(), ec);
+}
+
+std::string CheckpointDir::weights_to_use(const std::string& checkpoint) {
+    const CheckpointDir dir(checkpoint);
+    if (!dir.exists()) return checkpoint;
+    std::error_code ec;
+    return fs::exists(dir.best_file(), ec) ? dir.best_file() : dir.model_file();
+}
+
+void CheckpointDir::remove_leftovers() const {
+    std::error_code ec;
+    for (const auto& entry : fs::directory_iterator(path_, ec)) {
+        const std::string name = entry.path().filename().string();
+        const bool ours = name.starts_with(kModelFile) || name.starts_with(kBestFile) ||
+                          name.starts_with(kTrainingFile);
+        const bool leftover = name.ends_with(pending("")) || name.find(".tmp.") != std::string::npos;
+        if (ours && leftover) fs::remove(entry.path(), ec);
+    }
+}
+
+void CheckpointDir::commit_pending() const {
+    // The training state first: it holds the weights too, so that a process killed between the
+    // two renames resumes from it alone.
+    for (const std::string& path : {training_file(), model_file()}) {
+        std::error_code ec;
+        fs::rename(pending(path), path, ec);
+        check(!ec, "checkpoint", "cannot rename ", pending(path), " to ", path, ": ", ec.message());
+    }
+    sync_directory(path_);
+}
+
+void CheckpointDir::discard_pending() const {
+    std::error_code ec;
+    for (const std::string& path : {training_file(), model_file()}) fs::remove(pending(path), ec);
+}
 
 // ---- model files ----
 
@@ -37,18 +102,10 @@ void save_model(const std::string& path, const models::Model& model, const TextS
     file.save(path);
 }
 
-std::string model_file_of(const std::string& checkpoint) {
-    std::error_code ec;
-    if (!fs::is_directory(checkpoint, ec)) return checkpoint;
-    const fs::path best = fs::path(checkpoint) / "best.safetensors";
-    if (fs::exists(best, ec)) return best.string();
-    return (fs::path(checkpoint) / "model.safetensors").string();
-}
-
 LoadedModel load_model(const std::string& path) {
     std::error_code ec;
     check(fs::exists(path, ec), "checkpoint", "no checkpoint at ", path);
-    const std::string file_path = model_file_of(path);
+    const std::string file_path = CheckpointDir::weights_to_use(path);
     check(fs::exists(file_path, ec), "checkpoint", path,
           " is a directory without model.safetensors or best.safetensors");
     const SafetensorsFile file = SafetensorsFile::load(file_path);

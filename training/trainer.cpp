@@ -30,41 +30,18 @@ namespace {
 // A run in memory: what train() and resume() set up, and a Trainer carries on.
 struct Run {
     TrainingOptions options;
-    std::string dir;
+    CheckpointDir dir{""};
     TrainingData data;  // with the tokenizers and vocabularies
     std::shared_ptr<models::Model> model;
     std::unique_ptr<nn::Adam> optimizer;
     std::unique_ptr<nn::WeightAverage> average;  // with average_decay > 0
     std::unique_ptr<BatchStream> stream;
     Progress progress;
-
-    std::string model_path() const { return (fs::path(dir) / "model.safetensors").string(); }
-    std::string best_path() const { return (fs::path(dir) / "best.safetensors").string(); }
-    std::string training_path() const { return (fs::path(dir) / "training.safetensors").string(); }
 };
-
-// A checkpoint is written in two phases: both files go to "<name>.next" (each atomically), and
-// are renamed over the committed ones only once the next step's loss shows that the weights they
-// hold give a finite loss (or when the run ends). A loss that stops being finite discards the
-// pending pair, so the committed checkpoint always trains on.
-constexpr const char* kPending = ".next";
 
 // Gradients travel between ranks in buckets of at most this many floats (16 MiB): a handful of
 // MPI_Allreduce calls per step for the models here, each large enough to run at the link's speed.
 constexpr int64_t kBucketFloats = int64_t{1} << 22;
-
-// Removes what an interrupted process may have left in a checkpoint directory: a pending pair
-// that was never committed, and the temporary files of an unfinished write.
-void remove_leftovers(const std::string& dir) {
-    std::error_code ec;
-    for (const auto& entry : fs::directory_iterator(dir, ec)) {
-        const std::string name = entry.path().filename().string();
-        const bool ours = name.starts_with("model.safetensors") || name.starts_with("best.safetensors") ||
-                          name.starts_with("training.safetensors");
-        const bool leftover = name.ends_with(kPending) || name.find(".tmp.") != std::string::npos;
-        if (ours && leftover) fs::remove(entry.path(), ec);
-    }
-}
 
 std::unique_ptr<nn::Adam> make_optimizer(const TrainingOptions& o, models::Model& model) {
     nn::AdamOptions a;
@@ -119,7 +96,7 @@ public:
           seconds_before_(run.progress.seconds),
           start_step_(run.progress.step),
           evaluated_step_(run.progress.history.empty() ? -1 : run.progress.history.back().step),
-          committed_step_(fs::exists(run.training_path()) ? run.progress.step : -1) {
+          committed_step_(run.dir.has_training_state() ? run.progress.step : -1) {
         if (group_.size() > 1 && run.options.overlap_gradients)
             reducer_ = std::make_unique<nn::GradientReducer>(run.model->parameters(), group_, kBucketFloats);
     }
@@ -250,9 +227,10 @@ bool Trainer::step() {
     if (!std::isfinite(loss_value)) {
         const int64_t bad_step = run_.progress.step + 1;
         emit_message(detail::concat("the loss is ", loss_value, " at step ", bad_step, "; stopping. ",
-                                    committed_step_ >= 0 ? detail::concat("The last good checkpoint (step ",
-                                                                          committed_step_, ") is kept in ", run_.dir)
-                                                         : std::string("No checkpoint had been kept yet.")),
+                                    committed_step_ >= 0
+                                        ? detail::concat("The last good checkpoint (step ", committed_step_,
+                                                         ") is kept in ", run_.dir.path())
+                                        : std::string("No checkpoint had been kept yet.")),
                      bad_step);
         return false;
     }
@@ -351,7 +329,7 @@ void Trainer::evaluate_on_root(bool scheduled) {
     if (!p.has_best || result.wer < p.best_dev.wer) {
         p.has_best = true;
         p.best_dev = result;
-        save_model(run_.best_path(), *run_.model, run_.data, run_.options.task, p.step);
+        save_model(run_.dir.best_file(), *run_.model, run_.data, run_.options.task, p.step);
     }
     if (!scheduled) return;
     if (p.scheduled_best_wer < 0 || result.wer < p.scheduled_best_wer) {
@@ -380,13 +358,13 @@ void Trainer::checkpoint(const std::string& why) {
     if (run_.average) state.merge(run_.average->state());
     for (const auto& [name, tensor] : run_.model->state_dict()) state.emplace(kWeightsPrefix + name, tensor);
     try {
-        save_training_state(run_.training_path() + kPending, run_.options, p, state);
-        save_model(run_.model_path() + kPending, *run_.model, run_.data, run_.options.task, p.step);
+        save_training_state(CheckpointDir::pending(run_.dir.training_file()), run_.options, p, state);
+        save_model(CheckpointDir::pending(run_.dir.model_file()), *run_.model, run_.data, run_.options.task, p.step);
     } catch (const Error& e) {
         discard_checkpoint();
         pending_ = false;
         throw Error(detail::concat("the checkpoint of step ", p.step, " was not written, and the last one in ",
-                                   run_.dir, " is intact: ", e.what()));
+                                   run_.dir.path(), " is intact: ", e.what()));
     }
     pending_ = true;
     pending_why_ = why;
@@ -395,12 +373,7 @@ void Trainer::checkpoint(const std::string& why) {
 void Trainer::commit_checkpoint() {
     if (!pending_) return;
     pending_ = false;
-    for (const std::string& path : {run_.training_path(), run_.model_path()}) {
-        std::error_code ec;
-        fs::rename(path + kPending, path, ec);
-        check(!ec, "checkpoint", "cannot rename ", path, kPending, " to ", path, ": ", ec.message());
-    }
-    sync_directory(run_.dir);
+    run_.dir.commit_pending();
     committed_step_ = saved_step_;
     TrainingEvent e;
     e.kind = TrainingEvent::Kind::checkpoint;
@@ -411,9 +384,7 @@ void Trainer::commit_checkpoint() {
 
 void Trainer::discard_checkpoint() {
     pending_ = false;
-    if (!group_.is_root()) return;
-    std::error_code ec;
-    for (const std::string& path : {run_.training_path(), run_.model_path()}) fs::remove(path + kPending, ec);
+    if (group_.is_root()) run_.dir.discard_pending();
 }
 
 double Trainer::learning_rate(int64_t step) const {
@@ -453,10 +424,10 @@ TrainingResult train(const models::ModelConfig& model_config, const TrainingOpti
     const nn::Distributed& group = nn::Distributed::current();
     Run run;
     run.options = options;
-    run.dir = out_dir;
-    check(!fs::exists(run.model_path()) && !fs::exists(run.training_path()), "train", out_dir,
+    run.dir = CheckpointDir(out_dir);
+    check(!run.dir.has_model() && !run.dir.has_training_state(), "train", out_dir,
           " already holds a checkpoint: resume it (--resume) or choose another directory");
-    if (group.is_root() && fs::is_directory(out_dir)) remove_leftovers(out_dir);
+    if (group.is_root() && run.dir.exists()) run.dir.remove_leftovers();
     run.data = prepare_data(options, request_for(model_config));
     check(!run.data.train.empty() && !run.data.dev.empty(), "train", "the task \"", options.task,
           "\" has an empty train or dev split");
@@ -492,12 +463,12 @@ TrainingResult resume(const std::string& dir, int64_t epochs, double minutes, in
     // them. Rank 0 alone writes.
     const nn::Distributed& group = nn::Distributed::current();
     Run run;
-    run.dir = dir;
-    check(fs::is_directory(dir), "resume", "no checkpoint directory at ", dir);
-    if (group.is_root()) remove_leftovers(dir);
-    check(fs::exists(run.training_path()) && fs::exists(run.model_path()), "resume", dir,
+    run.dir = CheckpointDir(dir);
+    check(run.dir.exists(), "resume", "no checkpoint directory at ", dir);
+    if (group.is_root()) run.dir.remove_leftovers();
+    check(run.dir.has_training_state() && run.dir.has_model(), "resume", dir,
           " has no model.safetensors and training.safetensors to resume from");
-    TrainingState saved = load_training_state(run.training_path());
+    TrainingState saved = load_training_state(run.dir.training_file());
     run.options = saved.options;
     if (epochs > 0 || minutes > 0 || max_steps > 0) {
         run.options.epochs = epochs;
@@ -506,7 +477,7 @@ TrainingResult resume(const std::string& dir, int64_t epochs, double minutes, in
     }
     run.options.validate();
     run.progress = saved.progress;
-    LoadedModel loaded = load_model(run.model_path());
+    LoadedModel loaded = load_model(run.dir.model_file());
     if (saved.weights.empty())  // a checkpoint from before the training state held the weights
         check(loaded.step == run.progress.step, "resume", dir, ": model.safetensors is from step ", loaded.step,
               " but training.safetensors from step ", run.progress.step,

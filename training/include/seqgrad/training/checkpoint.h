@@ -6,10 +6,10 @@
 //                         in its metadata the training options and the run's Progress (step,
 //                         data position, random state, dev history): all a run needs to resume
 //                         exactly where it stopped
-// Every file is written atomically (a temporary, fsync, rename): an interrupted run never leaves a
-// broken file. Because training.safetensors holds the weights, a process killed between the two
-// renames resumes from it alone; a checkpoint written before it held them resumes only when
-// model.safetensors is from the same step.
+// CheckpointDir alone knows these names. Every file is written atomically (core's files.h): an
+// interrupted run never leaves a broken file. Because training.safetensors holds the weights, a
+// process killed between the two renames resumes from it alone; a checkpoint written before it held
+// them resumes only when model.safetensors is from the same step.
 #pragma once
 
 #include <map>
@@ -28,6 +28,41 @@
 
 namespace seqgrad::training {
 
+// ---- the directory ----
+
+// A checkpoint directory, the one place that knows the names of its files. A checkpoint is
+// written in two phases (trainer.cpp): both files go to "<name>.next" (each atomically), and are
+// renamed over the committed ones only once the next step shows the weights they hold train on.
+class CheckpointDir {
+public:
+    explicit CheckpointDir(std::string path) : path_(std::move(path)) {}
+    const std::string& path() const { return path_; }
+
+    std::string model_file() const;     // model.safetensors
+    std::string best_file() const;      // best.safetensors
+    std::string training_file() const;  // training.safetensors
+    static std::string pending(const std::string& file) { return file + ".next"; }
+
+    bool exists() const;              // the directory
+    bool has_model() const;           // model.safetensors
+    bool has_training_state() const;  // training.safetensors
+    // The weights a user of the checkpoint reads: best.safetensors if there is one, else
+    // model.safetensors. (A path that is not a directory is taken to be a model file itself.)
+    static std::string weights_to_use(const std::string& checkpoint);
+
+    // Removes what an interrupted process may have left: a pending pair that was never committed,
+    // and the temporary files of an unfinished write.
+    void remove_leftovers() const;
+    // Renames the pending training state, then the pending model file, over the committed ones,
+    // and makes the renames durable. An Error names the file that could not be renamed.
+    void commit_pending() const;
+    void discard_pending() const;
+
+private:
+    std::string file(const char* name) const;
+    std::string path_;
+};
+
 // ---- model files ----
 
 // A trained model with what is needed to use it.
@@ -45,9 +80,6 @@ void save_model(const std::string& path, const models::Model& model, const TextS
 // Reads a model file, or a checkpoint directory (its best.safetensors if there is one, else its
 // model.safetensors), and builds the model in evaluation mode. Errors name the path and problem.
 LoadedModel load_model(const std::string& path);
-
-// The model file to read in a checkpoint directory (or the path itself if it is a file).
-std::string model_file_of(const std::string& checkpoint);
 
 // ---- the training state ----
 
