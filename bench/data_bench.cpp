@@ -12,7 +12,7 @@
 
 #include "bench_common.h"
 #include "seqgrad/core/random.h"
-#include "seqgrad/training/corpus.h"
+#include "seqgrad/training/data.h"
 
 namespace seqgrad_bench {
 namespace {

@@ -1,5 +1,5 @@
-// `seqgrad curves RUN_DIR... --out F.svg`: the dev WER of training runs against training time,
-// one line per run, from the history each run keeps in its training.safetensors.
+// `seqgrad curves RUN_DIR... --out F.svg`: the dev score of training runs (their task's metric) against
+// training time, one line per run, from the history each run keeps in its training state.
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -10,6 +10,7 @@
 #include "seqgrad/core/safetensors.h"
 #include "seqgrad/models/model.h"
 #include "seqgrad/training/checkpoint.h"
+#include "seqgrad/training/task.h"
 #include "svg.h"
 
 namespace seqgrad::cli {
@@ -26,7 +27,8 @@ struct CurvesFlags {
 struct RunCurve {
     std::string directory;
     std::string model;               // "transformer", or the directory's name
-    std::vector<svg::Point> points;  // (minutes, dev WER %)
+    std::string metric;              // its task's dev metric ("WER")
+    std::vector<svg::Point> points;  // (minutes, the task's dev score)
 };
 
 // The directory's own name, also for "runs/t1/".
@@ -55,8 +57,13 @@ RunCurve read_run(const std::string& directory) {
     run.directory = directory;
     run.model = model_name_of(directory);
     if (run.model.empty()) run.model = directory_name(directory);
-    for (const training::HistoryEntry& entry : training::load_training_state(dir.training_file()).progress.history)
-        if (std::isfinite(entry.dev.wer)) run.points.push_back({entry.minutes, entry.dev.wer});  // NaN: no word scored
+    const training::TrainingState state = training::load_training_state(dir.training_file());
+    const training::Task& task = training::task(state.options.task);
+    run.metric = task.metric;
+    for (const training::HistoryEntry& entry : state.progress.history) {
+        const double score = task.score(entry.dev);
+        if (std::isfinite(score)) run.points.push_back({entry.minutes, score});  // NaN: nothing was scored
+    }
     return run;
 }
 
@@ -69,6 +76,9 @@ void run_curves(const CurvesFlags& flags) {
         else runs.push_back(std::move(run));
     }
     check(!runs.empty(), "curves", "no run has a dev evaluation to draw");
+    for (const RunCurve& run : runs)
+        check(run.metric == runs.front().metric, "curves", run.directory, " measures dev ", run.metric, " but ",
+              runs.front().directory, " dev ", runs.front().metric, ": one chart cannot show both");
 
     // Runs of the same model are told apart by their directories.
     std::map<std::string, int> runs_of_model;
@@ -76,7 +86,7 @@ void run_curves(const CurvesFlags& flags) {
     svg::LineChart chart;
     chart.title = flags.title;
     chart.x_label = "training time (minutes)";
-    chart.y_label = "dev WER (%)";
+    chart.y_label = "dev " + runs.front().metric + (runs.front().metric == "WER" ? " (%)" : "");
     size_t points = 0;
     for (const RunCurve& run : runs) {
         const bool ambiguous = runs_of_model[run.model] > 1 && run.model != directory_name(run.directory);
@@ -92,10 +102,11 @@ void run_curves(const CurvesFlags& flags) {
 
 void add_curves_command(CLI::App& app) {
     auto flags = std::make_shared<CurvesFlags>();
-    CLI::App* cmd = app.add_subcommand("curves", "Draw training runs' dev WER against training time (SVG chart)");
-    cmd->footer("Reads the dev evaluations each run directory keeps in its training.safetensors and draws dev WER (%) "
-                "against training minutes (all sessions), one line per run, labelled by the run's model (and its "
-                "directory when two runs share a model).");
+    CLI::App* cmd =
+        app.add_subcommand("curves", "Draw training runs' dev score (WER, loss) against training time (SVG chart)");
+    cmd->footer("Reads the dev evaluations each run directory keeps in its training state and draws the task's dev "
+                "score (WER in %, or loss) against training minutes (all sessions), one line per run, labelled by the "
+                "run's model (and its directory when two runs share a model).");
     cmd->add_option("runs", flags->runs, "Training run directories")->required();
     cmd->add_option("--out", flags->out, "The SVG file to write")->required();
     cmd->add_option("--title", flags->title, "The chart's title")->capture_default_str();

@@ -56,9 +56,8 @@ void ProgressDisplay::operator()(const training::TrainingEvent& e) {
     }
     finish_line();
     if (e.kind == Kind::evaluation)
-        std::fprintf(stderr, "dev after step %lld (%lld epochs): WER %.2f%%  PER %.2f%%  (%lld words)\n",
-                     static_cast<long long>(e.step), static_cast<long long>(e.epoch), e.eval.wer, e.eval.per,
-                     static_cast<long long>(e.eval.words));
+        std::fprintf(stderr, "dev after step %lld (%lld epochs): %s\n", static_cast<long long>(e.step),
+                     static_cast<long long>(e.epoch), e.text.c_str());
     else if (e.kind == Kind::checkpoint)
         std::fprintf(stderr, "checkpoint saved at step %lld (%s)\n", static_cast<long long>(e.step), e.text.c_str());
     else std::fprintf(stderr, "%s\n", e.text.c_str());

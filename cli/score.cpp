@@ -6,7 +6,9 @@
 
 #include "commands.h"
 #include "seqgrad/core/error.h"
-#include "seqgrad/training/corpus.h"
+#include "seqgrad/training/data.h"
+#include "seqgrad/training/line_reader.h"
+#include "seqgrad/training/pairs.h"
 #include "seqgrad/training/metrics.h"
 #include "seqgrad/training/text_metrics.h"
 

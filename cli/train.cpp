@@ -14,7 +14,9 @@
 #include "seqgrad/models/registry.h"
 #include "seqgrad/nn/distributed.h"
 #include "seqgrad/training/checkpoint.h"
-#include "seqgrad/training/corpus.h"
+#include "seqgrad/training/data.h"
+#include "seqgrad/training/pairs.h"
+#include "seqgrad/training/task.h"
 #include "seqgrad/training/trainer.h"
 
 namespace seqgrad::cli {
@@ -112,7 +114,7 @@ void show_examples(const std::string& dir, const training::TrainingOptions& opti
     std::vector<std::vector<std::string>> predictions;
     models::DecodingOptions decoding;
     decoding.max_len = options.eval_max_len;
-    training::evaluate(*loaded.model, sample, loaded.source_vocab, loaded.target_vocab, decoding, &predictions);
+    training::task(options.task).evaluate(*loaded.model, loaded, sample, decoding, &predictions);
     std::printf("Some dev examples (prediction | reference):\n");
     for (size_t i = 0; i < sample.size(); ++i) {
         const std::string predicted = loaded.target_tokenizer.detokenize(predictions[i]);
@@ -207,10 +209,9 @@ int run_train(const TrainFlags& flags) {
     std::printf("Stopped (%s) after %lld steps, %lld epochs, %s of training.\n", result.stop_reason.c_str(),
                 static_cast<long long>(result.steps), static_cast<long long>(result.epochs),
                 format_duration(60 * result.minutes).c_str());
-    if (result.best_dev.words > 0)
-        std::printf("Best dev WER %.2f%%, PER %.2f%% (%lld words); weights in %s/best.safetensors\n",
-                    result.best_dev.wer, result.best_dev.per, static_cast<long long>(result.best_dev.words),
-                    dir.c_str());
+    if (result.has_best)
+        std::printf("Best dev %s; weights in %s\n", training::task(options.task).describe(result.best_dev).c_str(),
+                    training::CheckpointDir(dir).best_file().c_str());
     if (result.stop_reason == "interrupted") {
         std::printf("Interrupted: continue with  seqgrad train --resume %s\n", dir.c_str());
         return 130;

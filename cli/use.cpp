@@ -12,7 +12,10 @@
 #include "progress.h"
 #include "seqgrad/core/threads.h"
 #include "seqgrad/training/checkpoint.h"
-#include "seqgrad/training/corpus.h"
+#include "seqgrad/training/data.h"
+#include "seqgrad/training/line_reader.h"
+#include "seqgrad/training/pairs.h"
+#include "seqgrad/training/task.h"
 #include "seqgrad/training/evaluate.h"
 #include "seqgrad/training/text_metrics.h"
 #include "seqgrad/training/translator.h"
@@ -88,11 +91,11 @@ int run_eval(const UseFlags& f) {
     }
     check(!examples.empty(), "eval", what, " has no examples to evaluate");
     std::vector<std::vector<std::string>> predictions;
-    const training::EvalResult r = training::evaluate(*loaded.model, examples, loaded.source_vocab, loaded.target_vocab,
-                                                      decoding_of(f), f.metrics.empty() ? nullptr : &predictions);
-    std::printf("%s (%s, step %lld, beam %lld): WER %.2f%%  PER %.2f%%  (%lld words)", what.c_str(),
-                loaded.path.c_str(), static_cast<long long>(loaded.step), static_cast<long long>(f.beam), r.wer, r.per,
-                static_cast<long long>(r.words));
+    const training::Task& task = training::task(loaded.task);
+    const training::EvalResult r =
+        task.evaluate(*loaded.model, loaded, examples, decoding_of(f), f.metrics.empty() ? nullptr : &predictions);
+    std::printf("%s (%s, step %lld, beam %lld): %s", what.c_str(), loaded.path.c_str(),
+                static_cast<long long>(loaded.step), static_cast<long long>(f.beam), task.describe(r).c_str());
     if (!f.metrics.empty()) {
         std::vector<std::string> hypotheses;
         std::vector<std::vector<std::string>> references;

@@ -4,6 +4,6 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const std::string path = seqgrad_fuzz::as_file(data, size, ".dict");
-    seqgrad_fuzz::refused_or_read([&] { (void)seqgrad::training::g2p_dataset(path); });
+    seqgrad_fuzz::refused_or_read([&] { (void)seqgrad::training::read_dictionary(path); });
     return 0;
 }

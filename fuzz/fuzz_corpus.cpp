@@ -2,7 +2,7 @@
 // no model, vocabularies from counts, encoding; and the vocabulary and tokenizer JSON that
 // checkpoints carry.
 #include "fuzz_common.h"
-#include "seqgrad/training/corpus.h"
+#include "seqgrad/training/data.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     using namespace seqgrad::training;

@@ -65,6 +65,14 @@ std::vector<EncodedExample> random_examples(int64_t count, int64_t max_length, u
     return examples;
 }
 
+// One epoch's batches as BatchStream makes them: planned, then each built from its rows.
+std::vector<Batch> batches_of(const EncodedPairs& examples, const BatchOptions& options, Generator& gen) {
+    std::vector<Batch> batches;
+    for (const std::vector<int64_t>& rows : plan_batches(examples, options, gen))
+        batches.push_back(make_batch(examples, rows));
+    return batches;
+}
+
 // Padding cells over all cells of src and tgt.
 double padding_fraction(const std::vector<Batch>& batches) {
     int64_t cells = 0, real = 0;
@@ -192,19 +200,22 @@ TEST_CASE("the real CMUdict reads cleanly and splits into the expected counts", 
     for (const Example& word : lexicon.words) characters.insert(word.source.begin(), word.source.end());
     CHECK(characters.size() == 36);
 
-    const Dataset data = g2p_dataset(std::move(lexicon));
-    CHECK(data.task == "g2p");
-    CHECK(data.train.size() == 113309);
+    // The G2P task's data, as a run reads it: a pair per pronunciation of the training words.
+    TrainingOptions options;
+    options.task = "g2p";
+    DataRequest request;
+    request.test = true;
+    const TrainingData data = prepare_data(options, request);
+    std::set<std::vector<int32_t>> train_words;
+    for (int64_t i = 0; i < data.train.size(); ++i)
+        train_words.emplace(data.train.source(i).begin(), data.train.source(i).end());
+    CHECK(train_words.size() == 113309);
+    CHECK(data.train.size() == 121197);
     CHECK(data.dev.size() == 6371);
     CHECK(data.test.size() == 6265);
-    size_t train_pronunciations = 0;
-    for (const Example& word : data.train) train_pronunciations += word.references.size();
-    CHECK(train_pronunciations == 121197);
-    CHECK(encode_for_training(data.train, source_vocabulary(data.train), target_vocabulary(data.train)).size() ==
-          121197);
 
     // The training split's phone vocabulary is the 39 phones after the four specials.
-    const Vocabulary phones = target_vocabulary(data.train);
+    const Vocabulary& phones = data.target_vocab;
     CHECK(phones.size() == 4 + 39);
     CHECK(std::vector<std::string>(phones.symbols().begin() + 4, phones.symbols().end()) == arpabet_phones());
 }
@@ -268,11 +279,15 @@ TEST_CASE("loading a vocabulary validates what it reads", "[data]") {
     CHECK_THROWS_AS(Vocabulary::from_symbols({"a", ""}), Error);
 }
 
-TEST_CASE("vocabularies are built from sources and from references", "[data]") {
-    const std::vector<Example> examples = {example("ab", {"X Y", "Z"}), example("ba", {"Y"})};
-    CHECK(source_vocabulary(examples).symbols() == std::vector<std::string>{"<pad>", "<s>", "</s>", "<unk>", "a", "b"});
-    CHECK(target_vocabulary(examples).symbols() ==
-          std::vector<std::string>{"<pad>", "<s>", "</s>", "<unk>", "X", "Y", "Z"});
+TEST_CASE("vocabularies keep the symbols counted often enough, the most frequent first", "[data]") {
+    const std::vector<std::pair<std::string, int64_t>> counts = {{"b", 3}, {"a", 1}, {"c", 3}, {"d", 2}};
+    CHECK(Vocabulary::from_counts(counts, 1, 0).symbols() ==
+          std::vector<std::string>{"<pad>", "<s>", "</s>", "<unk>", "a", "b", "c", "d"});
+    CHECK(Vocabulary::from_counts(counts, 2, 0).symbols() ==
+          std::vector<std::string>{"<pad>", "<s>", "</s>", "<unk>", "b", "c", "d"});
+    // At most two: the two most frequent (a tie broken by byte order), in byte order.
+    CHECK(Vocabulary::from_counts(counts, 1, 2).symbols() ==
+          std::vector<std::string>{"<pad>", "<s>", "</s>", "<unk>", "b", "c"});
 }
 
 TEST_CASE("utf8_characters splits code points and refuses invalid UTF-8", "[data]") {
@@ -316,7 +331,9 @@ TEST_CASE("synthetic tasks give each source its copy, reverse or sorted symbols"
             CHECK(e.name.size() == e.source.size());
         }
         CHECK(lengths == std::set<size_t>{2, 3, 4, 5, 6});  // every length in range, no other
-        CHECK(source_vocabulary(data.train).size() == 4 + 5);
+        std::set<std::string> symbols;
+        for (const Example& e : data.train) symbols.insert(e.source.begin(), e.source.end());
+        CHECK(symbols.size() == 5);
     }
 }
 
@@ -358,18 +375,26 @@ TEST_CASE("synthetic task options are validated", "[data]") {
 // ---- Batches ----------------------------------------------------------------------------------
 
 TEST_CASE("training encodes one example per pronunciation, evaluation one per word", "[data]") {
-    const std::vector<Example> words = {example("ab", {"X Y", "Z"}), example("b", {"Y"}), example("q", {})};
-    // Vocabularies from the first two words only, as from a training split without 'q'.
-    const std::vector<Example> train(words.begin(), words.begin() + 2);
-    const Vocabulary source = source_vocabulary(train);
-    const Vocabulary target = target_vocabulary(train);
-    const auto training = encode_for_training(words, source, target);
+    // A word with two pronunciations in training, one with one; dev holds a word whose letter
+    // training never saw, and has no reference.
+    const seqgrad::testing::TempFile train("ab\tX Y\nab\tZ\nb\tY\n", ".tsv"), dev("q\tY\n", ".tsv");
+    TrainingOptions options;
+    options.task = "corpus";
+    options.train_files = {train.path()};
+    options.dev_files = {dev.path()};
+    options.tgt_tokens = "space";
+    const TrainingData data = prepare_data(options);
+    const Vocabulary& source = data.source_vocab;
+    const Vocabulary& target = data.target_vocab;
+    const EncodedPairs& training = data.train;
     REQUIRE(training.size() == 3);
     CHECK(training[0].index == 0);
-    CHECK(training[1].index == 0);
-    CHECK(training[2].index == 1);
+    CHECK(training[1].index == 1);
+    CHECK(training[2].index == 2);
     CHECK(training[0].source == std::vector<int64_t>{4, 5});
+    CHECK(training[1].source == std::vector<int64_t>{4, 5});
     CHECK(training[1].target == std::vector<int64_t>{target.id("Z")});
+    const std::vector<Example> words = {example("ab", {"X Y", "Z"}), example("b", {"Y"}), example("q", {})};
     const auto evaluation = encode_for_evaluation(words, source, target);
     REQUIRE(evaluation.size() == 3);
     CHECK(evaluation[0].target == target.encode({"X", "Y"}));
@@ -408,7 +433,7 @@ TEST_CASE("every example is in exactly one batch per epoch, within the limits", 
     options.max_tokens = 900;
     options.chunk_size = 1024;
     Generator gen(5);
-    const auto batches = make_batches(examples, options, gen);
+    const auto batches = batches_of(examples, options, gen);
     std::vector<int> seen(examples.size(), 0);
     for (const Batch& batch : batches) {
         const int64_t rows = batch.src.size(0);
@@ -429,7 +454,7 @@ TEST_CASE("an example larger than the token limit still gets a batch of its own"
     BatchOptions options;
     options.max_tokens = 8;
     Generator gen(1);
-    const auto batches = make_batches(examples, options, gen);
+    const auto batches = batches_of(examples, options, gen);
     CHECK(batches.size() == 2);
 }
 
@@ -449,7 +474,7 @@ TEST_CASE("bucketing by length keeps padding small and batch order random", "[da
     options.max_sentences = 64;
     options.chunk_size = 64 * 50;
     Generator gen(2);
-    const auto bucketed = make_batches(examples, options, gen);
+    const auto bucketed = batches_of(examples, options, gen);
     INFO("padding fraction " << padding_fraction(bucketed));
     // Sources are sorted within a chunk, so they are hardly padded; the targets' lengths are
     // independent of the sources' here, so they keep some padding (in G2P they go together).
@@ -459,7 +484,7 @@ TEST_CASE("bucketing by length keeps padding small and batch order random", "[da
 
     options.chunk_size = 64;  // one batch a chunk: no bucketing at all
     Generator gen2(2);
-    const auto unbucketed = make_batches(examples, options, gen2);
+    const auto unbucketed = batches_of(examples, options, gen2);
     CHECK(padding_fraction(bucketed) < padding_fraction(unbucketed) - 0.1);
 
     // Batch order is shuffled: source lengths do not rise through the epoch.

@@ -72,17 +72,6 @@ std::vector<int32_t> encode(const Vocabulary& vocab, const std::vector<std::stri
 
 }  // namespace
 
-EncodedPairs encode_for_training(const std::vector<Example>& examples, const Vocabulary& source_vocab,
-                                 const Vocabulary& target_vocab) {
-    EncodedPairs encoded;
-    for (size_t i = 0; i < examples.size(); ++i) {
-        const std::vector<int32_t> source = encode(source_vocab, examples[i].source);
-        for (const auto& reference : examples[i].references)
-            encoded.add(source, encode(target_vocab, reference), static_cast<int64_t>(i));
-    }
-    return encoded;
-}
-
 EncodedPairs encode_for_evaluation(const std::vector<Example>& examples, const Vocabulary& source_vocab,
                                    const Vocabulary& target_vocab) {
     EncodedPairs encoded;
@@ -213,12 +202,6 @@ std::vector<std::vector<int64_t>> plan_batches(const EncodedPairs& examples, con
         cut_batches(examples, first, last, options, batches);
     }
     shuffle(batches, gen);
-    return batches;
-}
-
-std::vector<Batch> make_batches(const EncodedPairs& examples, const BatchOptions& options, Generator& gen) {
-    std::vector<Batch> batches;
-    for (const auto& rows : plan_batches(examples, options, gen)) batches.push_back(make_batch(examples, rows));
     return batches;
 }
 

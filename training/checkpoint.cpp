@@ -8,7 +8,7 @@
 #include "seqgrad/core/files.h"
 #include "seqgrad/internal/option_table.h"
 #include "seqgrad/models/registry.h"
-#include "seqgrad/training/corpus.h"
+#include "seqgrad/training/task.h"
 
 namespace seqgrad::training {
 
@@ -127,7 +127,7 @@ LoadedModel load_model(const std::string& path) {
                   "\"target_tokenizer\")");
             TrainingOptions options;
             options.task = loaded.task;
-            std::tie(loaded.source_tokenizer, loaded.target_tokenizer) = make_tokenizers(options);
+            std::tie(loaded.source_tokenizer, loaded.target_tokenizer) = task(options.task).tokenizers(options);
         }
         const models::ModelConfig config = models::ModelConfig::from_json(file.metadata("config"));
         check(config.src_vocab == loaded.source_vocab.size() && config.tgt_vocab == loaded.target_vocab.size(),
@@ -162,13 +162,13 @@ namespace {
 using internal::OptionTable;
 
 const OptionTable<EvalResult>& eval_table() {
+    // Each task fills the fields it measures; the others keep their defaults.
     static const OptionTable<EvalResult> table = OptionTable<EvalResult>("evaluation")
                                                      .add("wer", "word (sequence) error rate, %", &EvalResult::wer)
-                                                     .required()
                                                      .add("per", "phone (token) error rate, %", &EvalResult::per)
-                                                     .required()
                                                      .add("words", "examples scored", &EvalResult::words)
-                                                     .required();
+                                                     .add("loss", "mean loss per token, nats", &EvalResult::loss)
+                                                     .add("tokens", "tokens predicted", &EvalResult::tokens);
     return table;
 }
 
@@ -214,7 +214,7 @@ const OptionTable<Progress>& progress_table() {
             .required()
             // These two are absent in checkpoints from before lr_decay: their defaults apply.
             .add("lr_scale", "lr_decay's factors so far", &P::lr_scale)
-            .add("scheduled_best_wer", "the best WER of the scheduled evaluations (-1: none)", &P::scheduled_best_wer)
+            .add("scheduled_best", "the best score of the scheduled evaluations (-1: none)", &P::scheduled_best)
             .list("history", "every dev evaluation", history_table(), &P::history)
             .required();
     return table;
@@ -224,7 +224,17 @@ const OptionTable<Progress>& progress_table() {
 
 std::string Progress::to_json() const { return progress_table().write(*this).dump(); }
 
-Progress Progress::from_json(const std::string& text) { return progress_table().read(text); }
+Progress Progress::from_json(const std::string& text) {
+    internal::Json json = internal::parse_json(text, "progress");
+    // Before tasks had metrics of their own the best score was a WER, and its key said so.
+    if (json.is_object() && json.contains("scheduled_best_wer")) {
+        if (!json.contains("scheduled_best")) json["scheduled_best"] = json.at("scheduled_best_wer");
+        json.erase("scheduled_best_wer");
+    }
+    Progress progress;
+    progress_table().read(json, progress);
+    return progress;
+}
 
 void save_training_state(const std::string& path, const TrainingOptions& options, const Progress& progress,
                          const std::map<std::string, Tensor>& state) {

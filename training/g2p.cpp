@@ -53,7 +53,7 @@ bool is_arpabet_phone(std::string_view phone) {
 
 // Why a phone is not one of the 39, with a hint where one is likely.
 std::string unknown_phone_message(std::string_view phone) {
-    std::string message = "'" + printable(phone) + "' is not one of the 39 ARPAbet phones";
+    std::string message = detail::concat("'", printable(phone), "' is not one of the 39 ARPAbet phones");
     if (phone.size() > 1 && phone.back() >= '0' && phone.back() <= '2' &&
         is_arpabet_phone(phone.substr(0, phone.size() - 1)))
         message += " (it carries a stress mark; this reader expects phones without stress)";
@@ -132,22 +132,5 @@ Lexicon read_dictionary(const std::string& path) {
     }
     return lexicon;
 }
-
-Dataset g2p_dataset(Lexicon lexicon) {
-    Dataset dataset;
-    dataset.task = "g2p";
-    for (Example& word : lexicon.words) {
-        switch (g2p_split(word.name)) {
-            case Split::train: dataset.train.push_back(std::move(word)); break;
-            case Split::dev: dataset.dev.push_back(std::move(word)); break;
-            case Split::test: dataset.test.push_back(std::move(word)); break;
-        }
-    }
-    dataset.warnings = std::move(lexicon.warnings);
-    dataset.skipped_lines = lexicon.skipped_lines;
-    return dataset;
-}
-
-Dataset g2p_dataset(const std::string& path) { return g2p_dataset(read_dictionary(path)); }
 
 }  // namespace seqgrad::training

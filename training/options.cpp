@@ -2,6 +2,7 @@
 #include "seqgrad/training/options.h"
 
 #include "seqgrad/internal/option_table.h"
+#include "seqgrad/training/task.h"
 
 namespace seqgrad::training {
 namespace {
@@ -25,8 +26,8 @@ const OptionTable<TrainingOptions>& table() {
     using O = TrainingOptions;
     static const OptionTable<O> table =
         OptionTable<O>("training options")
-            .add("task", "g2p, corpus (your own pairs), or a synthetic task: copy, reverse or sort", &O::task)
-            .one_of({"g2p", "corpus", "copy", "reverse", "sort"})
+            .add("task", "what the run trains on: " + task_names(), &O::task)
+            .one_of(task_name_list())
             .add("dictionary", "the CMUdict file for g2p", &O::dictionary)
             .object("synthetic", "the synthetic task's sizes and lengths", synthetic_table(), &O::synthetic)
             .add("train", "corpus: the training pairs, one TSV file or a source and a target file", &O::train_files)

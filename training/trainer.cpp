@@ -19,7 +19,8 @@
 #include "seqgrad/models/registry.h"
 #include "seqgrad/nn/distributed.h"
 #include "seqgrad/nn/optim.h"
-#include "seqgrad/training/corpus.h"
+#include "seqgrad/training/data.h"
+#include "seqgrad/training/task.h"
 
 namespace seqgrad::training {
 
@@ -197,6 +198,7 @@ TrainingResult Trainer::run() {
     result.epochs = run_.stream->state().epoch;
     result.minutes = (seconds_before_ + session_seconds()) / 60.0;
     result.best_dev = run_.progress.best_dev;
+    result.has_best = run_.progress.has_best;
     result.last_dev = run_.progress.last_dev;
     result.history = run_.progress.history;
     return result;
@@ -270,9 +272,9 @@ bool Trainer::step() {
     return true;
 }
 
-// Decodes dev (the averaged weights, if kept), records the point of the curve, saves the weights
-// if they are the best so far, and applies lr_decay after a scheduled evaluation (after an epoch or
-// eval_every_steps, not at the end of a session) that does not improve.
+// Evaluates dev as the task does (the averaged weights, if kept), records the point of the curve,
+// saves the weights if they are the best so far, and applies lr_decay after a scheduled evaluation
+// (after an epoch or eval_every_steps, not at the end of a session) that does not improve.
 void Trainer::evaluate_and_keep_best(bool scheduled) {
     evaluated_step_ = run_.progress.step;
     if (!group_.is_root()) {
@@ -303,9 +305,9 @@ void Trainer::evaluate_on_root(bool scheduled) {
         dev.resize(static_cast<size_t>(run_.options.dev_limit));
     models::DecodingOptions decoding;
     decoding.max_len = run_.options.eval_max_len;
+    const Task& task = training::task(run_.options.task);
     run_.model->eval();
-    const EvalResult result =
-        evaluate(*run_.model, dev, run_.data.source_vocab, run_.data.target_vocab, decoding);
+    const EvalResult result = task.evaluate(*run_.model, run_.data, dev, decoding, nullptr);
     run_.model->train();
 
     p.last_dev = result;
@@ -323,22 +325,24 @@ void Trainer::evaluate_on_root(bool scheduled) {
     e.step = p.step;
     e.epoch = entry.epoch;
     e.eval = result;
+    e.text = task.describe(result);
     e.elapsed_seconds = session_seconds();
     emit(e);
 
-    if (!p.has_best || result.wer < p.best_dev.wer) {
+    const double score = task.score(result);
+    if (!p.has_best || score < task.score(p.best_dev)) {
         p.has_best = true;
         p.best_dev = result;
         save_model(run_.dir.best_file(), *run_.model, run_.data, run_.options.task, p.step);
     }
     if (!scheduled) return;
-    if (p.scheduled_best_wer < 0 || result.wer < p.scheduled_best_wer) {
-        p.scheduled_best_wer = result.wer;
+    if (p.scheduled_best < 0 || score < p.scheduled_best) {
+        p.scheduled_best = score;
     } else if (run_.options.lr_decay < 1) {
         p.lr_scale *= run_.options.lr_decay;
         std::ostringstream text;
-        text << std::fixed << std::setprecision(2) << "dev WER did not improve on " << p.scheduled_best_wer
-             << "%: the learning rate is now " << std::defaultfloat << std::setprecision(3)
+        text << std::fixed << std::setprecision(2) << "dev " << task.metric << " did not improve on "
+             << p.scheduled_best << ": the learning rate is now " << std::defaultfloat << std::setprecision(3)
              << learning_rate(p.step + 1);
         emit_message(text.str(), p.step);
     }

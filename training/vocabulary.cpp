@@ -124,17 +124,4 @@ Vocabulary Vocabulary::from_json(const std::string& text) {
     return Vocabulary(std::move(symbols));
 }
 
-Vocabulary source_vocabulary(const std::vector<Example>& examples) {
-    std::unordered_set<std::string> symbols;
-    for (const Example& e : examples) symbols.insert(e.source.begin(), e.source.end());
-    return Vocabulary::from_symbols({symbols.begin(), symbols.end()});
-}
-
-Vocabulary target_vocabulary(const std::vector<Example>& examples) {
-    std::unordered_set<std::string> symbols;
-    for (const Example& e : examples)
-        for (const auto& reference : e.references) symbols.insert(reference.begin(), reference.end());
-    return Vocabulary::from_symbols({symbols.begin(), symbols.end()});
-}
-
 }  // namespace seqgrad::training

@@ -57,9 +57,6 @@ private:
     std::vector<int64_t> index_;
 };
 
-// For training: one per (example, reference) pair, so every pronunciation is learned.
-EncodedPairs encode_for_training(const std::vector<Example>& examples, const Vocabulary& source_vocab,
-                                 const Vocabulary& target_vocab);
 // For evaluation: one per example (target = its first reference, or empty if it has none),
 // so each word is decoded once and scored against all its references.
 EncodedPairs encode_for_evaluation(const std::vector<Example>& examples, const Vocabulary& source_vocab,
@@ -97,7 +94,6 @@ Batch share_of_batch(const Batch& batch, int rank, int ranks);
 // the same batches.
 std::vector<std::vector<int64_t>> plan_batches(const EncodedPairs& examples, const BatchOptions& options,
                                                Generator& gen);
-std::vector<Batch> make_batches(const EncodedPairs& examples, const BatchOptions& options, Generator& gen);
 // Evaluation batches: sorted by length (least padding), no randomness.
 std::vector<Batch> make_eval_batches(const EncodedPairs& examples, const BatchOptions& options);
 

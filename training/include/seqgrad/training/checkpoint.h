@@ -1,7 +1,8 @@
 // Checkpoints. A checkpoint is a directory:
 //   model.safetensors     the latest weights; metadata: the model config, both tokenizers (with a
 //                         SentencePiece model's bytes) and vocabularies, the task, the step
-//   best.safetensors      the same, for the weights with the best dev WER so far
+//   best.safetensors      the same, for the weights with the best dev score so far (the task's
+//                         metric, task.h: the lowest dev WER, or the lowest loss)
 //   training.safetensors  the weights again, the optimizer's state (and the weight average's), and
 //                         in its metadata the training options and the run's Progress (step,
 //                         data position, random state, dev history): all a run needs to resume
@@ -104,11 +105,11 @@ struct Progress {
     std::vector<HistoryEntry> history;
     double loss_sum = 0;  // since the last history entry
     int64_t loss_steps = 0;
-    // lr_decay's state: the product of the factors applied so far, and the best dev WER among the
-    // scheduled evaluations (not those at the end of a session, so that a resumed run decays exactly
-    // where an uninterrupted one would).
+    // lr_decay's state: the product of the factors applied so far, and the best dev score (the
+    // task's, task.h) among the scheduled evaluations (not those at the end of a session, so that a
+    // resumed run decays exactly where an uninterrupted one would).
     double lr_scale = 1.0;
-    double scheduled_best_wer = -1;  // none yet
+    double scheduled_best = -1;  // none yet
 
     std::string to_json() const;
     static Progress from_json(const std::string& text);  // Error if a required key is missing

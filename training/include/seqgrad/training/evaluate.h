@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -12,10 +13,15 @@
 
 namespace seqgrad::training {
 
+// An evaluation, as its task (task.h) measures it.
 struct EvalResult {
+    // A task of pairs: the outputs decoded and scored against their references, in percent.
     double wer = 0;
     double per = 0;
-    int64_t words = 0;
+    int64_t words = 0;  // examples scored
+    // A task of text: the mean loss of the model's next-token predictions, in nats per token.
+    double loss = std::numeric_limits<double>::quiet_NaN();
+    int64_t tokens = 0;  // tokens predicted
 };
 
 // The search `options` asks for over `examples` (in length-sorted batches of

@@ -37,8 +37,4 @@ std::string_view strip_variant(std::string_view headword);
 // The split of a headword: split_by_hash of the headword with its "(N)" suffix removed.
 Split g2p_split(std::string_view headword);
 
-// The G2P task: the dictionary read and split by headword.
-Dataset g2p_dataset(const std::string& path = kCmudictPath);
-Dataset g2p_dataset(Lexicon lexicon);
-
 }  // namespace seqgrad::training

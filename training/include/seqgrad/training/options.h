@@ -14,8 +14,8 @@
 namespace seqgrad::training {
 
 struct TrainingOptions {
-    // The task: "g2p" (read from `dictionary`), "corpus" (your own pairs: `train`, `dev`, `test`,
-    // corpus.h) or a synthetic one ("copy", "reverse", "sort").
+    // The task (task.h): "g2p" (read from `dictionary`), "corpus" (your own pairs: `train`, `dev`,
+    // `test`, pairs.h) or a synthetic one ("copy", "reverse", "sort").
     std::string task = "g2p";
     std::string dictionary = kCmudictPath;
     SyntheticOptions synthetic;

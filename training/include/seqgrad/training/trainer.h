@@ -1,10 +1,11 @@
 // Training a model on a task, and resuming a run exactly where it stopped.
 //
-// A run reads its task's train split, builds the vocabularies from it, and trains with Adam
-// (the Noam warm-up schedule or a constant rate, either one decayed when dev WER stops improving),
-// gradient-norm clipping, label smoothing, dropout and teacher forcing, on batches bucketed by
-// length. After each epoch (or every eval_every_steps) it decodes the dev split greedily, reports
-// WER and PER, and keeps the weights with the best dev WER (or the best moving average of them).
+// A run reads its task's train split (task.h), builds the vocabularies from it, and trains with
+// Adam (the Noam warm-up schedule or a constant rate, either one decayed when the dev score stops
+// improving), gradient-norm clipping, label smoothing, dropout and teacher forcing, on batches
+// bucketed by length. After each epoch (or every eval_every_steps) it evaluates on the dev split
+// as its task does (a task of pairs decodes greedily and reports WER and PER), and keeps the
+// weights with the best dev score, the task's metric (or the best moving average of them).
 // It stops at the first budget reached (epochs, minutes, steps), on a stop request (Ctrl-C), or
 // when the loss stops being finite; in every case but the last it writes a checkpoint first
 // (checkpoint.h).
@@ -46,7 +47,7 @@ struct TrainingEvent {
     double elapsed_seconds = 0;    // this session
     double budget_fraction = -1;   // how much of the budget is used, if known (0..1)
     EvalResult eval;
-    std::string text;
+    std::string text;  // a message or a data line; for an evaluation, the result as its task writes it
 };
 using TrainingListener = std::function<void(const TrainingEvent&)>;
 
@@ -56,6 +57,7 @@ struct TrainingResult {
     double minutes = 0;  // all sessions
     EvalResult best_dev;
     EvalResult last_dev;
+    bool has_best = false;    // best_dev holds an evaluation
     std::string stop_reason;  // "budget", "interrupted" or "diverged"
     std::vector<HistoryEntry> history;
 };

@@ -55,9 +55,4 @@ private:
     std::vector<std::pair<std::string, int64_t>> sorted_ids_;  // for id(): binary search by symbol
 };
 
-// Vocabularies from the examples' source or target symbols. Build them from the training split:
-// a symbol seen only in dev or test then reads as <unk>, as it would for a real new word.
-Vocabulary source_vocabulary(const std::vector<Example>& examples);
-Vocabulary target_vocabulary(const std::vector<Example>& examples);
-
 }  // namespace seqgrad::training

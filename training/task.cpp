@@ -1,0 +1,204 @@
+// The tasks (task.h): one entry each, with the readers of their data.
+#include "seqgrad/training/task.h"
+
+#include <cstdio>
+#include <memory>
+
+#include "seqgrad/core/error.h"
+#include "seqgrad/core/random.h"
+#include "seqgrad/training/data.h"
+#include "seqgrad/training/g2p.h"
+#include "seqgrad/training/pairs.h"
+#include "seqgrad/training/synthetic.h"
+
+namespace seqgrad::training {
+namespace {
+
+// ---- what the tasks of pairs share: decoded, scored by WER and PER ----
+
+std::string describe_error_rates(const EvalResult& r) {
+    char text[128];
+    std::snprintf(text, sizeof text, "WER %.2f%%  PER %.2f%%  (%lld words)", r.wer, r.per,
+                  static_cast<long long>(r.words));
+    return text;
+}
+
+// A task of pairs judged by its dev WER (the lower the better), the outputs decoded by the search
+// the options ask for.
+Task pairs_task(std::string name, std::string description) {
+    Task t;
+    t.name = std::move(name);
+    t.description = std::move(description);
+    t.metric = "WER";
+    t.score = [](const EvalResult& r) { return r.wer; };
+    t.describe = describe_error_rates;
+    t.evaluate = [](models::Model& model, const TextSides& sides, const std::vector<Example>& examples,
+                    const models::DecodingOptions& options, std::vector<std::vector<std::string>>* predictions) {
+        return evaluate(model, examples, sides.source_vocab, sides.target_vocab, options, predictions);
+    };
+    return t;
+}
+
+// ---- g2p: CMUdict ----
+
+std::string read_g2p(const TrainingOptions& options, PairSink& sink, Problems& problems,
+                     std::vector<std::string>& report) {
+    const Lexicon lexicon = read_dictionary(options.dictionary);
+    std::string problem, pronunciation;
+    for (const Example& word : lexicon.words)
+        for (const auto& phones : word.references) {
+            pronunciation.clear();
+            for (const std::string& phone : phones) pronunciation += (pronunciation.empty() ? "" : " ") + phone;
+            if (!sink.add(word.name, pronunciation, split_by_hash(word.name), problem))
+                problems.add(options.dictionary + " (" + word.name + ")", problem);
+        }
+    if (lexicon.skipped_lines > 0)
+        report.push_back(detail::concat(options.dictionary, ": skipped ", lexicon.skipped_lines,
+                                        " malformed lines; the first: ", lexicon.warnings.front()));
+    return options.dictionary;
+}
+
+// ---- corpus: pairs of one's own ----
+
+// The source or target side of a corpus's training pairs, one text at a time (for SentencePiece).
+class SideTexts {
+public:
+    SideTexts(const TrainingOptions& options, bool source) : options_(options), source_(source) {
+        open(options.train_files);
+    }
+    bool operator()(std::string& text) {
+        std::string source, target, problem;
+        while (reader_->next(source, target, problem)) {
+            if (!problem.empty()) continue;  // reported by the pipeline's own pass
+            if (carve_ && split_by_hash(source) != Split::train) continue;
+            text = source_ ? std::move(source) : std::move(target);
+            return true;
+        }
+        return false;
+    }
+
+private:
+    void open(const std::vector<std::string>& paths) {
+        reader_ = std::make_unique<PairReader>(paths);
+        carve_ = options_.dev_files.empty();
+    }
+    const TrainingOptions& options_;
+    bool source_;
+    bool carve_ = false;
+    std::unique_ptr<PairReader> reader_;
+};
+
+Tokenizer corpus_tokenizer(const TrainingOptions& o, bool source) {
+    const std::string& kind = source ? o.src_tokens : o.tgt_tokens;
+    if (kind == "char") return Tokenizer::characters();
+    if (kind == "space") return Tokenizer::spaces();
+    check(kind == "sentencepiece", "corpus", "unknown tokenizer \"", kind, "\" (char, space or sentencepiece)");
+    const std::string& model = source ? o.src_spm_model : o.tgt_spm_model;
+    if (!model.empty()) return Tokenizer::load_sentencepiece(model);
+    SentencePieceOptions spm;
+    spm.model_type = o.spm_type;
+    spm.vocab_size = o.spm_vocab_size;
+    spm.seed = o.seed;
+    SideTexts texts(o, source);
+    try {
+        return Tokenizer::train_sentencepiece(std::ref(texts), spm);
+    } catch (const Error& e) {
+        throw Error(detail::concat("the ", source ? "source" : "target", " side of ", corpus_name(o.train_files), ": ",
+                                   e.what()));
+    }
+}
+
+std::string read_corpus_task(const TrainingOptions& options, PairSink& sink, Problems& problems,
+                             std::vector<std::string>& report) {
+    const std::string what = corpus_name(options.train_files);
+    const bool carve = options.dev_files.empty();
+    const auto only = [](Split split) { return [split](std::string_view) { return std::optional<Split>(split); }; };
+    if (carve) {
+        // Test files, if given, replace the carved test split, whose lines are then unused.
+        read_corpus(options.train_files, sink, problems, [&](std::string_view source) {
+            const Split split = split_by_hash(source);
+            return split == Split::test && !options.test_files.empty() ? std::nullopt : std::optional(split);
+        });
+    } else {
+        read_corpus(options.train_files, sink, problems, only(Split::train));
+        read_corpus(options.dev_files, sink, problems, only(Split::dev));
+    }
+    if (!options.test_files.empty()) read_corpus(options.test_files, sink, problems, only(Split::test));
+    report.push_back(detail::concat(carve ? "dev and test carved from " + what + " by a hash of the source side"
+                                          : "train " + what + ", dev " + corpus_name(options.dev_files),
+                                    !options.test_files.empty() ? ", test " + corpus_name(options.test_files)
+                                                                : std::string()));
+    return what;
+}
+
+// ---- the synthetic tasks ----
+
+std::string read_synthetic(const TrainingOptions& options, PairSink& sink, Problems& problems,
+                           std::vector<std::string>&) {
+    SyntheticOptions synthetic = options.synthetic;
+    synthetic.task = options.task;
+    Generator gen(options.seed);
+    const Dataset dataset = synthetic_dataset(synthetic, gen);
+    const std::string what = "the " + options.task + " task";
+    std::string problem;
+    for (const Split split : {Split::train, Split::dev, Split::test})
+        for (const Example& e : dataset.split(split_name(split))) {
+            std::string target;
+            for (const std::string& s : e.references.front()) target += s;
+            if (!sink.add(e.name, target, split, problem)) problems.add(what, problem);
+        }
+    return what;
+}
+
+Task synthetic_task(const std::string& name, const std::string& description) {
+    Task t = pairs_task(name, description);
+    t.tokenizers = [](const TrainingOptions&) { return std::pair{Tokenizer::characters(), Tokenizer::characters()}; };
+    t.read = read_synthetic;
+    return t;
+}
+
+std::vector<Task> make_tasks() {
+    Task g2p = pairs_task("g2p", "English grapheme-to-phoneme conversion on CMUdict (the dictionary option)");
+    g2p.tokenizers = [](const TrainingOptions&) {
+        return std::pair{Tokenizer::characters(/*lowercase=*/true), Tokenizer::spaces()};
+    };
+    g2p.read = read_g2p;
+
+    Task corpus = pairs_task("corpus", "your own pairs: one TSV file or a source and a target file (train, dev, test)");
+    corpus.tokenizers = [](const TrainingOptions& o) {
+        return std::pair{corpus_tokenizer(o, true), corpus_tokenizer(o, false)};
+    };
+    corpus.read = read_corpus_task;
+
+    return {g2p, corpus, synthetic_task("copy", "synthetic: write the source again"),
+            synthetic_task("reverse", "synthetic: write the source backwards"),
+            synthetic_task("sort", "synthetic: write the source's symbols sorted")};
+}
+
+}  // namespace
+
+const std::vector<Task>& tasks() {
+    static const std::vector<Task> all = make_tasks();
+    return all;
+}
+
+std::vector<std::string> task_name_list() {
+    std::vector<std::string> names;
+    for (const Task& t : tasks()) names.push_back(t.name);
+    return names;
+}
+
+std::string task_names() {
+    const std::vector<std::string> names = task_name_list();
+    std::string text;
+    for (size_t i = 0; i < names.size(); ++i) text += (i == 0 ? "" : i + 1 == names.size() ? " or " : ", ") + names[i];
+    return text;
+}
+
+const Task& task(const std::string& name) {
+    for (const Task& t : tasks())
+        if (t.name == name) return t;
+    throw Error("task: unknown task \"" + name + "\" (" + task_names() + ")");
+}
+
+}  // namespace seqgrad::training
