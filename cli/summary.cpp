@@ -2,15 +2,14 @@
 // dummy batch with tracing on, and prints every layer's output shape and parameter count
 // (models/summary.h).
 #include <cstdio>
-#include <fstream>
-#include <sstream>
-
-#include <nlohmann/json.hpp>
+#include <optional>
 
 #include "commands.h"
+#include "option_flags.h"
 #include "seqgrad/core/error.h"
 #include "seqgrad/models/registry.h"
 #include "seqgrad/models/summary.h"
+#include "seqgrad/training/config_file.h"
 
 namespace seqgrad::cli {
 namespace {
@@ -20,43 +19,27 @@ struct SummaryFlags {
     std::string config_file;
     models::SummaryOptions shapes;
     bool every_layer = false;
+    GivenOptions model_keys;
 };
 
-std::string read_text_file(const std::string& path) {
-    std::ifstream in(path);
-    check(in.good(), "summary", "cannot read the config file ", path);
-    std::stringstream text;
-    text << in.rdbuf();
-    return text.str();
-}
-
-// The defaults for the model, with a config file's keys over them. The file may be one that
-// `seqgrad train --config` reads: its "training" options are ignored here, and a model key it
-// leaves out (the vocabulary sizes, which training takes from the data) keeps its default.
+// The defaults for the model, with a config file's model keys over them (its "training" object,
+// and a key it leaves out such as the vocabulary sizes, which training takes from the data, keep
+// their defaults), then the model keys given as flags.
 models::ModelConfig config_of(const SummaryFlags& flags) {
-    if (flags.config_file.empty()) {
-        check(!flags.model.empty(), "summary", "--model is required (", models::model_kind_names(), ")");
-        return models::summary_default_config(flags.model);
-    }
-    nlohmann::json file = nlohmann::json::parse(read_text_file(flags.config_file), nullptr, false);
-    check(!file.is_discarded() && file.is_object(), "summary", flags.config_file, " is not a JSON object");
-    file.erase("training");
     std::string model = flags.model;
-    if (file.contains("model")) {
-        check(file.at("model").is_string(), "summary", flags.config_file, ": \"model\" must be a string");
-        const std::string named = file.at("model").get<std::string>();
-        check(model.empty() || model == named, "summary", flags.config_file, " describes model ", named,
-              " but --model is ", model);
-        model = named;
+    std::optional<training::ConfigFile> file;
+    if (!flags.config_file.empty()) {
+        file = training::ConfigFile::read(flags.config_file);
+        check(model.empty() || file->model().empty() || model == file->model(), "summary", flags.config_file,
+              " describes model ", file->model(), " but --model is ", model);
+        if (model.empty()) model = file->model();
+        check(!model.empty(), "summary", "--model is required when ", flags.config_file, " names no \"model\"");
     }
-    check(!model.empty(), "summary", "--model is required when ", flags.config_file, " names no \"model\"");
-
+    check(!model.empty(), "summary", "--model is required (", models::model_kind_names(), ")");
     models::ModelConfig config = models::summary_default_config(model);
-    try {
-        config.update_from_json(file.dump());  // the file's keys over the defaults
-    } catch (const Error& e) {
-        throw Error(flags.config_file + ": " + e.what());
-    }
+    if (file) file->apply_model_keys(config);
+    for (const auto& [key, words] : flags.model_keys) config.set(key, words);
+    config.validate();
     return config;
 }
 
@@ -90,6 +73,8 @@ void add_summary_command(CLI::App& app) {
     cmd->add_option("--src-len", flags->shapes.src_len, "Source length")->capture_default_str();
     cmd->add_option("--tgt-len", flags->shapes.tgt_len, "Target length")->capture_default_str();
     cmd->add_flag("--all", flags->every_layer, "Show every layer of a stack rather than folding the alike ones");
+    add_option_flags(cmd, models::ModelConfig::options(), "Model keys (over the defaults and the config file)",
+                     flags->model_keys, {"model"});
     cmd->callback([flags] { run_summary(*flags); });
 }
 

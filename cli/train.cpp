@@ -1,19 +1,18 @@
 // `seqgrad train`: trains a model on a task (or resumes a run), with a progress bar, dev
 // evaluation, checkpoints, and Ctrl-C saving before it exits; then shows what the model learned.
-#include <nlohmann/json.hpp>
-
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
+#include <set>
 
 #include "commands.h"
+#include "option_flags.h"
 #include "progress.h"
 #include "seqgrad/core/threads.h"
 #include "seqgrad/models/registry.h"
 #include "seqgrad/nn/distributed.h"
 #include "seqgrad/training/checkpoint.h"
+#include "seqgrad/training/config_file.h"
 #include "seqgrad/training/data.h"
 #include "seqgrad/training/pairs.h"
 #include "seqgrad/training/task.h"
@@ -32,68 +31,39 @@ extern "C" void on_interrupt(int signal) {
 }
 
 struct TrainFlags {
-    std::string task;  // default g2p, or corpus with --train
     std::string model;
     std::string config_file;
     std::string out;
     std::string resume;
-    std::string dictionary;
-    double minutes = 0;
-    int64_t epochs = 0;
-    int64_t max_steps = 0;
     int threads = 0;
-    int64_t seed = -1;
-    int64_t batch_size = 0;
-    double lr = 0;
-    int64_t dev_limit = -1;
-    int64_t eval_every = -1;
-    int64_t save_every = -1;
-    int64_t show = 8;  // dev words to show at the end
-    // A corpus of one's own (options.h has the meanings).
-    std::vector<std::string> train_files, dev_files, test_files;
-    std::string src_tokens, tgt_tokens, src_spm_model, tgt_spm_model, spm_type;
-    int64_t spm_vocab_size = 0, min_count = 0, max_vocab = -1;
-    bool skip_invalid = false;
+    int64_t show = 8;  // dev examples to show at the end
+    // The training options and model keys the command line gave, each by its table's flag.
+    GivenOptions training, model_keys;
 };
 
-// Paths as absolute ones, so that a run resumes and evaluates from any directory.
-std::vector<std::string> absolute(const std::vector<std::string>& paths) {
-    std::vector<std::string> out;
-    for (const std::string& p : paths) out.push_back(std::filesystem::absolute(p).lexically_normal().string());
-    return out;
+// The options a resumed run takes from the command line: its budgets; the rest is the run's own.
+const std::set<std::string> kResumeKeys = {"epochs", "minutes", "max_steps"};
+
+// A path as an absolute one, so that a run resumes and evaluates from any directory.
+std::string absolute(const std::string& path) {
+    return path.empty() ? path : std::filesystem::absolute(path).lexically_normal().string();
 }
 
-// The corpus flags over the options (a config file's "training" object may set them too).
-void apply_corpus_flags(const TrainFlags& flags, training::TrainingOptions& options) {
-    if (!flags.train_files.empty()) options.train_files = absolute(flags.train_files);
-    if (!flags.dev_files.empty()) options.dev_files = absolute(flags.dev_files);
-    if (!flags.test_files.empty()) options.test_files = absolute(flags.test_files);
-    if (!flags.src_tokens.empty()) options.src_tokens = flags.src_tokens;
-    if (!flags.tgt_tokens.empty()) options.tgt_tokens = flags.tgt_tokens;
-    if (!flags.src_spm_model.empty()) options.src_spm_model = std::filesystem::absolute(flags.src_spm_model).string();
-    if (!flags.tgt_spm_model.empty()) options.tgt_spm_model = std::filesystem::absolute(flags.tgt_spm_model).string();
-    if (!flags.spm_type.empty()) options.spm_type = flags.spm_type;
-    if (flags.spm_vocab_size > 0) options.spm_vocab_size = flags.spm_vocab_size;
-    if (flags.min_count > 0) options.min_count = flags.min_count;
-    if (flags.max_vocab >= 0) options.max_vocab = flags.max_vocab;
-    if (flags.skip_invalid) options.skip_invalid = true;
+// The command line's training options over `options` (the recipe's or the config file's), then
+// what follows from them: paths made absolute, and a corpus given with --train makes the task.
+void apply_training_flags(const TrainFlags& flags, training::TrainingOptions& options) {
+    for (const auto& [key, words] : flags.training) options.set(key, words);
+    for (std::vector<std::string>* paths : {&options.train_files, &options.dev_files, &options.test_files})
+        for (std::string& path : *paths) path = absolute(path);
+    options.src_spm_model = absolute(options.src_spm_model);
+    options.tgt_spm_model = absolute(options.tgt_spm_model);
     if (!options.train_files.empty()) {
-        check(flags.task.empty() || flags.task == "corpus", "train", "--train reads a corpus; drop --task ",
-              flags.task);
+        check(!flags.training.count("task") || options.task == "corpus", "train",
+              "--train reads a corpus; drop --task ", options.task);
         options.task = "corpus";
-    } else if (!flags.task.empty()) {
-        options.task = flags.task;
     }
     check(options.task != "corpus" || !options.train_files.empty(), "train",
           "the corpus task needs --train (a TSV file, or a source and a target file)");
-}
-
-std::string read_file(const std::string& path) {
-    std::ifstream in(path);
-    check(in.good(), "train", "cannot read the config file ", path);
-    std::stringstream text;
-    text << in.rdbuf();
-    return text.str();
 }
 
 // Shows some dev words with the predictions of the best weights.
@@ -147,47 +117,35 @@ int run_train(const TrainFlags& flags) {
     std::string dir;
     training::TrainingOptions options;
     if (!flags.resume.empty()) {
-        check(flags.model.empty() && flags.config_file.empty(), "train",
-              "--resume continues a run with its own model and options; drop --model and --config");
+        GivenOptions others = flags.training;
+        for (const std::string& key : kResumeKeys) others.erase(key);
+        check(flags.model.empty() && flags.config_file.empty() && flags.model_keys.empty() && others.empty(), "train",
+              "--resume continues a run with its own model and options (only --minutes, --epochs and --max-steps "
+              "apply); drop ",
+              flags.model.empty() && flags.config_file.empty() ? "" : "--model, --config ",
+              flags_text(flags.model_keys, models::ModelConfig::options()), " ",
+              flags_text(others, training::TrainingOptions::options()));
+        training::TrainingOptions budgets;
+        for (const auto& [key, words] : flags.training) budgets.set(key, words);
         dir = flags.resume;
         if (group.is_root()) std::fprintf(stderr, "Resuming %s%s\n", dir.c_str(), ranks_text(group).c_str());
-        result = training::resume(dir, flags.epochs, flags.minutes, flags.max_steps, listener, &g_stop);
+        result = training::resume(dir, budgets.epochs, budgets.minutes, budgets.max_steps, listener, &g_stop);
         options = training::load_training_state(training::CheckpointDir(dir).training_file()).options;
     } else {
         check(!flags.model.empty(), "train", "--model is required (", models::model_kind_names(), ")");
         const models::ModelKind& kind = models::model_kind(flags.model);
         models::ModelConfig config = kind.recipe;
         if (!flags.config_file.empty()) {
-            auto json = nlohmann::json::parse(read_file(flags.config_file), nullptr, false);
-            check(!json.is_discarded() && json.is_object(), "train", flags.config_file, " is not a JSON object");
-            if (json.contains("training")) {
-                const auto training = json.at("training");
-                json.erase("training");
-                options = training::TrainingOptions::from_json(training.dump());
-            }
-            check(!json.contains("model") || json.at("model") == flags.model, "train", flags.config_file,
-                  " describes model ", json.value("model", nlohmann::json()).dump(), " but --model is ", flags.model);
-            try {
-                config.update_from_json(json.dump());  // the file's model keys over the recipe
-            } catch (const Error& e) {
-                throw Error(flags.config_file + ": " + e.what());
-            }
+            const training::ConfigFile file = training::ConfigFile::read(flags.config_file);
+            file.apply_model_keys(config);  // the file's model keys over the recipe
+            options = file.training();
         } else {
             // The kind's recipe trains with its own schedule and rate.
             options.schedule = kind.schedule;
-            if (flags.lr <= 0) options.lr = kind.lr;
+            options.lr = kind.lr;
         }
-        apply_corpus_flags(flags, options);
-        if (!flags.dictionary.empty()) options.dictionary = flags.dictionary;
-        if (flags.minutes > 0) options.minutes = flags.minutes;
-        if (flags.epochs > 0) options.epochs = flags.epochs;
-        if (flags.max_steps > 0) options.max_steps = flags.max_steps;
-        if (flags.seed >= 0) options.seed = static_cast<uint64_t>(flags.seed);
-        if (flags.batch_size > 0) options.batches.max_sentences = flags.batch_size;
-        if (flags.lr > 0) options.lr = flags.lr;
-        if (flags.dev_limit >= 0) options.dev_limit = flags.dev_limit;
-        if (flags.eval_every >= 0) options.eval_every_steps = flags.eval_every;
-        if (flags.save_every >= 0) options.save_every_steps = flags.save_every;
+        for (const auto& [key, words] : flags.model_keys) config.set(key, words);
+        apply_training_flags(flags, options);
         const std::string data_name = options.task == "corpus"
                                           ? std::filesystem::path(options.train_files.front()).stem().string()
                                           : options.task;
@@ -226,66 +184,27 @@ void add_train_command(CLI::App& app, int& exit_status) {
     auto flags = std::make_shared<TrainFlags>();
     CLI::App* cmd =
         app.add_subcommand("train", "Train a model on a task (or resume a run), evaluating on dev as it goes");
-    std::string kinds;
+    std::string kinds, tasks;
     for (const models::ModelKind& kind : models::model_kinds())
         kinds += "  " + kind.name + ": " + kind.description + "\n";
-    cmd->footer("Models:\n" + kinds +
-                "\nA --config file holds model keys and an optional \"training\" object.\n\nModel keys "
-                "(each model reads its own; docs/parity.md):\n" +
-                models::ModelConfig::describe() + "\nTraining keys:\n" + training::TrainingOptions::describe());
-    cmd->add_option("--task", flags->task,
-                    "g2p (CMUdict, the default), copy, reverse or sort; --train for your own data");
-    cmd->add_option("--train", flags->train_files,
-                    "Your own pairs: one TSV file (source<TAB>target) or a source and a target file")
-        ->expected(1, 2);
-    cmd->add_option("--dev", flags->dev_files,
-                    "Dev pairs, likewise (default: carved from --train by a hash of the source)")
-        ->expected(1, 2);
-    cmd->add_option("--test", flags->test_files, "Test pairs, likewise (default: carved from --train)")->expected(1, 2);
-    cmd->add_option("--src-tokens", flags->src_tokens, "How the source is read: char (default), space or sentencepiece")
-        ->check(CLI::IsMember({"char", "space", "sentencepiece"}));
-    cmd->add_option("--tgt-tokens", flags->tgt_tokens, "How the target is read: char (default), space or sentencepiece")
-        ->check(CLI::IsMember({"char", "space", "sentencepiece"}));
-    cmd->add_option("--src-spm-model", flags->src_spm_model,
-                    "A SentencePiece .model for the source (default: train one)")
-        ->check(CLI::ExistingFile);
-    cmd->add_option("--tgt-spm-model", flags->tgt_spm_model,
-                    "A SentencePiece .model for the target (default: train one)")
-        ->check(CLI::ExistingFile);
-    cmd->add_option("--spm-vocab-size", flags->spm_vocab_size,
-                    "Pieces of each SentencePiece model trained (default 8000)")
-        ->check(CLI::Range(int64_t{8}, int64_t{1} << 20));
-    cmd->add_option("--spm-type", flags->spm_type, "The SentencePiece models trained: unigram (default) or bpe")
-        ->check(CLI::IsMember({"unigram", "bpe"}));
-    cmd->add_option("--min-count", flags->min_count, "Vocabularies keep symbols seen at least this often (default 1)")
-        ->check(kPositive);
-    cmd->add_option("--max-vocab", flags->max_vocab,
-                    "Vocabularies keep at most this many symbols a side (default: all)")
-        ->check(kNonNegative);
-    cmd->add_flag("--skip-invalid", flags->skip_invalid,
-                  "Train on the valid lines and count the others, instead of refusing");
+    for (const training::Task& task : training::tasks()) tasks += "  " + task.name + ": " + task.description + "\n";
+    cmd->footer("Models:\n" + kinds + "\nTasks:\n" + tasks +
+                "\nA --config file holds model keys and an optional \"training\" object of training options; "
+                "flags override it. Each model reads its own keys (docs/parity.md).");
     cmd->add_option("--model", flags->model, models::model_kind_names());
     cmd->add_option("--config", flags->config_file,
                     "JSON file: model keys (docs/parity.md) and an optional \"training\" object of training options");
     cmd->add_option("--out", flags->out, "Checkpoint directory (default runs/<model>-<task>)");
     cmd->add_option("--resume", flags->resume, "Continue the run in this checkpoint directory");
-    cmd->add_option("--minutes", flags->minutes, "Budget: minutes of training in this session")->check(kPositive);
-    cmd->add_option("--epochs", flags->epochs, "Budget: epochs in all")->check(kPositive);
-    cmd->add_option("--max-steps", flags->max_steps, "Budget: optimizer steps in all")->check(kPositive);
     cmd->add_option("--threads", flags->threads,
                     "Threads (default: the number of cores, shared by the processes mpirun starts on a machine)")
         ->check(kPositive);
-    cmd->add_option("--seed", flags->seed, "Random seed (default 1)")->check(kNonNegative);
-    cmd->add_option("--batch-size", flags->batch_size, "Sentences per batch (default 256)")->check(kPositive);
-    cmd->add_option("--lr", flags->lr, "Learning rate (constant schedule) or Noam factor")->check(kPositive);
-    cmd->add_option("--dictionary", flags->dictionary, "The CMUdict file for g2p");
-    cmd->add_option("--dev-limit", flags->dev_limit, "Evaluate on the first N dev words only (0: all)")
-        ->check(kNonNegative);
-    cmd->add_option("--eval-every", flags->eval_every, "Evaluate every N steps (0: after each epoch)")
-        ->check(kNonNegative);
-    cmd->add_option("--save-every", flags->save_every, "Write a checkpoint every N steps as well (0: with evaluations)")
-        ->check(kNonNegative);
     cmd->add_option("--show", flags->show, "Dev words to show at the end")->capture_default_str()->check(kNonNegative);
+    // Every training option and model key, from their tables (the synthetic task's sizes and the
+    // vocabulary sizes, which come from the data, are a config file's).
+    add_option_flags(cmd, training::TrainingOptions::options(), "Training options", flags->training);
+    add_option_flags(cmd, models::ModelConfig::options(), "Model keys (the --model's own)", flags->model_keys,
+                     {"model", "src_vocab", "tgt_vocab"});
     cmd->callback([flags, &exit_status] { exit_status = run_train(*flags); });
 }
 

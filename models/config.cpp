@@ -1,5 +1,7 @@
 // ModelConfig's one table: every key, its range and its meaning; each kind (registry.h) names the
 // keys it reads.
+#include <algorithm>
+
 #include "seqgrad/internal/option_table.h"
 #include "seqgrad/models/model.h"
 #include "seqgrad/models/registry.h"
@@ -138,5 +140,17 @@ void ModelConfig::validate() const {
 }
 
 std::string ModelConfig::describe() { return table().describe(); }
+
+std::vector<OptionInfo> ModelConfig::options() { return table().options(); }
+
+void ModelConfig::set(const std::string& key, const std::vector<std::string>& words) {
+    const std::vector<std::string> keys = keys_of(model_kind(model));
+    if (std::find(keys.begin(), keys.end(), key) == keys.end()) {
+        std::string known;
+        for (const std::string& k : keys) known += (known.empty() ? "" : ", ") + k;
+        throw Error(detail::concat(kOp, ": model \"", model, "\" has no key \"", key, "\" (its keys: ", known, ")"));
+    }
+    table().set(*this, key, words);
+}
 
 }  // namespace seqgrad::models

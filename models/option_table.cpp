@@ -26,4 +26,22 @@ std::string format_number(double value, bool as_float) {
     return text;
 }
 
+Json word_as_json(const std::string& word, const std::string& type, const std::string& flag) {
+    if (type == "string") return Json(word);
+    if (type == "true or false") {
+        if (word == "true" || word == "1") return Json(true);
+        if (word == "false" || word == "0") return Json(false);
+        throw Error(flag + ": expects true or false, got \"" + word + "\"");
+    }
+    // A number: read as JSON reads one, so that the table's own checks (an integer's range, a
+    // bound) apply as they do to a config file.
+    Json value;
+    try {
+        value = Json::parse(word);
+    } catch (const Json::exception&) {}
+    if (!value.is_number())
+        throw Error(flag + ": expects " + (type == "integer" ? "an integer" : "a number") + ", got \"" + word + "\"");
+    return value;
+}
+
 }  // namespace seqgrad::internal

@@ -1,8 +1,6 @@
 // check_fixture: seqgrad against the tensors PyTorch stored in a fixture file.
 #include "seqgrad/models/parity.h"
 
-#include <nlohmann/json.hpp>
-
 #include <cmath>
 #include <map>
 
@@ -14,11 +12,12 @@
 #include "seqgrad/nn/attention.h"
 #include "seqgrad/nn/lstm.h"
 #include "seqgrad/nn/optim.h"
+#include "seqgrad/internal/option_table.h"
 
 namespace seqgrad::models {
 namespace {
 
-using Json = nlohmann::json;
+using internal::Json;
 
 // Compares actual with expected elementwise; a shape mismatch is a failed check, not an error.
 TensorCheck compare(const std::string& name, const Tensor& actual, const Tensor& expected, const Tolerance& tol) {
@@ -87,11 +86,7 @@ void compare_gradients(const nn::Module& module, const SafetensorsFile& file, co
 }
 
 Json metadata_json(const SafetensorsFile& file, const std::string& key) {
-    try {
-        return Json::parse(file.metadata(key));
-    } catch (const Json::exception& e) {
-        throw Error(file.name() + ": metadata \"" + key + "\" is not valid JSON: " + e.what());
-    }
+    return internal::parse_json(file.metadata(key), file.name() + ": metadata \"" + key + "\"");
 }
 
 float label_smoothing_of(const SafetensorsFile& file) {

@@ -51,6 +51,7 @@ const OptionTable<TrainingOptions>& table() {
             .add("skip_invalid", "train on the valid lines and count the others, instead of refusing", &O::skip_invalid)
             .add("batch_sentences", "sentences per batch (0: no limit)", &O::batches, &BatchOptions::max_sentences)
             .at_least(0)
+            .flag("batch-size")
             .add("batch_tokens", "cells per batch, padding included (0: no limit)", &O::batches,
                  &BatchOptions::max_tokens)
             .at_least(0)
@@ -99,11 +100,14 @@ const OptionTable<TrainingOptions>& table() {
             .at_least(0)
             .add("eval_every_steps", "evaluate every N steps (0: after each epoch)", &O::eval_every_steps)
             .at_least(0)
+            .flag("eval-every")
             .add("save_every_steps", "a checkpoint every N steps as well (0: with evaluations and at the end)",
                  &O::save_every_steps)
             .at_least(0)
-            .add("eval_max_len", "output tokens when decoding dev", &O::eval_max_len)
-            .above(0)
+            .flag("save-every")
+            .add("eval_max_len", "output tokens when decoding dev (0: twice the source's plus 10, at least 40)",
+                 &O::eval_max_len)
+            .at_least(0)
             .add("dev_limit", "evaluate on the first N dev examples only (0: all)", &O::dev_limit)
             .at_least(0)
             .add("log_every", "steps between plain log lines", &O::log_every)
@@ -132,5 +136,11 @@ TrainingOptions TrainingOptions::from_json(const std::string& text) { return tab
 void TrainingOptions::validate() const { table().validate(*this); }
 
 std::string TrainingOptions::describe() { return table().describe(); }
+
+std::vector<models::OptionInfo> TrainingOptions::options() { return table().options(); }
+
+void TrainingOptions::set(const std::string& key, const std::vector<std::string>& words) {
+    table().set(*this, key, words);
+}
 
 }  // namespace seqgrad::training

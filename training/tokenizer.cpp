@@ -5,11 +5,11 @@
 #include <sentencepiece_trainer.h>
 
 #include <array>
-#include <nlohmann/json.hpp>
 #include <unordered_map>
 
 #include "seqgrad/core/error.h"
 #include "seqgrad/training/text.h"
+#include "seqgrad/internal/option_table.h"
 
 namespace seqgrad::training {
 
@@ -144,15 +144,15 @@ std::string Tokenizer::detokenize(const std::vector<std::string>& symbols) const
 }
 
 std::string Tokenizer::to_json() const {
-    nlohmann::json j = {{"kind", kind_}, {"lowercase", lowercase_}};
+    internal::Json j = {{"kind", kind_}, {"lowercase", lowercase_}};
     if (kind_ == "sentencepiece") j["model"] = base64_encode(model_);
     return j.dump();
 }
 
 Tokenizer Tokenizer::from_json(const std::string& text) {
-    const nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
-    check(!j.is_discarded() && j.is_object() && j.contains("kind") && j.at("kind").is_string() &&
-              j.contains("lowercase") && j.at("lowercase").is_boolean(),
+    const internal::Json j = internal::parse_json(text, kOp);
+    check(j.is_object() && j.contains("kind") && j.at("kind").is_string() && j.contains("lowercase") &&
+              j.at("lowercase").is_boolean(),
           kOp, "expected {\"kind\": ..., \"lowercase\": ...}, got ", text.substr(0, 200));
     const std::string kind = j.at("kind").get<std::string>();
     const bool lowercase = j.at("lowercase").get<bool>();

@@ -2,11 +2,11 @@
 #include "seqgrad/training/vocabulary.h"
 
 #include <algorithm>
-#include <nlohmann/json.hpp>
 #include <unordered_set>
 
 #include "seqgrad/core/error.h"
 #include "seqgrad/models/model.h"
+#include "seqgrad/internal/option_table.h"
 
 namespace seqgrad::training {
 
@@ -93,16 +93,11 @@ std::vector<std::string> Vocabulary::decode(const std::vector<int64_t>& ids) con
     return symbols;
 }
 
-std::string Vocabulary::to_json() const { return nlohmann::json(symbols_).dump(); }
+std::string Vocabulary::to_json() const { return internal::Json(symbols_).dump(); }
 
 Vocabulary Vocabulary::from_json(const std::string& text) {
     const char* op = "Vocabulary::from_json";
-    nlohmann::json parsed;
-    try {
-        parsed = nlohmann::json::parse(text);
-    } catch (const nlohmann::json::exception& e) {
-        throw Error(detail::concat(op, ": not valid JSON (", e.what(), ")"));
-    }
+    const internal::Json parsed = internal::parse_json(text, op);
     check(parsed.is_array(), op, "expected a JSON array of symbols");
     check(static_cast<int64_t>(parsed.size()) <= kMaxVocabulary, op, "a vocabulary of ", parsed.size(),
           " symbols; at most ", kMaxVocabulary, " are allowed");

@@ -4,6 +4,7 @@
 
 #include "seqgrad/training/batching.h"
 #include "seqgrad/training/checkpoint.h"
+#include "seqgrad/training/config_file.h"
 #include "seqgrad/training/data.h"
 #include "seqgrad/training/dataset.h"
 #include "seqgrad/training/evaluate.h"

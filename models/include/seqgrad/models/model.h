@@ -11,6 +11,7 @@
 
 #include "seqgrad/core/random.h"
 #include "seqgrad/core/tensor.h"
+#include "seqgrad/models/option_info.h"
 #include "seqgrad/models/step_decoder.h"
 #include "seqgrad/nn/module.h"
 
@@ -65,6 +66,10 @@ struct ModelConfig {
     void validate() const;
     // Every key with its type, default, range and meaning, one a line.
     static std::string describe();
+    // The keys a command line sets (`seqgrad train --d-model 128`), and setting one of this kind's
+    // keys from the words given to its flag; Error for a key the kind does not read.
+    static std::vector<OptionInfo> options();
+    void set(const std::string& key, const std::vector<std::string>& words);
 };
 
 // How a picture lays out the maps that last_attention() returns.

@@ -25,6 +25,7 @@
 #include <functional>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <string>
@@ -33,6 +34,7 @@
 #include <vector>
 
 #include "seqgrad/core/error.h"
+#include "seqgrad/models/option_info.h"
 
 namespace seqgrad::internal {
 
@@ -40,6 +42,10 @@ using Json = nlohmann::json;
 
 // Parses text as JSON; an Error names `what` and the parser's message.
 Json parse_json(const std::string& text, const std::string& what);
+
+// A word of a command line as the JSON value of a field of type `type` ("integer", "number",
+// "string", "true or false"): an Error names the flag when the word is not one.
+Json word_as_json(const std::string& word, const std::string& type, const std::string& flag);
 
 // A number as a message shows it: integers without a fraction, others as the shortest text that
 // reads back the same (as a float, if `as_float`: 0.1f shows as 0.1).
@@ -100,6 +106,12 @@ public:
     // Text: one of these values.
     OptionTable& one_of(std::vector<std::string> choices) {
         last().choices = std::move(choices);
+        return *this;
+    }
+    // The command line's name for the field (without dashes), when it is not the key with '-' for
+    // '_' (a name older than the key).
+    OptionTable& flag(std::string name) {
+        last().flag = std::move(name);
         return *this;
     }
     // The key must be present when reading.
@@ -172,6 +184,32 @@ public:
         for (const auto& r : rules_) r(s);
     }
 
+    // The fields a command line can set (values, flags and lists of words; not nested objects),
+    // in order, each with its flag and help text.
+    std::vector<models::OptionInfo> options() const {
+        const auto defaults = std::make_unique<S>();
+        std::vector<models::OptionInfo> all;
+        for (const auto& f : fields_) {
+            const std::optional<models::OptionInfo::Kind> kind = f->command_line_kind();
+            if (!kind) continue;
+            const std::string flag = f->flag.empty() ? dashed(f->key) : f->flag;
+            std::string help = f->help + " (" + f->type_name() + ", default " + f->text(*defaults);
+            const std::string range = f->range_text();
+            if (!range.empty()) help += ", " + range;
+            all.push_back({f->key, flag, help + ")", *kind});
+        }
+        return all;
+    }
+    // Sets the field of `key` from the words a command line gave its flag (none for a flag, one for
+    // a value, one or more for a list), read as the field's type and checked as reading JSON does.
+    void set(S& s, const std::string& key, const std::vector<std::string>& words) const {
+        const Field* f = find(key);
+        check(f != nullptr && f->command_line_kind(), what_.c_str(), "no option \"", key, "\" to set");
+        f->read(f->from_words(words), s, what_);
+        const std::string problem = f->problem(s);
+        check(problem.empty(), ("--" + (f->flag.empty() ? dashed(f->key) : f->flag)).c_str(), problem);
+    }
+
     // One line per field: key, type, default (a default-constructed S's value), range, help.
     std::string describe() const {
         // On the heap: GCC 12 warns of a maybe-uninitialized string in a stack copy of some structs.
@@ -195,6 +233,7 @@ private:
 
     struct Field {
         std::string key, help;
+        std::string flag;  // the command line's name, if not the key's
         bool required = false;
         Bounds bounds;
         std::vector<std::string> choices;
@@ -203,7 +242,15 @@ private:
         virtual Json write(const S& s) const = 0;
         virtual std::string text(const S& s) const { return write(s).dump(); }  // for describe()
         virtual void validate(const S&, const std::string&) const {}
+        // What is wrong with the field's value in `s` (its range, its choices), or "".
+        virtual std::string problem(const S&) const { return ""; }
         virtual const char* type_name() const = 0;
+        // How a command line sets the field (none: it cannot), and the JSON of the words it gave.
+        virtual std::optional<models::OptionInfo::Kind> command_line_kind() const { return std::nullopt; }
+        virtual Json from_words(const std::vector<std::string>& words) const {
+            (void)words;
+            throw Error(key + ": not an option of the command line");
+        }
 
         std::string range_text() const {
             if (!choices.empty()) {
@@ -223,12 +270,13 @@ private:
             if (high) return (bounds.high_open ? "below " : "at most ") + format_number(bounds.high);
             return "";
         }
-        void check_number(double x, const std::string& what) const {
-            if (!std::isfinite(bounds.low) && !std::isfinite(bounds.high)) return;  // any value, NaN too
+        // What is wrong with a number for this field ("must be positive, got -1"), or "".
+        std::string number_problem(double x) const {
+            if (!std::isfinite(bounds.low) && !std::isfinite(bounds.high)) return "";  // any value, NaN too
             const bool low_ok = bounds.low_open ? x > bounds.low : x >= bounds.low;
             const bool high_ok = bounds.high_open ? x < bounds.high : x <= bounds.high;
-            check(!std::isnan(x) && low_ok && high_ok, what.c_str(), "\"", key, "\" must be ", range_text(), ", got ",
-                  format_number(x));
+            if (!std::isnan(x) && low_ok && high_ok) return "";
+            return "must be " + range_text() + ", got " + format_number(x);
         }
         [[noreturn]] void wrong_type(const Json& value, const char* expected, const std::string& what) const {
             throw Error(detail::concat(what, ": \"", key, "\" must be ", expected, ", got ", value.dump()));
@@ -302,14 +350,20 @@ private:
             else return write(s).dump();
         }
         void validate(const S& s, const std::string& what) const override {
+            const std::string problem = this->problem(s);
+            check(problem.empty(), what.c_str(), "\"", this->key, "\" ", problem);
+        }
+        std::string problem(const S& s) const override {
             if constexpr (std::is_arithmetic_v<Value> && !std::is_same_v<Value, bool>) {
-                this->check_number(static_cast<double>(get(s)), what);
+                return this->number_problem(static_cast<double>(get(s)));
             } else if constexpr (std::is_same_v<Value, std::string>) {
-                if (this->choices.empty()) return;
+                if (this->choices.empty()) return "";
                 const std::string& v = get(s);
-                bool known = false;
-                for (const auto& c : this->choices) known = known || c == v;
-                check(known, what.c_str(), "\"", this->key, "\" is \"", v, "\"; expected ", this->range_text());
+                for (const auto& c : this->choices)
+                    if (c == v) return "";
+                return "is \"" + v + "\"; expected " + this->range_text();
+            } else {
+                return "";
             }
         }
         const char* type_name() const override {
@@ -318,6 +372,26 @@ private:
             else if constexpr (std::is_floating_point_v<Value>) return "number";
             else if constexpr (std::is_same_v<Value, std::string>) return "string";
             else return "array";
+        }
+        std::optional<models::OptionInfo::Kind> command_line_kind() const override {
+            if constexpr (std::is_same_v<Value, bool>) return models::OptionInfo::Kind::flag;
+            else if constexpr (std::is_arithmetic_v<Value> || std::is_same_v<Value, std::string>)
+                return models::OptionInfo::Kind::value;
+            else if constexpr (std::is_same_v<Value, std::vector<std::string>>) return models::OptionInfo::Kind::list;
+            else return std::nullopt;
+        }
+        Json from_words(const std::vector<std::string>& words) const override {
+            const std::string flag_text = "--" + (this->flag.empty() ? dashed(this->key) : this->flag);
+            if constexpr (std::is_same_v<Value, std::vector<std::string>>) {
+                return Json(words);
+            } else if constexpr (std::is_same_v<Value, bool>) {
+                if (words.empty()) return Json(true);  // the flag alone
+                check(words.size() == 1, flag_text.c_str(), "takes at most one word, true or false");
+                return word_as_json(words.front(), type_name(), flag_text);
+            } else {
+                check(words.size() == 1, flag_text.c_str(), "takes one value, got ", words.size());
+                return word_as_json(words.front(), type_name(), flag_text);
+            }
         }
     };
 
@@ -357,6 +431,10 @@ private:
         const char* type_name() const override { return "array of objects"; }
     };
 
+    static std::string dashed(std::string key) {
+        for (char& c : key) c = c == '_' ? '-' : c;
+        return key;
+    }
     Field& last() {
         if (fields_.empty()) throw Error(what_ + ": a constraint before any field");
         return *fields_.back();

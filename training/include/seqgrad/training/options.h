@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "seqgrad/models/option_info.h"
 #include "seqgrad/training/batching.h"
 #include "seqgrad/training/g2p.h"
 #include "seqgrad/training/synthetic.h"
@@ -61,7 +62,7 @@ struct TrainingOptions {
 
     int64_t eval_every_steps = 0;  // 0: after each epoch
     int64_t save_every_steps = 0;  // a checkpoint every N steps as well (0: with evaluations only)
-    int64_t eval_max_len = 40;     // output tokens when decoding the dev split
+    int64_t eval_max_len = 0;      // output tokens when decoding the dev split (0: the search's default)
     int64_t dev_limit = 0;         // evaluate on the first N dev words only (0: all)
     int64_t log_every = 100;       // steps between plain log lines
     uint64_t seed = 1;
@@ -73,6 +74,10 @@ struct TrainingOptions {
     void validate() const;
     // Every key with its type, default, range and meaning, one a line.
     static std::string describe();
+    // The options a command line offers (`seqgrad train`'s flags), and setting one from the words
+    // given to its flag, read and checked as the JSON key would be (validate() checks the ranges).
+    static std::vector<models::OptionInfo> options();
+    void set(const std::string& key, const std::vector<std::string>& words);
 };
 
 }  // namespace seqgrad::training
