@@ -191,68 +191,6 @@ void Distributed::abort(int status) const {
     std::exit(status);
 }
 
-void all_reduce_gradients(const std::vector<Tensor>& params, const Distributed& group, float scale,
-                          int64_t bucket_floats) {
-    check(bucket_floats >= 1, "all_reduce_gradients", "bucket_floats must be at least 1, got ", bucket_floats);
-    NoGradGuard no_grad;
-    const int64_t n = static_cast<int64_t>(params.size());
-    // The values reduced, laid end to end: one flag per parameter (1 where it has a gradient),
-    // then every parameter's gradient (zeros where it has none). Buckets are cut from this.
-    std::vector<int64_t> offsets(params.size() + 1, n);
-    for (size_t i = 0; i < params.size(); ++i) offsets[i + 1] = offsets[i] + params[i].numel();
-    const int64_t total = offsets.back();
-    std::vector<Tensor> sums;  // new gradient tensors: two parameters may share one gradient's storage
-    sums.reserve(params.size());
-    for (const Tensor& p : params) sums.push_back(Tensor::zeros(p.shape()));
-    std::vector<float> flags(params.size());
-    std::vector<float> bucket(static_cast<size_t>(std::min(total, bucket_floats)));
-
-    for (int64_t begin = 0; begin < total; begin += bucket_floats) {
-        const int64_t end = std::min(total, begin + bucket_floats);
-        // Pack [begin, end): flags, then the slices of the gradients it covers.
-        for (int64_t at = begin; at < end;) {
-            if (at < n) {
-                const Tensor g = params[static_cast<size_t>(at)].grad();
-                bucket[static_cast<size_t>(at - begin)] = g.defined() ? 1.0f : 0.0f;
-                ++at;
-                continue;
-            }
-            const auto i =
-                static_cast<size_t>(std::upper_bound(offsets.begin(), offsets.end(), at) - offsets.begin() - 1);
-            const int64_t stop = std::min(end, offsets[i + 1]);
-            float* out = bucket.data() + (at - begin);
-            const Tensor g = params[i].grad();
-            if (g.defined()) {
-                const float* in = g.data() + (at - offsets[i]);
-                for (int64_t k = 0; k < stop - at; ++k) out[k] = in[k] * scale;
-            } else {
-                std::fill(out, out + (stop - at), 0.0f);
-            }
-            at = stop;
-        }
-        group.all_reduce_sum(std::span<float>(bucket.data(), static_cast<size_t>(end - begin)));
-        // Unpack into the flags and the new gradients.
-        for (int64_t at = begin; at < end;) {
-            if (at < n) {
-                flags[static_cast<size_t>(at)] = bucket[static_cast<size_t>(at - begin)];
-                ++at;
-                continue;
-            }
-            const auto i =
-                static_cast<size_t>(std::upper_bound(offsets.begin(), offsets.end(), at) - offsets.begin() - 1);
-            const int64_t stop = std::min(end, offsets[i + 1]);
-            std::memcpy(sums[i].data() + (at - offsets[i]), bucket.data() + (at - begin),
-                        static_cast<size_t>(stop - at) * sizeof(float));
-            at = stop;
-        }
-    }
-    for (size_t i = 0; i < params.size(); ++i) {
-        Tensor p = params[i];
-        if (flags[i] > 0) p.set_grad(sums[i]);
-        else p.zero_grad();
-    }
-}
-
 // A bucket: some parameters (consecutive in reverse order), sent as one array: a flag per
 // parameter (1 where it has a gradient), then their gradients end to end.
 struct Bucket {
@@ -411,6 +349,12 @@ void GradientReducer::backward(const Tensor& loss, float scale) {
         }
     }
     last_wait_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - wait_start).count();
+}
+
+void all_reduce_gradients(const std::vector<Tensor>& params, const Distributed& group, float scale,
+                          int64_t bucket_floats) {
+    // The reducer's buckets, started once the gradients are all there: no pass to overlap with.
+    GradientReducer(params, group, bucket_floats).backward(Tensor(), scale);
 }
 
 void broadcast_parameters(const std::vector<Tensor>& params, const Distributed& group, int root) {

@@ -75,21 +75,18 @@ private:
     bool owns_mpi_ = false;
 };
 
-// Sums the gradients of `params` over the ranks, each rank's multiplied by its `scale` first
-// (1 / size() for the mean; a rank's share of the batch's tokens for a token-weighted mean), and
-// sets the result as every rank's gradient. The gradients travel in buckets of at most
-// `bucket_floats` values (one MPI_Allreduce each), not one call per parameter. A parameter with no
-// gradient on a rank counts as zeros there, and keeps no gradient only if it has none on every
-// rank (an optimizer then skips it on every rank alike). One rank: only the scaling.
-void all_reduce_gradients(const std::vector<Tensor>& params, const Distributed& group, float scale = 1.0f,
-                          int64_t bucket_floats = int64_t{1} << 22);
-
-// all_reduce_gradients() overlapped with the backward pass, as a data-parallel trainer wants it:
-// backward() runs the loss's backward pass and, as soon as every gradient of a bucket is final
-// (the last layers' first), starts summing that bucket over the ranks (MPI_Iallreduce) while the
-// pass goes on through the earlier layers; then it waits for the last buckets and sets the sums
-// as the gradients. The result is all_reduce_gradients()'s, bit for bit. The buckets are cut
-// from the parameters in reverse order (the order in which the pass finishes them) and started
+// The sum over the ranks of the gradients of `params`, each rank's multiplied by its `scale` first
+// (1 / size() for the mean; a rank's share of the batch's tokens for a token-weighted mean), set as
+// every rank's gradient. The gradients travel in buckets of at most `bucket_floats` values (one
+// MPI_Iallreduce each), not one call per parameter. A parameter with no gradient on a rank counts
+// as zeros there, and keeps no gradient only if it has none on every rank (an optimizer then skips
+// it on every rank alike). One rank: only the scaling.
+//
+// Overlapped with the backward pass, as a data-parallel trainer wants it: backward() runs the
+// loss's backward pass and, as soon as every gradient of a bucket is final (the last layers'
+// first), starts summing that bucket over the ranks while the pass goes on through the earlier
+// layers; then it waits for the last buckets and sets the sums as the gradients. The buckets are
+// cut from the parameters in reverse order (the order in which the pass finishes them) and started
 // in that fixed order on every rank, as MPI requires of collectives.
 class GradientReducer {
 public:
@@ -98,8 +95,9 @@ public:
     GradientReducer(const GradientReducer&) = delete;
     GradientReducer& operator=(const GradientReducer&) = delete;
 
-    // The backward pass of `loss` (undefined when this rank had nothing to compute: it then
-    // contributes zeros), each rank's gradients multiplied by its `scale`, summed over the ranks.
+    // The backward pass of `loss`, each rank's gradients multiplied by its `scale`, summed over the
+    // ranks. An undefined loss runs no pass: the gradients as they are take part (zeros after
+    // zero_grad, when this rank had nothing to compute).
     void backward(const Tensor& loss, float scale);
     // Of the last backward(): seconds spent waiting for the sums after the pass ended (the
     // communication the pass did not hide), and the buckets.
@@ -111,6 +109,11 @@ private:
     std::unique_ptr<State> state_;
     double last_wait_seconds_ = 0;
 };
+
+// The same sum after the pass, of the gradients as they are: GradientReducer's buckets, started once
+// all are ready (the result is the overlapped one's, bit for bit).
+void all_reduce_gradients(const std::vector<Tensor>& params, const Distributed& group, float scale = 1.0f,
+                          int64_t bucket_floats = int64_t{1} << 22);
 
 // Copies the values of `params` on rank `root` to every other rank (at start-up, so that all
 // ranks begin from the same weights whatever their initialisation did).
