@@ -9,8 +9,8 @@
 #include "seqgrad/training/data.h"
 #include "seqgrad/training/line_reader.h"
 #include "seqgrad/training/pairs.h"
-#include "seqgrad/training/metrics.h"
-#include "seqgrad/training/text_metrics.h"
+#include "seqgrad/training/error_rates.h"
+#include "seqgrad/training/bleu_chrf.h"
 
 namespace seqgrad::cli {
 namespace {

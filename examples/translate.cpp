@@ -1,5 +1,5 @@
 // A trained checkpoint used from C++: turns lines of text into their best outputs (or the n best,
-// with scores) through seqgrad::training::Translator, which carries the model's tokenizers and
+// with scores) through seqgrad::inference::Translator, which carries the model's tokenizers and
 // vocabularies, so text goes in and text comes out.
 //
 //   translate CHECKPOINT [--beam K] [--nbest N] [INPUT...]     inputs as arguments, or stdin lines
@@ -33,10 +33,10 @@ int main(int argc, char** argv) {
     if (inputs.empty())
         for (std::string line; std::getline(std::cin, line);) inputs.push_back(line);
     try {
-        const sg::training::Translator translator(argv[1]);
+        const sg::inference::Translator translator(argv[1]);
         const auto results = translator.translate(inputs, options);
         for (size_t i = 0; i < inputs.size(); ++i)
-            for (const sg::training::Translation& t : results[i])
+            for (const sg::inference::Translation& t : results[i])
                 std::printf("%s\t%s\t%.4f\n", inputs[i].c_str(), t.text.c_str(), t.score);
     } catch (const sg::Error& e) {
         std::fprintf(stderr, "translate: %s\n", e.what());

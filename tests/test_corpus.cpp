@@ -17,6 +17,8 @@
 
 using namespace seqgrad::training;
 using seqgrad::Error;
+using seqgrad::inference::Translation;
+using seqgrad::inference::Translator;
 using seqgrad::testing::error_of;
 using seqgrad::testing::TempFile;
 using seqgrad::testing::TempDir;

@@ -2,7 +2,7 @@
 #include "seqgrad/training/evaluate.h"
 
 #include "seqgrad/training/batching.h"
-#include "seqgrad/training/metrics.h"
+#include "seqgrad/training/error_rates.h"
 
 namespace seqgrad::training {
 

@@ -1,8 +1,10 @@
 // The whole public API of seqgrad, layer by layer: the engine (core), neural-network building
-// blocks (nn), the sequence models (models) and training (training).
+// blocks (nn), the models and their searches (models), training (training) and a trained model as a
+// function from text to text (inference).
 #pragma once
 
 #include "seqgrad/core.h"
+#include "seqgrad/inference.h"
 #include "seqgrad/models.h"
 #include "seqgrad/nn.h"
 #include "seqgrad/training.h"

@@ -13,7 +13,7 @@ namespace seqgrad::training {
 // One input with every acceptable output: a word and its pronunciations, a sentence and its
 // translations, or a synthetic sequence and its one answer. Training reads each (source,
 // reference) pair; evaluation scores a prediction against all the references (any-reference WER
-// and PER, metrics.h; BLEU and chrF on the texts).
+// and PER, error_rates.h; BLEU and chrF on the texts, bleu_chrf.h).
 struct Example {
     std::string name;                                  // the source text (a headword, a sentence)
     std::vector<std::string> source;                   // its symbols, e.g. the word's characters

@@ -1,7 +1,7 @@
-// BLEU, chrF and the 13a tokenizer (text_metrics.h defines them). Text is decoded to code points
+// BLEU, chrF and the 13a tokenizer (bleu_chrf.h defines them). Text is decoded to code points
 // first: sacreBLEU works on Python strings, so its whitespace, its "any character but a digit" and
 // chrF's characters are all code points, never bytes.
-#include "seqgrad/training/text_metrics.h"
+#include "seqgrad/training/bleu_chrf.h"
 
 #include <algorithm>
 #include <cmath>

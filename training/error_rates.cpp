@@ -1,5 +1,5 @@
-// WER and PER accumulated over words (metrics.h defines them).
-#include "seqgrad/training/metrics.h"
+// WER and PER accumulated over words (error_rates.h defines them).
+#include "seqgrad/training/error_rates.h"
 
 #include <limits>
 

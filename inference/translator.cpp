@@ -1,5 +1,5 @@
 // Checkpoint in, text to text out (translator.h).
-#include "seqgrad/training/translator.h"
+#include "seqgrad/inference/translator.h"
 
 #include <algorithm>
 #include <chrono>
@@ -8,9 +8,9 @@
 #include "seqgrad/core/autograd.h"
 #include "seqgrad/models/search.h"
 
-namespace seqgrad::training {
+namespace seqgrad::inference {
 
-Translator::Translator(const std::string& checkpoint, Precision precision) : loaded_(load_model(checkpoint)) {
+Translator::Translator(const std::string& checkpoint, Precision precision) : loaded_(training::load_model(checkpoint)) {
     loaded_.model->pack_weights(precision);
 }
 
@@ -65,4 +65,4 @@ std::vector<std::vector<Translation>> Translator::translate(const std::vector<st
     return results;
 }
 
-}  // namespace seqgrad::training
+}  // namespace seqgrad::inference

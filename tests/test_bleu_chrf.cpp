@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "seqgrad/core/error.h"
-#include "seqgrad/training/text_metrics.h"
+#include "seqgrad/training/bleu_chrf.h"
 
 using seqgrad::Error;
 using seqgrad::training::BleuResult;

@@ -1,4 +1,4 @@
-// Tests of the evaluation metrics: Levenshtein distance, and WER and PER as metrics.h defines them
+// Tests of the evaluation metrics: Levenshtein distance, and WER and PER as error_rates.h defines them
 // (any-reference scoring, the nearest reference's length as the PER denominator), on cases
 // worked out by hand.
 #include "helpers.h"
@@ -6,7 +6,7 @@
 #include <cmath>
 #include <sstream>
 
-#include "seqgrad/training/metrics.h"
+#include "seqgrad/training/error_rates.h"
 
 using seqgrad::Error;
 using seqgrad::training::edit_distance;

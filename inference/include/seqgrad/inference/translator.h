@@ -1,6 +1,6 @@
 // Text in, text out, from a checkpoint: the class a C++ program uses to run a trained model.
 //
-//   seqgrad::training::Translator translator("runs/my-model");   // a checkpoint directory or file
+//   seqgrad::inference::Translator translator("runs/my-model");   // a checkpoint directory or file
 //   seqgrad::models::DecodingOptions options;   // the search's (models/search.h)
 //   options.beam_size = 5;
 //   options.nbest = 3;
@@ -23,7 +23,7 @@
 #include "seqgrad/models/search.h"
 #include "seqgrad/training/checkpoint.h"
 
-namespace seqgrad::training {
+namespace seqgrad::inference {
 
 struct Translation {
     std::string text;
@@ -56,13 +56,13 @@ public:
     std::vector<std::vector<Translation>> translate(const std::vector<std::string>& inputs,
                                                     const models::DecodingOptions& options = {}) const;
 
-    const LoadedModel& checkpoint() const { return loaded_; }
+    const training::LoadedModel& checkpoint() const { return loaded_; }
     Totals totals() const;
 
 private:
-    LoadedModel loaded_;
+    training::LoadedModel loaded_;
     mutable std::mutex mutex_;
     mutable Totals totals_;
 };
 
-}  // namespace seqgrad::training
+}  // namespace seqgrad::inference

@@ -1,0 +1,30 @@
+// The flags of the decoding commands (decoding_flags.h).
+#include "decoding_flags.h"
+
+#include "commands.h"
+
+namespace seqgrad::cli {
+
+void add_decoding_flags(CLI::App* cmd, DecodingFlags& f) {
+    cmd->add_option("--checkpoint", f.checkpoint, "A checkpoint directory (its best weights) or a model file")
+        ->required();
+    cmd->add_option("--beam", f.beam, "Beam size (1: greedy)")
+        ->capture_default_str()
+        ->check(CLI::Range(int64_t{1}, kMaxBeam));
+    cmd->add_option("--alpha", f.alpha, "Beam search length penalty ((5+len)/6)^alpha")->capture_default_str();
+    cmd->add_option("--threads", f.threads, "Threads (default: the number of cores)")->check(kPositive);
+    cmd->add_flag("--int8", f.int8,
+                  "Int8 weights and products (oneDNN): faster on CPUs with AMX or AVX-512 VNNI, within rounding of "
+                  "float32");
+}
+
+models::DecodingOptions decoding_of(const DecodingFlags& f) {
+    models::DecodingOptions o;
+    o.beam_size = f.beam;
+    o.nbest = f.nbest;
+    o.length_penalty = f.alpha;
+    o.max_len = f.max_len;
+    return o;
+}
+
+}  // namespace seqgrad::cli

@@ -1,0 +1,31 @@
+// What `seqgrad eval` and `seqgrad predict` share: the checkpoint they read and the search they run
+// (models/search.h), as flags.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <cstdint>
+#include <string>
+
+#include "seqgrad/models/search.h"
+
+namespace seqgrad::cli {
+
+struct DecodingFlags {
+    std::string checkpoint;
+    int64_t beam = 1;
+    int64_t nbest = 1;
+    float alpha = 0.6f;
+    int64_t max_len = 0;  // 0: the search's default
+    int threads = 0;
+    bool int8 = false;
+};
+
+// --checkpoint, --beam, --alpha, --threads, --int8 (each command adds its own --max-len, whose
+// help says what it decodes).
+void add_decoding_flags(CLI::App* cmd, DecodingFlags& f);
+
+// The search the flags ask for.
+models::DecodingOptions decoding_of(const DecodingFlags& f);
+
+}  // namespace seqgrad::cli

@@ -1,0 +1,108 @@
+// `seqgrad eval`: a checkpoint's score on a split of its task or on a file of pairs, as its task
+// measures it (WER and PER of the decoded outputs), and BLEU and chrF when asked.
+#include <cstdio>
+
+#include "commands.h"
+#include "decoding_flags.h"
+#include "seqgrad/core/threads.h"
+#include "seqgrad/training/checkpoint.h"
+#include "seqgrad/training/data.h"
+#include "seqgrad/training/pairs.h"
+#include "seqgrad/training/task.h"
+#include "seqgrad/training/bleu_chrf.h"
+
+namespace seqgrad::cli {
+namespace {
+
+struct EvalFlags : DecodingFlags {
+    std::string split = "dev";
+    std::string dictionary;
+    std::vector<std::string> test_files;
+    std::vector<std::string> metrics;
+    bool skip_invalid = false;
+};
+
+// The training options of the run that wrote the checkpoint (for its task's data), or the
+// defaults for the model's task.
+training::TrainingOptions run_options(const std::string& checkpoint, const std::string& task) {
+    const training::CheckpointDir dir(checkpoint);
+    training::TrainingOptions options;
+    if (dir.exists() && dir.has_training_state()) options = training::load_training_state(dir.training_file()).options;
+    options.task = task;
+    return options;
+}
+
+int run_eval(const EvalFlags& f) {
+    if (f.threads > 0) set_num_threads(f.threads);
+    check(f.split == "dev" || f.split == "test", "eval", "--split must be dev or test, got ", f.split);
+    training::LoadedModel loaded = training::load_model(f.checkpoint);
+    loaded.model->pack_weights(f.int8 ? Precision::int8 : Precision::float32);
+    std::vector<training::Example> examples;
+    std::string what;
+    if (!f.test_files.empty()) {
+        std::vector<std::string> report;
+        examples = training::read_examples(f.test_files, loaded.source_tokenizer, loaded.target_tokenizer,
+                                           f.skip_invalid, &report);
+        for (const std::string& line : report) std::fprintf(stderr, "%s\n", line.c_str());
+        what = training::corpus_name(f.test_files);
+    } else {
+        training::TrainingOptions options = run_options(f.checkpoint, loaded.task);
+        if (!f.dictionary.empty()) options.dictionary = f.dictionary;
+        options.skip_invalid = options.skip_invalid || f.skip_invalid;
+        training::DataRequest request;
+        request.train = false;
+        request.test = f.split == "test";
+        request.source_tokenizer = &loaded.source_tokenizer;
+        request.target_tokenizer = &loaded.target_tokenizer;
+        request.source_vocab = &loaded.source_vocab;
+        request.target_vocab = &loaded.target_vocab;
+        training::TrainingData data = training::prepare_data(options, request);
+        examples = std::move(f.split == "test" ? data.test : data.dev);
+        what = loaded.task + " " + f.split;
+    }
+    check(!examples.empty(), "eval", what, " has no examples to evaluate");
+    std::vector<std::vector<std::string>> predictions;
+    const training::Task& task = training::task(loaded.task);
+    const training::EvalResult r =
+        task.evaluate(*loaded.model, loaded, examples, decoding_of(f), f.metrics.empty() ? nullptr : &predictions);
+    std::printf("%s (%s, step %lld, beam %lld): %s", what.c_str(), loaded.path.c_str(),
+                static_cast<long long>(loaded.step), static_cast<long long>(f.beam), task.describe(r).c_str());
+    if (!f.metrics.empty()) {
+        std::vector<std::string> hypotheses;
+        std::vector<std::vector<std::string>> references;
+        for (size_t i = 0; i < examples.size(); ++i) {
+            hypotheses.push_back(loaded.target_tokenizer.detokenize(predictions[i]));
+            references.push_back(examples[i].reference_texts);
+        }
+        for (const std::string& metric : f.metrics) {
+            if (metric == "bleu") std::printf("  BLEU %.2f", training::corpus_bleu(hypotheses, references).score);
+            else std::printf("  chrF %.2f", training::corpus_chrf(hypotheses, references));
+        }
+    }
+    std::printf("\n");
+    return 0;
+}
+
+}  // namespace
+
+void add_eval_command(CLI::App& app, int& exit_status) {
+    auto f = std::make_shared<EvalFlags>();
+    CLI::App* cmd = app.add_subcommand("eval", "Sequence and token error rates (printed as WER and PER) of a "
+                                               "checkpoint on a split or a file");
+    add_decoding_flags(cmd, *f);
+    cmd->add_option("--max-len", f->max_len,
+                    "Longest output, in tokens (default: twice the longest input + 10, at least 40)")
+        ->check(kPositive);
+    cmd->add_option("--split", f->split, "dev or test (of the run's own data)")->capture_default_str();
+    cmd->add_option("--test", f->test_files,
+                    "Evaluate on these pairs instead: one TSV file, or a source and a target file")
+        ->expected(1, 2);
+    cmd->add_option("--metric", f->metrics, "Also bleu and/or chrf (sacreBLEU's definitions), for sentence targets")
+        ->check(CLI::IsMember({"bleu", "chrf"}));
+    cmd->add_flag("--skip-invalid", f->skip_invalid,
+                  "Evaluate the valid lines and count the others, instead of refusing");
+    cmd->add_option("--dictionary", f->dictionary, "The CMUdict file for g2p");
+    cmd->callback([f, &exit_status] { exit_status = run_eval(*f); });
+}
+
+}  // namespace seqgrad::cli
