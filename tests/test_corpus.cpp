@@ -1,5 +1,5 @@
 // Tests of one's own data: the line and pair readers (plain and gzip, TSV and aligned files, bad
-// lines by file and line), the tokenizers (characters, symbols, SentencePiece) and their exact
+// lines by file and line), the tokenizers (characters, symbols, bytes, SentencePiece) and their exact
 // detokenization, vocabularies from counts, the data pipeline (carved and given splits, several
 // references, limits, unknown tokens), G2P through that same pipeline, and checkpoints that carry
 // their tokenizers.
@@ -8,6 +8,8 @@
 #include <zlib.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <random>
 #include <set>
 #include <span>
 #include <thread>
@@ -149,6 +151,81 @@ TEST_CASE("the space tokenizer reads whitespace-separated symbols and joins them
     const Tokenizer t = Tokenizer::spaces();
     CHECK(t.tokenize("  K AE\tT ") == std::vector<std::string>{"K", "AE", "T"});
     CHECK(t.detokenize({"K", "AE", "T"}) == "K AE T");
+}
+
+namespace {
+
+// `count` bytes from a fixed seed, every value 0..255 alike.
+std::string random_bytes(size_t count, uint32_t seed) {
+    std::mt19937 gen(seed);
+    std::uniform_int_distribution<int> byte(0, 255);
+    std::string bytes;
+    for (size_t i = 0; i < count; ++i) bytes += static_cast<char>(byte(gen));
+    return bytes;
+}
+
+}  // namespace
+
+TEST_CASE("the byte tokenizer gives each byte one symbol: printable ASCII, newline and tab as themselves",
+          "[corpus][tokenizer]") {
+    const Tokenizer t = Tokenizer::bytes();
+    CHECK(t.kind() == "byte");
+    CHECK(t.describe() == "byte");
+    CHECK(t.tokenize("añ\r\n\t~\x7f") ==
+          std::vector<std::string>{"a", "<0xC3>", "<0xB1>", "<0x0D>", "\n", "\t", "~", "<0x7F>"});
+    CHECK(t.tokenize(std::string("\0 \xff", 3)) == std::vector<std::string>{"<0x00>", " ", "<0xFF>"});
+    std::set<std::string> symbols;
+    for (int b = 0; b < 256; ++b) {
+        const std::string byte(1, static_cast<char>(b));
+        const std::vector<std::string> one = t.tokenize(byte);
+        INFO("byte " << b);
+        REQUIRE(one.size() == 1);
+        const bool plain = (b >= 0x20 && b <= 0x7E) || b == '\n' || b == '\t';
+        char hex[7];
+        std::snprintf(hex, sizeof hex, "<0x%02X>", b);
+        CHECK(one[0] == (plain ? byte : std::string(hex)));
+        CHECK(t.detokenize(one) == byte);
+        symbols.insert(one[0]);
+    }
+    CHECK(symbols.size() == 256);
+}
+
+TEST_CASE("the byte tokenizer gives back any bytes exactly, and special tokens as they are written",
+          "[corpus][tokenizer]") {
+    const Tokenizer t = Tokenizer::bytes();
+    std::string every_byte;
+    for (int b = 0; b < 256; ++b) every_byte += static_cast<char>(b);
+    CHECK(t.detokenize(t.tokenize(every_byte)) == every_byte);
+    for (uint32_t seed = 1; seed <= 20; ++seed) {
+        const std::string bytes = random_bytes(seed * 37, seed);
+        INFO("seed " << seed);
+        const std::vector<std::string> symbols = t.tokenize(bytes);
+        CHECK(symbols.size() == bytes.size());
+        CHECK(t.detokenize(symbols) == bytes);
+        std::vector<std::string> each;
+        t.each_symbol(bytes, [&](std::string_view s) { each.emplace_back(s); });
+        CHECK(each == symbols);
+    }
+    const std::string looks_like_a_symbol = "<0xC3><unk>";  // text, not symbols: one symbol per byte
+    CHECK(t.tokenize(looks_like_a_symbol).size() == looks_like_a_symbol.size());
+    CHECK(t.detokenize(t.tokenize(looks_like_a_symbol)) == looks_like_a_symbol);
+    CHECK(t.detokenize({"a", "<unk>", "<0x41>", "<0xc3>", "<0x4", "b"}) == "a<unk>A<0xc3><0x4b");
+}
+
+TEST_CASE("byte symbols make a vocabulary that travels as JSON, and the byte tokenizer travels too",
+          "[corpus][tokenizer]") {
+    const Tokenizer t = Tokenizer::bytes();
+    const std::string bytes = random_bytes(4000, 7);
+    std::vector<std::string> symbols = t.tokenize(bytes);
+    const Vocabulary vocab = Vocabulary::from_symbols(symbols);
+    CHECK(vocab.size() == 4 + 256);  // 4000 random bytes hold every value
+    const Vocabulary back = Vocabulary::from_json(vocab.to_json());
+    CHECK(back == vocab);
+    CHECK(t.detokenize(back.decode(back.encode(symbols))) == bytes);
+    CHECK(Tokenizer::from_json(t.to_json()) == t);
+    CHECK_FALSE(Tokenizer::from_json(t.to_json()) == Tokenizer::characters());
+    CHECK_THAT(error_of([] { Tokenizer::from_json(R"({"kind": "byte", "lowercase": true})"); }),
+               Contains("only the \"char\" tokenizer lowercases"));
 }
 
 TEST_CASE("a SentencePiece model trained here detokenizes exactly, and travels as JSON", "[corpus][tokenizer]") {

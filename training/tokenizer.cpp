@@ -1,4 +1,4 @@
-// Tokenizers: code points, whitespace-separated symbols, and SentencePiece models (tokenizer.h).
+// Tokenizers: code points, whitespace-separated symbols, bytes, and SentencePiece models (tokenizer.h).
 #include "seqgrad/training/tokenizer.h"
 
 #include <sentencepiece_processor.h>
@@ -18,6 +18,19 @@ namespace {
 const char* kOp = "tokenizer";
 
 bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'; }
+
+// The bytes that are their own "byte" symbol; every other byte is written <0xNN>.
+bool is_plain_byte(unsigned char b) { return (b >= 0x20 && b <= 0x7E) || b == '\n' || b == '\t'; }
+
+constexpr char kHexDigits[] = "0123456789ABCDEF";
+
+// The byte that a symbol "<0xNN>" (two uppercase hex digits) stands for, or -1.
+int hex_byte(std::string_view symbol) {
+    if (symbol.size() != 6 || symbol.substr(0, 3) != "<0x" || symbol[5] != '>') return -1;
+    const auto digit = [](char c) { return c >= '0' && c <= '9' ? c - '0' : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1; };
+    const int high = digit(symbol[3]), low = digit(symbol[4]);
+    return high < 0 || low < 0 ? -1 : high * 16 + low;
+}
 
 // Feeds SentencePiece's trainer from a callback.
 class CallbackSentences : public sentencepiece::SentenceIterator {
@@ -47,6 +60,12 @@ Tokenizer Tokenizer::characters(bool lowercase) {
 Tokenizer Tokenizer::spaces() {
     Tokenizer t;
     t.kind_ = "space";
+    return t;
+}
+
+Tokenizer Tokenizer::bytes() {
+    Tokenizer t;
+    t.kind_ = "byte";
     return t;
 }
 
@@ -92,6 +111,20 @@ Tokenizer Tokenizer::train_sentencepiece(const std::function<bool(std::string&)>
 }
 
 void Tokenizer::each_symbol(std::string_view text, const std::function<void(std::string_view)>& symbol) const {
+    if (kind_ == "byte") {
+        char hex[] = "<0xNN>";
+        for (size_t at = 0; at < text.size(); ++at) {
+            const auto b = static_cast<unsigned char>(text[at]);
+            if (is_plain_byte(b)) {
+                symbol(text.substr(at, 1));
+            } else {
+                hex[3] = kHexDigits[b >> 4];
+                hex[4] = kHexDigits[b & 15];
+                symbol(std::string_view(hex, 6));
+            }
+        }
+        return;
+    }
     check(is_utf8(text), kOp, "\"", printable(text), "\" is not valid UTF-8");
     if (kind_ == "space") {
         for (size_t at = 0; at < text.size();) {
@@ -136,6 +169,14 @@ std::string Tokenizer::detokenize(const std::vector<std::string>& symbols) const
         check(status.ok(), kOp, "SentencePiece could not decode its pieces: ", status.ToString());
         return text;
     }
+    if (kind_ == "byte") {
+        for (const std::string& s : symbols) {
+            const int b = hex_byte(s);
+            if (b >= 0) text += static_cast<char>(b);
+            else text += s;  // one byte, or a special token as it is written
+        }
+        return text;
+    }
     for (size_t i = 0; i < symbols.size(); ++i) {
         if (kind_ == "space" && i > 0) text += ' ';
         text += symbols[i];
@@ -159,14 +200,15 @@ Tokenizer Tokenizer::from_json(const std::string& text) {
     if (kind == "char") return characters(lowercase);
     check(!lowercase, kOp, "only the \"char\" tokenizer lowercases, got a \"", kind, "\" one that does");
     if (kind == "space") return spaces();
-    check(kind == "sentencepiece", kOp, "unknown tokenizer \"", kind, "\" (char, space or sentencepiece)");
+    if (kind == "byte") return bytes();
+    check(kind == "sentencepiece", kOp, "unknown tokenizer \"", kind, "\" (char, space, byte or sentencepiece)");
     check(j.contains("model") && j.at("model").is_string(), kOp, "a sentencepiece tokenizer without its \"model\"");
     return sentencepiece(base64_decode(j.at("model").get<std::string>()), "the stored SentencePiece model");
 }
 
 std::string Tokenizer::describe() const {
     if (kind_ == "char") return lowercase_ ? "char (lowercased)" : "char";
-    if (kind_ == "space") return "space";
+    if (kind_ == "space" || kind_ == "byte") return kind_;
     return "sentencepiece (" + std::to_string(processor_->GetPieceSize()) + " pieces)";
 }
 

@@ -1,14 +1,18 @@
 // How one side of a corpus turns text into symbols and back:
 //   "char"           Unicode code points (the default): "ship" -> s h i p
 //   "space"          symbols separated by whitespace, e.g. phones or words: "SH IH P" -> SH IH P
+//   "byte"           bytes, of any text, UTF-8 or not: "añ\r\n" -> a <0xC3> <0xB1> <0x0D> \n. Printable
+//                    ASCII, '\n' and '\t' are themselves; any other byte is <0xNN>, as SentencePiece
+//                    writes byte pieces, so that every symbol is a string a vocabulary's JSON holds
 //   "sentencepiece"  subword pieces of a SentencePiece model (Kudo and Richardson, 2018), trained
 //                    on the training side (unigram or BPE) or loaded from a .model file
 // A tokenizer travels inside a checkpoint (to_json, with a SentencePiece model's bytes), so that
 // a checkpoint alone turns raw text into raw text.
 //
-// Detokenization is exact: detokenize(tokenize(text)) == text for "char" (lowercasing aside) and
-// for SentencePiece models trained here (identity normalisation, whitespace kept); "space" joins
-// symbols with one space, so it gives back text whose symbols were separated by single spaces.
+// Detokenization is exact: detokenize(tokenize(text)) == text for "char" (lowercasing aside), for
+// "byte" (whatever the bytes) and for SentencePiece models trained here (identity normalisation,
+// whitespace kept); "space" joins symbols with one space, so it gives back text whose symbols were
+// separated by single spaces.
 #pragma once
 
 #include <cstdint>
@@ -40,6 +44,7 @@ public:
     // Code points; with `lowercase`, ASCII A-Z are read as a-z first (the G2P task's source side).
     static Tokenizer characters(bool lowercase = false);
     static Tokenizer spaces();
+    static Tokenizer bytes();
     // A SentencePiece model from its serialized bytes (a .model file's contents). Error naming
     // `origin` if they do not load.
     static Tokenizer sentencepiece(std::string model_bytes, const std::string& origin = "a SentencePiece model");
@@ -49,19 +54,21 @@ public:
     static Tokenizer train_sentencepiece(const std::function<bool(std::string&)>& next,
                                          const SentencePieceOptions& options);
 
-    const std::string& kind() const { return kind_; }  // "char", "space" or "sentencepiece"
+    const std::string& kind() const { return kind_; }  // "char", "space", "byte" or "sentencepiece"
     bool lowercase() const { return lowercase_; }
 
     // Calls `symbol` for each symbol of `text`, in order. The views live until the call returns.
-    // Invalid UTF-8 is an Error.
+    // Invalid UTF-8 is an Error, but for "byte".
     void each_symbol(std::string_view text, const std::function<void(std::string_view)>& symbol) const;
     std::vector<std::string> tokenize(std::string_view text) const;
+    // For "byte", a symbol that is neither one byte nor <0xNN> (a special token such as "<unk>")
+    // comes back as it is written.
     std::string detokenize(const std::vector<std::string>& symbols) const;
 
     // {"kind": ..., "lowercase": ..., "model": base64 of a SentencePiece model's bytes}
     std::string to_json() const;
     static Tokenizer from_json(const std::string& text);  // Error for anything but to_json's form
-    std::string describe() const;                         // "char", "space", "sentencepiece (unigram, 8000 pieces)"
+    std::string describe() const;  // "char", "space", "byte", "sentencepiece (unigram, 8000 pieces)"
 
     friend bool operator==(const Tokenizer& a, const Tokenizer& b) {
         return a.kind_ == b.kind_ && a.lowercase_ == b.lowercase_ && a.model_ == b.model_;
