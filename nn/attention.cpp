@@ -58,15 +58,15 @@ IntTensor decoder_mask(const IntTensor& ids, int64_t pad_id) {
 // ---- MultiHeadAttention ----
 
 MultiHeadAttention::MultiHeadAttention(int64_t d_model_, int64_t n_heads_, Generator& gen, float dropout_p,
-                                       std::shared_ptr<Generator> dropout_generator, bool rotary_)
+                                       std::shared_ptr<Generator> dropout_generator, bool rotary_, bool bias)
     : d_model(d_model_), n_heads(n_heads_), d_head(n_heads_ > 0 ? d_model_ / n_heads_ : 0), rotary(rotary_) {
     check(n_heads > 0 && d_model > 0 && d_model % n_heads == 0, "MultiHeadAttention", "d_model ", d_model,
           " must be a positive multiple of n_heads ", n_heads);
     check(!rotary || d_head % 2 == 0, "MultiHeadAttention", "rotary embedding needs an even head size, got ", d_head);
-    wq = register_module("wq", std::make_shared<Linear>(d_model, d_model, gen));
-    wk = register_module("wk", std::make_shared<Linear>(d_model, d_model, gen));
-    wv = register_module("wv", std::make_shared<Linear>(d_model, d_model, gen));
-    wo = register_module("wo", std::make_shared<Linear>(d_model, d_model, gen));
+    wq = register_module("wq", std::make_shared<Linear>(d_model, d_model, gen, bias));
+    wk = register_module("wk", std::make_shared<Linear>(d_model, d_model, gen, bias));
+    wv = register_module("wv", std::make_shared<Linear>(d_model, d_model, gen, bias));
+    wo = register_module("wo", std::make_shared<Linear>(d_model, d_model, gen, bias));
     dropout = register_module("dropout", std::make_shared<Dropout>(dropout_p, std::move(dropout_generator)));
 }
 
@@ -163,6 +163,14 @@ AttentionOutput MultiHeadAttention::step(const Tensor& x, KeyValueCache& cache, 
     const int64_t position = cache.length() - 1;  // the new one's, for rotary positions
     cache.write(layer, project_keys_values(x, x, position));
     return attend_gathered(x, cache.stored(layer), cache.table(), cache.length(), mask, position);
+}
+
+AttentionOutput MultiHeadAttention::prefill(const Tensor& x, KeyValueCache& cache, int64_t layer) const {
+    check(x.dim() == 3 && x.size(1) == cache.length(), "MultiHeadAttention", "prefill takes the cache's whole ",
+          cache.length(), " positions, got ", x.shape());
+    const KeysValues kv = project_keys_values(x, x);
+    cache.write(layer, kv);
+    return attend(x, kv, causal_mask(x.size(1)));
 }
 
 AttentionOutput MultiHeadAttention::forward(const Tensor& query, const Tensor& key, const Tensor& value,

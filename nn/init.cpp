@@ -1,4 +1,4 @@
-// Parameter initialisation: Xavier uniform, for one tensor or every matrix of a module.
+// Parameter initialisation: Xavier uniform, for one tensor or every matrix of a module, and normal.
 #include "seqgrad/nn/init.h"
 
 #include <cmath>
@@ -15,6 +15,12 @@ void xavier_uniform(Tensor param, Generator& gen, float gain) {
     const float bound = static_cast<float>(gain * std::sqrt(6.0 / (fan_in + fan_out)));
     float* p = param.data();  // in place: the parameter's identity (and optimizers' hold on it) stays
     for (int64_t i = 0; i < param.numel(); ++i) p[i] = gen.uniform(-bound, bound);
+}
+
+void init_normal(Tensor param, Generator& gen, float stddev) {
+    check(param.defined(), "init_normal", "the tensor is undefined");
+    float* p = param.data();  // in place, as xavier_uniform
+    for (int64_t i = 0; i < param.numel(); ++i) p[i] = gen.normal(0.0f, stddev);
 }
 
 void init_xavier_uniform(const Module& module, Generator& gen) {

@@ -44,26 +44,32 @@ void KeyValueCache::reserve(int64_t positions) {
     }
 }
 
-int64_t KeyValueCache::advance() {
+int64_t KeyValueCache::advance(int64_t positions) {
     const int64_t t = length_;
-    check(t < max_positions_, kOp, "position ", t, " is beyond the longest sequence, ", max_positions_);
-    reserve(t + 1);
+    check(positions >= 1, kOp, "advances by one position or more, got ", positions);
+    check(t + positions <= max_positions_, kOp, "position ", t + positions - 1, " is beyond the longest sequence, ",
+          max_positions_);
+    reserve(t + positions);
     const int64_t capacity = this->capacity();
-    for (int64_t i = 0; i < rows(); ++i) table_.data()[i * capacity + t] = i;
-    ++length_;
+    for (int64_t i = 0; i < rows(); ++i)
+        for (int64_t p = t; p < t + positions; ++p) table_.data()[i * capacity + p] = i;
+    length_ += positions;
     return t;
 }
 
 void KeyValueCache::write(int64_t layer, const KeysValues& now) {
     check(layer >= 0 && layer < layers(), kOp, "layer ", layer, " is outside [0, ", layers(), ")");
-    const int64_t n = rows(), capacity = this->capacity(), position = length_ - 1;
-    check(position >= 0, kOp, "write before advance");
-    check(now.keys.shape() == Shape{n, 1, width_} && now.values.shape() == Shape{n, 1, width_}, kOp, "writes [", n,
-          ", 1, ", width_, "] keys and values, got ", now.keys.shape(), " and ", now.values.shape());
+    const int64_t n = rows(), capacity = this->capacity();
+    check(now.keys.dim() == 3 && now.keys.shape() == now.values.shape() && now.keys.size(0) == n &&
+              now.keys.size(2) == width_ && now.keys.size(1) >= 1 && now.keys.size(1) <= length_,
+          kOp, "writes [", n, ", P, ", width_, "] keys and values of the newest P <= ", length_, " positions, got ",
+          now.keys.shape(), " and ", now.values.shape());
+    const int64_t positions = now.keys.size(1), first = length_ - positions;
     KeysValues& cached = stored_[static_cast<size_t>(layer)];
     for (int64_t i = 0; i < n; ++i) {
-        std::copy_n(now.keys.data() + i * width_, width_, cached.keys.data() + (i * capacity + position) * width_);
-        std::copy_n(now.values.data() + i * width_, width_, cached.values.data() + (i * capacity + position) * width_);
+        const int64_t from = i * positions * width_, to = (i * capacity + first) * width_;
+        std::copy_n(now.keys.data() + from, positions * width_, cached.keys.data() + to);
+        std::copy_n(now.values.data() + from, positions * width_, cached.values.data() + to);
     }
 }
 

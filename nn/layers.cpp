@@ -39,10 +39,10 @@ Tensor Embedding::forward(const IntTensor& ids) const {
     return y;
 }
 
-LayerNorm::LayerNorm(int64_t dim, float eps_) : eps(eps_) {
+LayerNorm::LayerNorm(int64_t dim, float eps_, bool bias) : eps(eps_) {
     check(dim > 0, "LayerNorm", "dim must be positive, got ", dim);
     gamma = register_parameter("gamma", Tensor::ones({dim}));
-    beta = register_parameter("beta", Tensor::zeros({dim}));
+    beta = bias ? register_parameter("beta", Tensor::zeros({dim})) : Tensor::zeros({dim});
 }
 
 Tensor LayerNorm::forward(const Tensor& x) const {
@@ -60,10 +60,10 @@ Dropout::Dropout(float p, std::shared_ptr<Generator> generator)
 Tensor Dropout::forward(const Tensor& x) const { return dropout(x, p_, is_training(), *generator_); }
 
 FeedForward::FeedForward(int64_t dim, int64_t hidden_dim, Generator& gen, Activation activation_, float dropout_p,
-                         std::shared_ptr<Generator> dropout_generator)
+                         std::shared_ptr<Generator> dropout_generator, bool bias)
     : activation(activation_) {
-    w1 = register_module("w1", std::make_shared<Linear>(dim, hidden_dim, gen));
-    w2 = register_module("w2", std::make_shared<Linear>(hidden_dim, dim, gen));
+    w1 = register_module("w1", std::make_shared<Linear>(dim, hidden_dim, gen, bias));
+    w2 = register_module("w2", std::make_shared<Linear>(hidden_dim, dim, gen, bias));
     dropout = register_module("dropout", std::make_shared<Dropout>(dropout_p, std::move(dropout_generator)));
 }
 

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numbers>
 #include <set>
 #include <sstream>
 
@@ -221,8 +222,9 @@ void Adam::step() {
         float* const m = s[1].data();
         float* const v = s[2].data();
         const float* const g = grad.data();
-        const bool l2 = weight_decay != 0 && !decoupled_weight_decay_;
-        const bool decoupled = weight_decay != 0 && decoupled_weight_decay_;
+        const bool decays = weight_decay != 0 && (!options_.decay_matrices_only || param.dim() >= 2);
+        const bool l2 = decays && !decoupled_weight_decay_;
+        const bool decoupled = decays && decoupled_weight_decay_;
         // Each element's update reads only that element, so the split across threads changes
         // nothing.
         parallel_for(param.numel(), kUpdateGrain, [=](int64_t begin, int64_t end) {
@@ -330,6 +332,18 @@ float clip_grad_norm(const std::vector<Tensor>& params, float max_norm) {
             if (p.grad().defined()) p.set_grad(mul(p.grad(), coefficient));
     }
     return total_norm;
+}
+
+double CosineSchedule::rate(int64_t step) const {
+    check(step >= 1 && warmup >= 0 && decay_steps >= 0 && min_lr <= lr, "CosineSchedule",
+          "needs step >= 1, warmup and decay_steps >= 0 and min_lr <= lr, got ", step, ", ", warmup, ", ", decay_steps,
+          ", ", min_lr, ", ", lr);
+    const auto i = static_cast<double>(step - 1);
+    const auto w = static_cast<double>(warmup), d = static_cast<double>(decay_steps);
+    if (i < w) return lr * (i + 1) / (w + 1);
+    if (i >= d) return min_lr;
+    const double ratio = (i - w) / (d - w);  // d > i >= w
+    return min_lr + 0.5 * (1.0 + std::cos(std::numbers::pi * ratio)) * (lr - min_lr);
 }
 
 double NoamSchedule::rate(int64_t step) const {

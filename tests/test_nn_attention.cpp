@@ -201,6 +201,28 @@ TEST_CASE("stepping through a key/value cache equals attending over the whole pr
     CHECK_THROWS_WITH(cache.select_rows({3}), Catch::Contains("outside [0, 3)"));
 }
 
+TEST_CASE("a prefix read in one pass (prefill) equals stepping through it, and later steps agree", "[nn][attention]") {
+    Generator gen(23);
+    NoGradGuard no_grad;
+    for (bool rotary : {false, true}) {
+        INFO("rotary " << rotary);
+        MultiHeadAttention mha(8, 2, gen, 0.0f, nullptr, rotary);
+        const Tensor x = random_tensor({2, 7, 8}, 24, -1, 1, false);
+        const Tensor full = mha.forward(x, x, x, causal_mask(7)).output;
+        KeyValueCache cache(2, 1, 8, 7);
+        CHECK(cache.advance(5) == 0);
+        CHECK(cache.length() == 5);
+        const Tensor prefix = mha.prefill(slice(x, 1, 0, 5), cache, 0).output;  // [2, 5, 8]
+        CHECK(testing::max_abs_diff(prefix, slice(full, 1, 0, 5)) < 1e-5f);
+        for (int64_t t = 5; t < 7; ++t) {
+            CHECK(cache.advance() == t);
+            const Tensor out = mha.step(slice(x, 1, t, t + 1), cache, 0).output;
+            CHECK(testing::max_abs_diff(out, slice(full, 1, t, t + 1)) < 1e-5f);
+        }
+        CHECK_THROWS_WITH(cache.advance(), Catch::Contains("beyond the longest sequence"));
+    }
+}
+
 TEST_CASE("rotary attention depends on relative positions only", "[nn][attention]") {
     Generator gen(17);
     MultiHeadAttention rotary(8, 2, gen, 0.0f, nullptr, /*rotary=*/true);

@@ -83,6 +83,17 @@ TEST_CASE("LayerNorm has gamma and beta, biased variance inside the square root,
     }
 }
 
+TEST_CASE("LayerNorm without bias has gamma only and adds nothing", "[nn][layers]") {
+    LayerNorm plain(4, 1e-5f, false), with_beta(4, 1e-5f);
+    CHECK(names_of(plain) == std::vector<std::string>{"gamma"});
+    const Tensor gamma = random_tensor({4}, 3, 0.5f, 1.5f, false);
+    plain.load_state_dict({{"gamma", gamma}});
+    with_beta.load_state_dict({{"gamma", gamma}, {"beta", Tensor::zeros({4})}});
+    const Tensor x = random_tensor({3, 4}, 4);
+    CHECK(testing::max_abs_diff(plain.forward(x), with_beta.forward(x)) == 0);
+    require_gradcheck_in_place([&] { return plain.forward(x); }, {x, plain.gamma});
+}
+
 TEST_CASE("LayerNorm's gradients pass gradcheck for input, gamma and beta", "[nn][layers][gradcheck]") {
     LayerNorm norm(5);
     norm.load_state_dict({{"gamma", random_tensor({5}, 11, 0.5f, 1.5f, false)},
@@ -131,6 +142,16 @@ TEST_CASE("FeedForward is w2(activation(w1(x))) with relu or exact gelu", "[nn][
         const Tensor expected = linear(Tensor::from_vector(activated, hidden.shape()), ff.w2->weight, ff.w2->bias);
         CHECK(testing::max_abs_diff(ff.forward(x), expected) < 1e-5f);
     }
+}
+
+TEST_CASE("FeedForward and MultiHeadAttention without bias have weights only", "[nn][layers]") {
+    Generator gen(5);
+    FeedForward ffn(4, 8, gen, Activation::gelu, 0.0f, nullptr, false);
+    CHECK(names_of(ffn) == std::vector<std::string>{"w1.weight", "w2.weight"});
+    MultiHeadAttention mha(4, 2, gen, 0.0f, nullptr, false, false);
+    CHECK(names_of(mha) == std::vector<std::string>{"wq.weight", "wk.weight", "wv.weight", "wo.weight"});
+    const Tensor x = random_tensor({2, 3, 4}, 6);
+    require_gradcheck_in_place([&] { return ffn.forward(x); }, {x, ffn.w1->weight, ffn.w2->weight});
 }
 
 TEST_CASE("FeedForward's gradients pass gradcheck", "[nn][layers][gradcheck]") {

@@ -295,6 +295,47 @@ TEST_CASE("the Noam schedule warms up linearly, peaks at warmup, then decays as 
     CHECK_THROWS_AS(noam.rate(0), Error);
 }
 
+TEST_CASE("the cosine schedule warms up linearly, then falls as a half cosine to min_lr and stays", "[nn][optim]") {
+    const CosineSchedule cosine{1e-3, 1e-4, 100, 2000};
+    // Step s is iteration i = s - 1: lr (i + 1) / (warmup + 1) while i < warmup.
+    CHECK(cosine.rate(1) == Approx(1e-3 / 101).epsilon(1e-12));
+    CHECK(cosine.rate(100) == Approx(1e-3 * 100 / 101).epsilon(1e-12));
+    CHECK(cosine.rate(101) == Approx(1e-3).epsilon(1e-12));                         // i = warmup: the peak
+    CHECK(cosine.rate(1051) == Approx(1e-4 + 0.5 * (1e-3 - 1e-4)).epsilon(1e-12));  // halfway down
+    CHECK(cosine.rate(2001) == Approx(1e-4).epsilon(1e-12));
+    CHECK(cosine.rate(5000) == 1e-4);
+    for (int64_t s = 102; s <= 2001; ++s) CHECK(cosine.rate(s) <= cosine.rate(s - 1));
+    const CosineSchedule no_warmup{2.0, 0.0, 0, 4};
+    CHECK(no_warmup.rate(1) == 2.0);
+    CHECK(no_warmup.rate(3) == Approx(1.0).epsilon(1e-12));
+    CHECK_THROWS_AS(cosine.rate(0), Error);
+    CHECK_THROWS_AS((CosineSchedule{1e-4, 1e-3, 10, 100}.rate(1)), Error);  // min_lr above lr
+}
+
+TEST_CASE("decay_matrices_only decays the matrices and leaves vectors (biases, norms) alone", "[nn][optim]") {
+    Tensor matrix = Tensor::from_vector({1.0f, -2.0f, 0.5f, 3.0f}, {2, 2}, true);
+    Tensor vector = Tensor::from_vector({1.0f, -2.0f}, {2}, true);
+    AdamOptions options;
+    options.lr = 0.1;
+    options.weight_decay = 0.5;
+    options.decay_matrices_only = true;
+    AdamW only(NamedTensors{{"w", matrix}, {"b", vector}}, options);
+    options.decay_matrices_only = false;
+    Tensor matrix2 = Tensor::from_vector(matrix.to_vector(), {2, 2}, true);
+    Tensor vector2 = Tensor::from_vector(vector.to_vector(), {2}, true);
+    AdamW all(NamedTensors{{"w", matrix2}, {"b", vector2}}, options);
+    // Zero gradients: the only change is the decay, p <- p (1 - lr wd).
+    for (Tensor t : {matrix, vector, matrix2, vector2}) t.set_grad(Tensor::zeros(t.shape()));
+    only.step();
+    all.step();
+    const std::vector<float> decayed{0.95f, -1.9f, 0.475f, 2.85f};
+    for (size_t i = 0; i < decayed.size(); ++i) CHECK(matrix.to_vector()[i] == Approx(decayed[i]).epsilon(1e-6));
+    CHECK(vector.to_vector() == std::vector<float>{1.0f, -2.0f});
+    CHECK(matrix2.to_vector() == matrix.to_vector());
+    CHECK(vector2.to_vector()[0] == Approx(0.95f).epsilon(1e-6));
+    CHECK(vector2.to_vector()[1] == Approx(-1.9f).epsilon(1e-6));
+}
+
 TEST_CASE("WeightAverage follows its formula, swaps in place and restores its state", "[nn][optim]") {
     Tensor p = Tensor::from_vector({1.0f, -2.0f}, {2}, true);
     const NamedTensors named{{"p", p}};

@@ -52,8 +52,9 @@ struct KeysValues {
 // (apply_rotary) per head.
 class MultiHeadAttention : public Module {
 public:
+    // Without `bias` the four projections have no bias (a GPT's option).
     MultiHeadAttention(int64_t d_model, int64_t n_heads, Generator& gen, float dropout = 0.0f,
-                       std::shared_ptr<Generator> dropout_generator = nullptr, bool rotary = false);
+                       std::shared_ptr<Generator> dropout_generator = nullptr, bool rotary = false, bool bias = true);
 
     // query [B, Tq, d], key and value [B, Tk, d]; mask broadcastable to [B, H, Tq, Tk] or
     // undefined (IntTensor()) for none.
@@ -78,6 +79,10 @@ public:
     // forward() over the whole prefix with a causal mask, at its last position. No gradient.
     AttentionOutput step(const Tensor& x, KeyValueCache& cache, int64_t layer,
                          const IntTensor& mask = IntTensor()) const;
+    // Self-attention of a whole prefix at once, x [N, P, d] at positions 0..P-1 of a cache that held
+    // nothing before it advanced by P: writes the prefix's keys and values into the cache's `layer`
+    // and attends causally within the prefix, as forward() with a causal mask does. No gradient.
+    AttentionOutput prefill(const Tensor& x, KeyValueCache& cache, int64_t layer) const;
 
     std::shared_ptr<Linear> wq, wk, wv, wo;
     std::shared_ptr<Dropout> dropout;

@@ -31,11 +31,11 @@ public:
     int64_t layers() const { return static_cast<int64_t>(stored_.size()); }
     int64_t capacity() const { return table_.size(1); }  // C: positions the storage holds per row
 
-    // Adds position t = length() for every row, to be written by each layer (write) before it is
-    // read; makes room for it first, growing the storage geometrically (what it holds stays).
-    // Returns t. Error past max_positions.
-    int64_t advance();
-    // Writes `layer`'s keys and values of the newest position, [N, 1, width] each: row i's into
+    // Adds `positions` positions t = length() .. for every row, to be written by each layer (write)
+    // before they are read; makes room first, growing the storage geometrically (what it holds
+    // stays). Returns the first, t. Error past max_positions.
+    int64_t advance(int64_t positions = 1);
+    // Writes `layer`'s keys and values of the newest P positions, [N, P, width] each: row i's into
     // cache row i.
     void write(int64_t layer, const KeysValues& now);
 

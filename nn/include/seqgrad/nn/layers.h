@@ -42,10 +42,11 @@ public:
 };
 
 // The Transformer's LayerNorm: y = gamma * (x - mean) / sqrt(var + eps) + beta over the last
-// axis, with the biased variance and eps = 1e-6. Parameters gamma (ones) and beta (zeros).
+// axis, with the biased variance and eps = 1e-6 (the GPT's: 1e-5). Parameters gamma (ones) and
+// beta (zeros); without `bias`, beta is not a parameter but zeros.
 class LayerNorm : public Module {
 public:
-    explicit LayerNorm(int64_t dim, float eps = 1e-6f);
+    explicit LayerNorm(int64_t dim, float eps = 1e-6f, bool bias = true);
     Tensor forward(const Tensor& x) const;
 
     Tensor gamma;
@@ -72,7 +73,7 @@ enum class Activation { relu, gelu };  // gelu is the exact (erf) form, PyTorch'
 class FeedForward : public Module {
 public:
     FeedForward(int64_t dim, int64_t hidden_dim, Generator& gen, Activation activation = Activation::relu,
-                float dropout = 0.0f, std::shared_ptr<Generator> dropout_generator = nullptr);
+                float dropout = 0.0f, std::shared_ptr<Generator> dropout_generator = nullptr, bool bias = true);
     Tensor forward(const Tensor& x) const;
 
     std::shared_ptr<Linear> w1;

@@ -81,6 +81,9 @@ struct AdamOptions {
     double beta2 = 0.999;  // the Transformer paper uses 0.98
     double eps = 1e-8;     // the paper uses 1e-9
     double weight_decay = 0.0;
+    // Weight decay on the parameters of rank >= 2 only (the weight matrices and embeddings), not on
+    // biases and norms: the two groups GPT-2 and nanoGPT train with.
+    bool decay_matrices_only = false;
 };
 
 // torch.optim.Adam, step t = 1, 2, ... per parameter:
@@ -143,6 +146,17 @@ struct NoamSchedule {
     int64_t d_model;
     int64_t warmup;
     double factor = 1.0;
+    double rate(int64_t step) const;
+};
+
+// GPT-2's and nanoGPT's schedule: for step s = 1, 2, ... (i = s - 1), a linear warm-up
+// lr * (i + 1) / (warmup + 1) while i < warmup, then a cosine from lr down to min_lr at
+// i = decay_steps, and min_lr from there on.
+struct CosineSchedule {
+    double lr;
+    double min_lr;
+    int64_t warmup;
+    int64_t decay_steps;
     double rate(int64_t step) const;
 };
 
