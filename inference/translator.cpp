@@ -6,11 +6,14 @@
 #include <numeric>
 
 #include "seqgrad/core/autograd.h"
+#include "seqgrad/models/registry.h"
 #include "seqgrad/models/search.h"
 
 namespace seqgrad::inference {
 
 Translator::Translator(const std::string& checkpoint, Precision precision) : loaded_(training::load_model(checkpoint)) {
+    check(models::reads_source(loaded_.model->config()), "Translator", loaded_.path, " holds a language model (\"",
+          loaded_.model->config().model, "\"), which reads no source: continue a prompt with a TextGenerator");
     loaded_.model->pack_weights(precision);
 }
 

@@ -30,6 +30,10 @@ const OptionTable<C>& table() {
             .required()
             .at_least(4)
             .at_most(1 << 22)
+            .add("vocab", "a language model's vocabulary size, the four special tokens included", &C::vocab)
+            .required()
+            .at_least(4)
+            .at_most(1 << 22)
             .add("dropout", "dropout probability (the Transformer's; the LSTM models have none)", &C::dropout)
             .at_least(0)
             .below(1)
@@ -65,6 +69,10 @@ const OptionTable<C>& table() {
             .one_of({"sinusoidal", "learned", "rope"})
             .add("share_embeddings", "one embedding for source and target (equal vocabularies)", &C::share_embeddings)
             .add("tie_output", "the output projection's weight is the target embedding", &C::tie_output)
+            .add("context", "a language model's longest window, in tokens", &C::context)
+            .at_least(1)
+            .at_most(1 << 16)
+            .add("bias", "a language model's linear layers and norms have biases", &C::bias)
             .add("hidden_size", "the LSTMs' hidden size", &C::hidden_size)
             .at_least(1)
             .at_most(1 << 16)
@@ -109,9 +117,10 @@ void read_config(const internal::Json& json, C& c, const internal::ReadPolicy& p
 }  // namespace
 
 ModelConfig ModelConfig::from_json(const std::string& text, bool strict, std::vector<std::string>* ignored_keys) {
-    C c;
     const internal::Json json = internal::parse_json(text, kOp);
     check(json.is_object() && json.contains("model"), kOp, "missing \"model\" (", model_kind_names(), ")");
+    check(json.at("model").is_string(), kOp, "\"model\" must be a string, got ", json.at("model").dump());
+    C c = model_kind(json.at("model").get<std::string>()).base;  // what the text leaves out
     read_config(json, c, {strict, ignored_keys});
     c.validate();
     return c;

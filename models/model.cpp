@@ -33,6 +33,11 @@ Tensor Model::decode_step(DecodingState&, const IntTensor&) {
     throw Error("decoding: step-by-step decoding is not available for model \"" + config_.model + "\"");
 }
 
+Tensor LanguageModel::logits(const IntTensor& source, const IntTensor& inputs) {
+    check(source.numel() == 0, "LanguageModel", "a language model reads no source, got ", source.shape());
+    return forward(inputs);
+}
+
 std::vector<Tensor> Seq2SeqModel::last_attention(const DecodingState&) const { return {}; }
 
 void Seq2SeqModel::set_teacher_forcing_ratio(float ratio) {

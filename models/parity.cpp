@@ -1,8 +1,10 @@
 // check_fixture: seqgrad against the tensors PyTorch stored in a fixture file.
 #include "seqgrad/models/parity.h"
 
+#include <algorithm>
 #include <cmath>
 #include <map>
+#include <memory>
 
 #include "seqgrad/core/autograd.h"
 #include "seqgrad/core/ops.h"
@@ -122,6 +124,14 @@ void check_adam(const ModelConfig& config, const SafetensorsFile& file, const In
     options.beta2 = number("beta2");
     options.eps = number("eps");
     options.weight_decay = adam.contains("weight_decay") ? number("weight_decay") : 0.0;
+    const auto flag = [&](const char* key) {
+        check(!adam.contains(key) || adam.at(key).is_boolean(), "check", file.name(), ": metadata \"adam\" \"", key,
+              "\" must be true or false");
+        return adam.contains(key) && adam.at(key).get<bool>();
+    };
+    // AdamW (decoupled weight decay), and on the parameters of rank >= 2 only: a GPT's groups.
+    const bool decoupled = flag("decoupled_weight_decay");
+    options.decay_matrices_only = flag("weight_decay_rank2_only");
     const Tensor expected = file.tensor("expect.losses");
     check(expected.dim() == 1, "check", file.name(), ": expect.losses must be one-dimensional, got ", expected.shape());
 
@@ -129,7 +139,10 @@ void check_adam(const ModelConfig& config, const SafetensorsFile& file, const In
     auto model = make_model(config, gen);
     load_parameters(*model, file);
     model->eval();
-    nn::Adam optimizer(model->named_parameters(), options);
+    std::unique_ptr<nn::Adam> adam_or_adamw = decoupled
+                                                  ? std::make_unique<nn::AdamW>(model->named_parameters(), options)
+                                                  : std::make_unique<nn::Adam>(model->named_parameters(), options);
+    nn::Adam& optimizer = *adam_or_adamw;
     const auto [tgt_in, tgt_out] = split_target(file, src, tgt);
     const float smoothing = label_smoothing_of(file);
     Tensor losses = Tensor::empty(expected.shape());
@@ -148,8 +161,12 @@ void check_model(const SafetensorsFile& file, const ModelConfig& config, const T
     auto model = make_model(config, gen);
     load_parameters(*model, file);
     model->eval();  // fixtures are made without dropout
-    const IntTensor src = file.int_tensor("input.src");
     const IntTensor tgt = file.int_tensor("input.tgt");
+    // A language model reads no source: [batch, 0] unless the file holds one.
+    const std::vector<std::string>& names = file.names();
+    const bool has_src = std::find(names.begin(), names.end(), "input.src") != names.end();
+    const IntTensor src = reads_source(config) || has_src ? file.int_tensor("input.src")
+                                                          : IntTensor::zeros({tgt.size(0), 0});
     const auto [tgt_in, tgt_out] = split_target(file, src, tgt);
     Tensor logits = model->logits(src, tgt_in);
     Tensor loss = sequence_loss(logits, tgt_out, label_smoothing_of(file));

@@ -3,6 +3,7 @@
 #include "seqgrad/models/registry.h"
 
 #include "seqgrad/models/attn_seq2seq.h"
+#include "seqgrad/models/gpt.h"
 #include "seqgrad/models/seq2seq.h"
 #include "seqgrad/models/transformer.h"
 
@@ -13,6 +14,7 @@ const std::vector<ModelKind>& model_kinds() {
         transformer_kind(),
         attn_seq2seq_kind(),
         seq2seq_kind(),
+        gpt_kind(),
     };
     return kinds;
 }
@@ -36,6 +38,20 @@ std::shared_ptr<Model> make_model(const ModelConfig& config, Generator& gen) {
 }
 
 bool reads_source(const ModelConfig& config) { return model_kind(config.model).vocabularies.size() == 2; }
+
+std::pair<int64_t, int64_t> vocabulary_sizes(const ModelConfig& config) {
+    if (reads_source(config)) return {config.src_vocab, config.tgt_vocab};
+    return {0, config.vocab};
+}
+
+void set_vocabulary_sizes(ModelConfig& config, int64_t source, int64_t target) {
+    if (reads_source(config)) {
+        config.src_vocab = source;
+        config.tgt_vocab = target;
+    } else {
+        config.vocab = target;
+    }
+}
 
 int64_t model_width(const ModelConfig& config) { return model_kind(config.model).width(config); }
 

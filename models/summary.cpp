@@ -309,12 +309,16 @@ ModelSummary summarize(Model& model, const SummaryOptions& options) {
           "batch, source length and target length must be at least 1, got ", options.batch, ", ", options.src_len,
           " and ", options.tgt_len);
     const ModelConfig& config = model.config();
-    const IntTensor src = dummy_ids(options.batch, options.src_len, config.src_vocab, -1);
-    const IntTensor tgt_in = dummy_ids(options.batch, options.tgt_len, config.tgt_vocab, kSos);
+    const bool source = reads_source(config);
+    const IntTensor src = source ? dummy_ids(options.batch, options.src_len, config.src_vocab, -1)
+                                 : IntTensor::zeros({options.batch, 0});
+    const IntTensor tgt_in = source ? dummy_ids(options.batch, options.tgt_len, config.tgt_vocab, kSos)
+                                    : dummy_ids(options.batch, options.tgt_len, config.vocab, -1);
 
     ModelSummary summary;
     summary.model_type = module_type_name(model);
     summary.options = options;
+    summary.reads_source = source;
     Tensor logits;
     {
         EvaluationMode evaluation(model);
@@ -335,8 +339,12 @@ ModelSummary summarize(Model& model, const SummaryOptions& options) {
 std::string format_summary(const ModelSummary& summary, bool every_layer) {
     const SummaryOptions& o = summary.options;
     std::ostringstream out;
-    out << summary.model_type << ": one forward pass in evaluation mode over src [" << o.batch << ", " << o.src_len
-        << "] and tgt_in [" << o.batch << ", " << o.tgt_len << "]\n\n";
+    if (summary.reads_source)
+        out << summary.model_type << ": one forward pass in evaluation mode over src [" << o.batch << ", " << o.src_len
+            << "] and tgt_in [" << o.batch << ", " << o.tgt_len << "]\n\n";
+    else
+        out << summary.model_type << ": one forward pass in evaluation mode over tokens [" << o.batch << ", "
+            << o.tgt_len << "]\n\n";
 
     // Fold runs of repeated rows, then size the columns.
     const std::vector<Row> rows = table_rows(summary, every_layer);
@@ -411,10 +419,13 @@ std::string format_summary(const ModelSummary& summary, bool every_layer) {
 }
 
 ModelConfig summary_default_config(const std::string& model) {
-    ModelConfig c;  // the papers' sizes: for the Transformer, the base model of Vaswani et al. (2017)
+    // The papers' sizes: for the Transformer, the base model of Vaswani et al. (2017); for the GPT,
+    // GPT-2 small with its vocabulary.
+    ModelConfig c = model_kind(model).base;
     c.model = model_kind(model).name;
     c.src_vocab = 10000;
     c.tgt_vocab = 12000;
+    c.vocab = 50257;
     return c;
 }
 

@@ -133,18 +133,18 @@ Tensor DecoderLayer::step(const Tensor& x, TransformerDecodingState& state, int6
 
 // ---- output projection ----
 
-OutputProjection::OutputProjection(int64_t d_model, int64_t vocab, Generator& gen) {
+OutputProjection::OutputProjection(int64_t d_model, int64_t vocab, Generator& gen, bool with_bias) {
     // nn.Linear's default initialisation, in its order (weight, then bias).
     const float bound = 1.0f / std::sqrt(static_cast<float>(d_model));
     weight = register_parameter("weight", Tensor::uniform({vocab, d_model}, -bound, bound, gen));
-    bias = register_parameter("bias", Tensor::uniform({vocab}, -bound, bound, gen));
+    if (with_bias) bias = register_parameter("bias", Tensor::uniform({vocab}, -bound, bound, gen));
 }
 
-OutputProjection::OutputProjection(const Tensor& tied_weight, Generator& gen) : weight(tied_weight) {
+OutputProjection::OutputProjection(const Tensor& tied_weight, Generator& gen, bool with_bias) : weight(tied_weight) {
     check(tied_weight.defined() && tied_weight.dim() == 2, "OutputProjection",
           "the tied weight must be [vocab, d_model]");
     const float bound = 1.0f / std::sqrt(static_cast<float>(tied_weight.size(1)));
-    bias = register_parameter("bias", Tensor::uniform({tied_weight.size(0)}, -bound, bound, gen));
+    if (with_bias) bias = register_parameter("bias", Tensor::uniform({tied_weight.size(0)}, -bound, bound, gen));
 }
 
 Tensor OutputProjection::forward(const Tensor& x) const {

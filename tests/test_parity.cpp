@@ -39,8 +39,8 @@ std::string modified_copy(const std::string& fixture, const std::string& tag,
 
 TEST_CASE("every committed fixture passes the parity check", "[parity]") {
     const auto paths = committed_fixtures();
-    // Every case of make_fixtures.py: FIXTURES (19) and EXTRA_FIXTURES (4).
-    REQUIRE(paths.size() == 23);
+    // Every case of make_fixtures.py: FIXTURES (19), EXTRA_FIXTURES (4) and GPT_FIXTURES (4).
+    REQUIRE(paths.size() == 27);
     for (const std::string& path : paths) {
         const models::FixtureResult result = models::check_fixture(path);
         for (const models::TensorCheck& c : result.checks) {

@@ -28,9 +28,10 @@ inline constexpr int64_t kUnk = 3;
 // base model); each key, its range and its meaning are listed once, in config.cpp, and each model
 // kind names the keys it reads.
 struct ModelConfig {
-    std::string model;  // the kind: "transformer", "attn_seq2seq" or "seq2seq"
+    std::string model;  // the kind: "transformer", "attn_seq2seq", "seq2seq" or "gpt"
     int64_t src_vocab = 0;
     int64_t tgt_vocab = 0;
+    int64_t vocab = 0;  // a language model's one vocabulary
     float dropout = 0.1f;
 
     // Transformer
@@ -46,6 +47,10 @@ struct ModelConfig {
     std::string positional = "sinusoidal";  // or "learned" (a trained table), "rope" (rotary, in attention)
     bool share_embeddings = false;          // one embedding for source and target (same vocabulary)
     bool tie_output = false;                // output projection weight = target embedding
+
+    // Language models (GPT)
+    int64_t context = 1024;  // the longest window read at once
+    bool bias = true;        // biases of every linear layer and norm in its blocks
 
     // LSTM models
     int64_t hidden_size = 256;
@@ -110,6 +115,16 @@ public:
 private:
     ModelConfig config_;
     std::shared_ptr<Generator> random_ = std::make_shared<Generator>(0x5eed);
+};
+
+// A language model: forward(tokens [B, T]) -> logits [B, T, vocab], position t predicted from the
+// tokens up to t. It reads no source: decoding starts from nothing (start_decoding takes [N, 0]) and
+// continues a prompt.
+class LanguageModel : public Model {
+public:
+    using Model::Model;
+    virtual Tensor forward(const IntTensor& tokens) = 0;
+    Tensor logits(const IntTensor& source, const IntTensor& inputs) override;
 };
 
 // A sequence-to-sequence model: forward(src [B, S], tgt_in [B, T]) -> logits [B, T, tgt_vocab].

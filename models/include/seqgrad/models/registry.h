@@ -8,6 +8,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "seqgrad/core/random.h"
@@ -24,6 +25,9 @@ struct ModelKind {
     std::vector<std::string> vocabularies = {"src_vocab", "tgt_vocab"};
     // The other config keys the model reads, beyond "model" and "dropout".
     std::vector<std::string> keys;
+    // The values of the keys a config of this kind leaves out (ModelConfig's own, unless the kind's
+    // defaults differ: a GPT's positions are learned and its output tied, for one).
+    ModelConfig base;
     // Checks across keys that a key's own range cannot express (d_model divisible by n_heads).
     std::function<void(const ModelConfig&)> validate;
     std::function<std::shared_ptr<Model>(const ModelConfig&, Generator&)> make;
@@ -53,7 +57,7 @@ inline constexpr int64_t kMaxParameters = int64_t{1} << 31;
 const std::vector<ModelKind>& model_kinds();
 // The kind of that name; an Error names the known ones.
 const ModelKind& model_kind(const std::string& name);
-// "transformer, attn_seq2seq or seq2seq"
+// "transformer, attn_seq2seq, seq2seq or gpt"
 std::string model_kind_names();
 
 // Builds the model a config names, with weights initialised from `gen`.
@@ -61,6 +65,11 @@ std::shared_ptr<Model> make_model(const ModelConfig& config, Generator& gen);
 // Whether the kind reads a source (a sequence-to-sequence model) or only its own past (a language
 // model): whether it has a source vocabulary.
 bool reads_source(const ModelConfig& config);
+// The sizes of the vocabularies a config names, (source, target): a language model's one
+// vocabulary is its target, and its source's size is 0. set_vocabulary_sizes fills them in (a
+// language model takes the target's).
+std::pair<int64_t, int64_t> vocabulary_sizes(const ModelConfig& config);
+void set_vocabulary_sizes(ModelConfig& config, int64_t source, int64_t target);
 // The kind's width of the config (ModelKind::width).
 int64_t model_width(const ModelConfig& config);
 

@@ -45,12 +45,13 @@ struct ModuleInfo {
 struct SummaryOptions {
     int64_t batch = 32;  // the shape walk-through of the paper-sized Transformer
     int64_t src_len = 10;
-    int64_t tgt_len = 12;
+    int64_t tgt_len = 12;  // a language model's window
 };
 
 struct ModelSummary {
     std::string model_type;             // "Transformer"
     SummaryOptions options;             // the dummy batch's shape
+    bool reads_source = true;           // false for a language model: no src
     std::vector<TracedOutput> outputs;  // the traced pass in order; last the model's logits (path "")
     std::vector<ModuleInfo> modules;    // the module tree, depth-first in registration order
     std::vector<ModuleInfo> groups;     // the root's own parameters (if any, path "") and its children
@@ -60,7 +61,7 @@ struct ModelSummary {
 
 // Runs the model once in evaluation mode (its mode is restored afterwards) without recording
 // gradients, over src [batch, src_len] and tgt_in [batch, tgt_len] (<s> first) of ordinary token
-// ids, and gathers what it computed.
+// ids (a language model: tokens [batch, tgt_len], no src), and gathers what it computed.
 ModelSummary summarize(Model& model, const SummaryOptions& options = {});
 
 // The summary as text: a table of module path, type, step (an intermediate result's name, or

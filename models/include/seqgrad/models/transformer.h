@@ -70,12 +70,13 @@ private:
 
 // The projection to the target vocabulary, logits = x W^T + b, named as nn.Linear ("output.weight",
 // "output.bias"). With tie_output, W is the target embedding's table: it is registered there only,
-// so named_parameters() and state_dict() list it once and an optimizer updates it once.
+// so named_parameters() and state_dict() list it once and an optimizer updates it once. Without
+// `bias` (a GPT's), logits = x W^T.
 class OutputProjection : public nn::Module {
 public:
-    OutputProjection(int64_t d_model, int64_t vocab, Generator& gen);  // its own weight
-    OutputProjection(const Tensor& tied_weight, Generator& gen);       // W borrowed, [vocab, d_model]
-    Tensor forward(const Tensor& x) const;                             // [..., d_model] -> [..., vocab]
+    OutputProjection(int64_t d_model, int64_t vocab, Generator& gen, bool bias = true);  // its own weight
+    OutputProjection(const Tensor& tied_weight, Generator& gen, bool bias = true);       // W borrowed, [vocab, d]
+    Tensor forward(const Tensor& x) const;  // [..., d_model] -> [..., vocab]
 
     Tensor weight;  // [vocab, d_model]
     Tensor bias;    // [vocab]
