@@ -1,8 +1,20 @@
-// Whole training steps and greedy decoding of the three models, at three shapes.
+// Whole training steps and greedy decoding of the three sequence-to-sequence models, at three
+// shapes, and the GPT's training step and generation at nanoGPT's two Shakespeare shapes.
 //
 //   train_step/<model>/<shape>   one training step: zero_grad, forward, the loss (cross-entropy
 //                                with label smoothing 0.1, ignoring padding), backward, Adam
 //                                (lr 1e-4). model: transformer, attn_seq2seq, seq2seq.
+//   train_step/gpt/<cpu|baby>    one step of the GPT on random windows of context + 1 tokens:
+//                                zero_grad, forward, the loss, backward, gradient clipping at 1,
+//                                AdamW (lr 1e-3, betas 0.9 and 0.99, weight decay 0.1 on the
+//                                matrices and embeddings). Counters as train_step's.
+//   generate/gpt/baby            the baby shape continuing a one-token prompt by 256 tokens,
+//                                sampled at temperature 0.8, batch 1, weights packed as the
+//                                TextGenerator packs them: tokens_per_second
+// GPT shapes (batch, context, width, heads, d_ff, layers, dropout), nanoGPT's, with the 65
+// characters of tinyshakespeare (and seqgrad's four special tokens: a vocabulary of 69):
+//   cpu     12,  64, 128, 4,  512, 4, 0     (its CPU recipe)
+//   baby    64, 256, 384, 6, 1536, 6, 0.2   (its "baby GPT")
 //   decode/transformer/<shape>/cached      greedy decoding of the batch's sources for tgt_len
 //   decode/transformer/<shape>/recompute   steps: with the incremental decoder (cached keys and
 //                                          values), or by running the whole prefix through
@@ -64,6 +76,7 @@
 #include "seqgrad/core/tensor.h"
 #include "seqgrad/models/model.h"
 #include "seqgrad/models/registry.h"
+#include "seqgrad/models/search.h"
 #include "seqgrad/nn/distributed.h"
 #include "seqgrad/nn/optim.h"
 
@@ -87,6 +100,19 @@ constexpr BenchShape kShapes[] = {
     {"small", 64, 32, 32, 256, 4, 1024, 3, 1000, 1000},
     {"g2p", 256, 12, 12, 256, 4, 1024, 3, 40, 44},
 };
+struct GptShape {
+    const char* name;
+    int64_t batch, context, width, heads, d_ff, layers;
+    float dropout;
+};
+
+constexpr GptShape kGptShapes[] = {
+    {"cpu", 12, 64, 128, 4, 512, 4, 0.0f},
+    {"baby", 64, 256, 384, 6, 1536, 6, 0.2f},
+};
+constexpr int64_t kGptVocab = 65 + 4;
+constexpr int64_t kGeneratedTokens = 256;
+
 constexpr int64_t kLstmLayers = 2;
 constexpr float kLabelSmoothing = 0.1f;
 constexpr int64_t kFirstRealToken = 4;  // after <pad>, <s>, </s>, <unk>
@@ -226,6 +252,85 @@ void decode(benchmark::State& state, const BenchShape& shape, bool cached) {
     set_plain_rate_counter(state, "tokens_per_second", static_cast<double>(shape.batch * shape.tgt_len));
 }
 
+ModelConfig gpt_config(const GptShape& s) {
+    ModelConfig c = seqgrad::models::model_kind("gpt").base;
+    c.vocab = kGptVocab;
+    c.context = s.context;
+    c.d_model = s.width;
+    c.n_heads = s.heads;
+    c.n_layers = s.layers;
+    c.d_ff = s.d_ff;
+    c.dropout = s.dropout;
+    c.bias = false;  // nanoGPT's default, and bench/torch_gpt.py's
+    return c;
+}
+
+void gpt_train_step(benchmark::State& state, const GptShape& shape) {
+    Generator gen(7);
+    const ModelConfig config = gpt_config(shape);
+    auto model = seqgrad::models::make_model(config, gen);
+    model->train();
+    seqgrad::nn::AdamOptions adam;
+    adam.lr = 1e-3;
+    adam.beta2 = 0.99;
+    adam.weight_decay = 0.1;
+    adam.decay_matrices_only = true;
+    seqgrad::nn::AdamW optimizer(model->named_parameters(), adam);
+    const std::vector<Tensor> params = model->parameters();
+    std::vector<int64_t> ids(static_cast<size_t>(shape.batch * (shape.context + 1)));
+    for (auto& id : ids)
+        id = kFirstRealToken + static_cast<int64_t>(gen.below(static_cast<uint64_t>(kGptVocab - kFirstRealToken)));
+    const IntTensor windows = IntTensor::from_vector(std::move(ids), {shape.batch, shape.context + 1});
+    const IntTensor no_source = IntTensor::zeros({shape.batch, 0});
+    const auto step = [&] {
+        optimizer.zero_grad();
+        Tensor loss = model->loss(no_source, windows, 0.0f);
+        loss.backward();
+        seqgrad::nn::clip_grad_norm(params, 1.0f);
+        optimizer.step();
+        return loss.item();
+    };
+    for (int i = 0; i < 2; ++i) step();  // AdamW's state exists and the allocator's cache is warm
+
+    const seqgrad::AllocatorStats before = seqgrad::allocator_stats();
+    seqgrad::reset_peak_bytes_in_use();
+    for (auto _ : state) {
+        float loss = step();
+        benchmark::DoNotOptimize(loss);
+    }
+    const seqgrad::AllocatorStats after = seqgrad::allocator_stats();
+    const double flops = 3 * seqgrad::models::model_kind("gpt").forward_flops(config, shape.batch, 0, shape.context);
+    set_plain_rate_counter(state, "tokens_per_second", static_cast<double>(shape.batch * shape.context));
+    set_rate_counter(state, "gflops", flops);
+    state.counters["mfu"] =
+        benchmark::Counter(flops / sgemm_peak_flops(), benchmark::Counter::kIsIterationInvariantRate);
+    state.counters["peak_mib"] = static_cast<double>(after.peak_bytes_in_use) / (1024.0 * 1024.0);
+    state.counters["system_allocs_per_step"] =
+        static_cast<double>(after.system_allocations - before.system_allocations) /
+        static_cast<double>(std::max<benchmark::IterationCount>(1, state.iterations()));
+    state.counters["max_rss_mib"] = max_rss_mib();
+}
+
+void gpt_generate(benchmark::State& state, const GptShape& shape) {
+    Generator gen(11);
+    auto model = seqgrad::models::make_model(gpt_config(shape), gen);
+    model->eval();
+    model->pack_weights(seqgrad::Precision::float32);  // as the TextGenerator does
+    seqgrad::models::DecodingOptions sampling;
+    sampling.max_len = kGeneratedTokens;
+    sampling.min_len = kGeneratedTokens;  // every iteration writes all of them
+    sampling.temperature = 0.8f;
+    const IntTensor prompt = IntTensor::full({1, 1}, kFirstRealToken);
+    const IntTensor no_source = IntTensor::zeros({1, 0});
+    int64_t tokens = 0;
+    for (auto _ : state) {
+        const auto found = seqgrad::models::search(*model, no_source, prompt, sampling);
+        tokens = static_cast<int64_t>(found.front().front().tokens.size());
+        benchmark::DoNotOptimize(tokens);
+    }
+    set_plain_rate_counter(state, "tokens_per_second", static_cast<double>(tokens));
+}
+
 }  // namespace
 
 // Rows [begin, end) of `ids`.
@@ -310,6 +415,7 @@ void train_step_distributed(benchmark::State& state, const BenchShape& shape, bo
 void register_model_benchmarks() {
     for (const BenchShape& shape : kShapes) {
         for (const seqgrad::models::ModelKind& kind : seqgrad::models::model_kinds()) {
+            if (kind.vocabularies.size() != 2) continue;  // the GPT has shapes of its own, below
             const std::string name = "train_step/" + kind.name + "/" + shape.name, model = kind.name;
             benchmark::RegisterBenchmark(name.c_str(),
                                          [model, &shape](benchmark::State& state) { train_step(state, model, shape); })
@@ -326,6 +432,17 @@ void register_model_benchmarks() {
                 ->UseRealTime()
                 ->Unit(benchmark::kMillisecond);
         }
+    }
+    for (const GptShape& shape : kGptShapes) {
+        benchmark::RegisterBenchmark((std::string("train_step/gpt/") + shape.name).c_str(),
+                                     [&shape](benchmark::State& state) { gpt_train_step(state, shape); })
+            ->UseRealTime()
+            ->Unit(benchmark::kMillisecond);
+        if (std::string(shape.name) == "baby")
+            benchmark::RegisterBenchmark("generate/gpt/baby",
+                                         [&shape](benchmark::State& state) { gpt_generate(state, shape); })
+                ->UseRealTime()
+                ->Unit(benchmark::kMillisecond);
     }
     // Fixed iteration counts: every rank must make the same collective calls.
     for (const BenchShape& shape : kShapes) {

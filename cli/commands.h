@@ -37,6 +37,7 @@ void add_check_command(CLI::App& app, int& exit_status);
 void add_train_command(CLI::App& app, int& exit_status);
 void add_eval_command(CLI::App& app, int& exit_status);
 void add_predict_command(CLI::App& app, int& exit_status);
+void add_generate_command(CLI::App& app, int& exit_status);
 void add_score_command(CLI::App& app, int& exit_status);
 
 }  // namespace seqgrad::cli

@@ -1,5 +1,6 @@
-// `seqgrad eval`: a checkpoint's score on a split of its task or on a file of pairs, as its task
-// measures it (WER and PER of the decoded outputs), and BLEU and chrF when asked.
+// `seqgrad eval`: a checkpoint's score on a split of its task or on a file, as its task measures it:
+// WER and PER of the decoded outputs (and BLEU and chrF when asked), or a language model's loss over
+// a whole text.
 #include <cstdio>
 
 #include "commands.h"
@@ -8,13 +9,17 @@
 #include "seqgrad/training/checkpoint.h"
 #include "seqgrad/training/data.h"
 #include "seqgrad/training/pairs.h"
+#include "seqgrad/models/registry.h"
 #include "seqgrad/training/task.h"
+#include "seqgrad/training/text_data.h"
 #include "seqgrad/training/bleu_chrf.h"
 
 namespace seqgrad::cli {
 namespace {
 
 struct EvalFlags : DecodingFlags {
+    std::string text;     // a language model's: a text file to measure
+    int64_t context = 0;  // its window (0: the model's context)
     std::string split = "dev";
     std::string dictionary;
     std::vector<std::string> test_files;
@@ -32,11 +37,49 @@ training::TrainingOptions run_options(const std::string& checkpoint, const std::
     return options;
 }
 
+// A language model's loss over the whole of a text (its own validation text, or --text), in nats per
+// token, as perplexity and as bits per character (or byte).
+int eval_language_model(const EvalFlags& f, training::LoadedModel& loaded) {
+    check(f.test_files.empty() && f.metrics.empty(), "eval", loaded.path,
+          " holds a language model: --test and --metric are for models that translate (give --text)");
+    check(f.split == "dev", "eval", "a language model's run has a validation text only; give --text for another");
+    const int64_t context = loaded.model->max_decode_length();
+    check(f.context <= context, "eval", "--context ", f.context, " is above the model's, ", context);
+    training::TrainingData data;
+    std::string what;
+    if (!f.text.empty()) {
+        training::EncodedText text = training::encode_text(f.text, loaded.target_tokenizer, loaded.target_vocab);
+        check(text.ids.size() >= 2, "eval", f.text, ": the text has ", text.ids.size(),
+              " tokens; a loss needs at least 2");
+        data.dev_text = std::move(text.ids);
+        data.dev_units = text.units;
+        data.unit = text.unit;
+        what = f.text;
+    } else {
+        training::TrainingOptions options = run_options(f.checkpoint, loaded.task);
+        training::DataRequest request;
+        request.train = false;
+        request.target_tokenizer = &loaded.target_tokenizer;
+        request.target_vocab = &loaded.target_vocab;
+        data = training::prepare_data(options, request);
+        what = "the run's validation text";
+    }
+    const training::Task& task = training::task("text");
+    const training::EvalResult r =
+        task.evaluate(*loaded.model, data, training::Split::dev, 0, f.context > 0 ? f.context : context, {}, nullptr);
+    std::printf("%s (%s, step %lld): %s\n", what.c_str(), loaded.path.c_str(), static_cast<long long>(loaded.step),
+                task.describe(r).c_str());
+    return 0;
+}
+
 int run_eval(const EvalFlags& f) {
     if (f.threads > 0) set_num_threads(f.threads);
     check(f.split == "dev" || f.split == "test", "eval", "--split must be dev or test, got ", f.split);
     training::LoadedModel loaded = training::load_model(f.checkpoint);
     loaded.model->pack_weights(f.int8 ? Precision::int8 : Precision::float32);
+    if (!models::reads_source(loaded.model->config())) return eval_language_model(f, loaded);
+    check(f.text.empty(), "eval", loaded.path, " holds a model that translates: --text is for language models ",
+          "(give --test pairs)");
     std::vector<training::Example> examples;
     std::string what;
     if (!f.test_files.empty()) {
@@ -63,8 +106,8 @@ int run_eval(const EvalFlags& f) {
     check(!examples.empty(), "eval", what, " has no examples to evaluate");
     std::vector<std::vector<std::string>> predictions;
     const training::Task& task = training::task(loaded.task);
-    const training::EvalResult r =
-        task.evaluate(*loaded.model, loaded, examples, decoding_of(f), f.metrics.empty() ? nullptr : &predictions);
+    const training::EvalResult r = training::evaluate(*loaded.model, examples, loaded.source_vocab, loaded.target_vocab,
+                                                      decoding_of(f), f.metrics.empty() ? nullptr : &predictions);
     std::printf("%s (%s, step %lld, beam %lld): %s", what.c_str(), loaded.path.c_str(),
                 static_cast<long long>(loaded.step), static_cast<long long>(f.beam), task.describe(r).c_str());
     if (!f.metrics.empty()) {
@@ -87,8 +130,9 @@ int run_eval(const EvalFlags& f) {
 
 void add_eval_command(CLI::App& app, int& exit_status) {
     auto f = std::make_shared<EvalFlags>();
-    CLI::App* cmd = app.add_subcommand("eval", "Sequence and token error rates (printed as WER and PER) of a "
-                                               "checkpoint on a split or a file");
+    CLI::App* cmd = app.add_subcommand("eval", "A checkpoint's score on a split or a file: sequence and token error "
+                                               "rates (WER, PER), or a language model's loss, perplexity and bits "
+                                               "per character");
     add_decoding_flags(cmd, *f);
     cmd->add_option("--max-len", f->max_len,
                     "Longest output, in tokens (default: twice the longest input + 10, at least 40)")
@@ -102,6 +146,9 @@ void add_eval_command(CLI::App& app, int& exit_status) {
     cmd->add_flag("--skip-invalid", f->skip_invalid,
                   "Evaluate the valid lines and count the others, instead of refusing");
     cmd->add_option("--dictionary", f->dictionary, "The CMUdict file for g2p");
+    cmd->add_option("--text", f->text, "A language model: measure this text (plain or gzip) instead of its own");
+    cmd->add_option("--context", f->context, "A language model: the window it reads (default: its context)")
+        ->check(kPositive);
     cmd->callback([f, &exit_status] { exit_status = run_eval(*f); });
 }
 

@@ -42,7 +42,7 @@ int main(int argc, char** argv) {
     std::signal(SIGXFSZ, SIG_IGN);
     // The commands that compute: a slow BLAS is worth a line before they start.
     if (argc >= 2 && group->rank() == 0)
-        for (const char* command : {"train", "eval", "predict", "demo"})
+        for (const char* command : {"train", "eval", "predict", "generate", "demo"})
             if (std::strcmp(argv[1], command) == 0)
                 if (const std::string warning = seqgrad::blas_kernel_warning(); !warning.empty())
                     std::fprintf(stderr, "seqgrad: warning: %s\n", warning.c_str());
@@ -53,6 +53,7 @@ int main(int argc, char** argv) {
     seqgrad::cli::add_train_command(app, exit_status);
     seqgrad::cli::add_eval_command(app, exit_status);
     seqgrad::cli::add_predict_command(app, exit_status);
+    seqgrad::cli::add_generate_command(app, exit_status);
     seqgrad::cli::add_score_command(app, exit_status);
     seqgrad::cli::add_check_command(app, exit_status);
     seqgrad::cli::add_summary_command(app);

@@ -12,6 +12,7 @@ namespace seqgrad::cli {
 class ProgressDisplay {
 public:
     explicit ProgressDisplay(int64_t log_every);
+    void set_log_every(int64_t steps) { log_every_ = steps; }
     void operator()(const training::TrainingEvent& event);
     void finish_line();  // ends a bar in progress, before other output
 

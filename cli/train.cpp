@@ -3,12 +3,14 @@
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 #include <set>
 
 #include "commands.h"
 #include "option_flags.h"
 #include "progress.h"
 #include "seqgrad/core/threads.h"
+#include "seqgrad/inference/text_generator.h"
 #include "seqgrad/models/registry.h"
 #include "seqgrad/nn/distributed.h"
 #include "seqgrad/training/checkpoint.h"
@@ -50,25 +52,44 @@ std::string absolute(const std::string& path) {
 }
 
 // The command line's training options over `options` (the recipe's or the config file's), then
-// what follows from them: paths made absolute, and a corpus given with --train makes the task.
+// what follows from them: paths made absolute, and a corpus given with --train, or a text with
+// --text, makes the task.
 void apply_training_flags(const TrainFlags& flags, training::TrainingOptions& options) {
     for (const auto& [key, words] : flags.training) options.set(key, words);
     for (std::vector<std::string>* paths : {&options.train_files, &options.dev_files, &options.test_files})
         for (std::string& path : *paths) path = absolute(path);
-    options.src_spm_model = absolute(options.src_spm_model);
-    options.tgt_spm_model = absolute(options.tgt_spm_model);
-    if (!options.train_files.empty()) {
-        check(!flags.training.count("task") || options.task == "corpus", "train",
-              "--train reads a corpus; drop --task ", options.task);
-        options.task = "corpus";
+    for (std::string* path :
+         {&options.src_spm_model, &options.tgt_spm_model, &options.text, &options.val, &options.spm_model})
+        *path = absolute(*path);
+    check(options.train_files.empty() || options.text.empty(), "train",
+          "--train reads pairs and --text a text: give one of them");
+    for (const auto& [files_given, task] :
+         {std::pair{!options.train_files.empty(), "corpus"}, std::pair{!options.text.empty(), "text"}}) {
+        if (!files_given) continue;
+        check(!flags.training.count("task") || options.task == task, "train", "--",
+              std::string(task) == "corpus" ? "train" : "text", " makes the task ", task, "; drop --task ",
+              options.task);
+        options.task = task;
     }
     check(options.task != "corpus" || !options.train_files.empty(), "train",
           "the corpus task needs --train (a TSV file, or a source and a target file)");
+    check(options.task != "text" || !options.text.empty(), "train", "the text task needs --text (a text file)");
 }
 
-// Shows some dev words with the predictions of the best weights.
+// Shows some dev words with the predictions of the best weights; for a text, a sample of `count`
+// lines' worth of text the best weights write.
 void show_examples(const std::string& dir, const training::TrainingOptions& options, int64_t count) {
     if (count <= 0) return;
+    if (options.task == "text") {
+        inference::TextGenerator generator(dir);
+        inference::GenerationOptions sample;
+        sample.max_tokens = 40 * count;
+        sample.decoding.temperature = 0.8f;
+        std::printf("A sample of the best weights (temperature 0.8, from a new line):\n");
+        generator.generate("\n", sample, [](const std::string& piece) { std::fputs(piece.c_str(), stdout); });
+        std::printf("\n");
+        return;
+    }
     training::LoadedModel loaded = training::load_model(dir);
     training::DataRequest request;
     request.train = false;
@@ -84,7 +105,7 @@ void show_examples(const std::string& dir, const training::TrainingOptions& opti
     std::vector<std::vector<std::string>> predictions;
     models::DecodingOptions decoding;
     decoding.max_len = options.eval_max_len;
-    training::task(options.task).evaluate(*loaded.model, loaded, sample, decoding, &predictions);
+    training::evaluate(*loaded.model, sample, loaded.source_vocab, loaded.target_vocab, decoding, &predictions);
     std::printf("Some dev examples (prediction | reference):\n");
     for (size_t i = 0; i < sample.size(); ++i) {
         const std::string predicted = loaded.target_tokenizer.detokenize(predictions[i]);
@@ -129,18 +150,23 @@ int run_train(const TrainFlags& flags) {
         for (const auto& [key, words] : flags.training) budgets.set(key, words);
         dir = flags.resume;
         if (group.is_root()) std::fprintf(stderr, "Resuming %s%s\n", dir.c_str(), ranks_text(group).c_str());
-        result = training::resume(dir, budgets.epochs, budgets.minutes, budgets.max_steps, listener, &g_stop);
         options = training::load_training_state(training::CheckpointDir(dir).training_file()).options;
+        display.set_log_every(options.log_every);
+        result = training::resume(dir, budgets.epochs, budgets.minutes, budgets.max_steps, listener, &g_stop);
     } else {
         check(!flags.model.empty(), "train", "--model is required (", models::model_kind_names(), ")");
         const models::ModelKind& kind = models::model_kind(flags.model);
         models::ModelConfig config = kind.recipe;
-        if (!flags.config_file.empty()) {
-            const training::ConfigFile file = training::ConfigFile::read(flags.config_file);
-            file.apply_model_keys(config);  // the file's model keys over the recipe
-            options = file.training();
+        std::optional<training::ConfigFile> file;
+        if (!flags.config_file.empty()) file = training::ConfigFile::read(flags.config_file);
+        // A text (--text, or a config file's "text") starts from the text task's options; a config
+        // file's "training" keys go over them, and a run without one takes its kind's rate too.
+        const bool text = flags.training.count("text") || (file && file->training_sets("text"));
+        if (text) training::task("text").defaults(options);
+        if (file) {
+            file->apply_model_keys(config);  // the file's model keys over the recipe
+            options = file->training(options);
         } else {
-            // The kind's recipe trains with its own schedule and rate.
             options.schedule = kind.schedule;
             options.lr = kind.lr;
         }
@@ -148,10 +174,14 @@ int run_train(const TrainFlags& flags) {
         apply_training_flags(flags, options);
         const std::string data_name = options.task == "corpus"
                                           ? std::filesystem::path(options.train_files.front()).stem().string()
-                                          : options.task;
+                                      : options.task == "text" ? std::filesystem::path(options.text).stem().string()
+                                                               : options.task;
         dir = flags.out.empty() ? "runs/" + flags.model + "-" + data_name : flags.out;
         options.validate();
-        const std::string data = options.task == "corpus" ? training::corpus_name(options.train_files) : options.task;
+        display.set_log_every(options.log_every);
+        const std::string data = options.task == "corpus" ? training::corpus_name(options.train_files)
+                                 : options.task == "text" ? options.text
+                                                          : options.task;
         if (group.is_root())
             std::fprintf(stderr, "Training %s on %s into %s (%d %s%s)\n", flags.model.c_str(), data.c_str(),
                          dir.c_str(), get_num_threads(), get_num_threads() == 1 ? "thread" : "threads",
@@ -204,7 +234,7 @@ void add_train_command(CLI::App& app, int& exit_status) {
     // vocabulary sizes, which come from the data, are a config file's).
     add_option_flags(cmd, training::TrainingOptions::options(), "Training options", flags->training);
     add_option_flags(cmd, models::ModelConfig::options(), "Model keys (the --model's own)", flags->model_keys,
-                     {"model", "src_vocab", "tgt_vocab"});
+                     {"model", "src_vocab", "tgt_vocab", "vocab"});
     cmd->callback([flags, &exit_status] { exit_status = run_train(*flags); });
 }
 

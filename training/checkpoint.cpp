@@ -127,11 +127,15 @@ LoadedModel load_model(const std::string& path) {
                   "\"target_tokenizer\")");
             TrainingOptions options;
             options.task = loaded.task;
-            std::tie(loaded.source_tokenizer, loaded.target_tokenizer) = task(options.task).tokenizers(options);
+            const Task& older = task(options.task);
+            check(static_cast<bool>(older.tokenizers), "checkpoint", "the file lacks its tokenizers");
+            std::tie(loaded.source_tokenizer, loaded.target_tokenizer) = older.tokenizers(options);
         }
         const models::ModelConfig config = models::ModelConfig::from_json(file.metadata("config"));
-        check(config.src_vocab == loaded.source_vocab.size() && config.tgt_vocab == loaded.target_vocab.size(),
-              "checkpoint", "the config's vocabulary sizes (", config.src_vocab, ", ", config.tgt_vocab,
+        const auto [source_size, target_size] = models::vocabulary_sizes(config);
+        check(target_size == loaded.target_vocab.size() &&
+                  (!models::reads_source(config) || source_size == loaded.source_vocab.size()),
+              "checkpoint", "the config's vocabulary sizes (", source_size, ", ", target_size,
               ") differ from the stored vocabularies (", loaded.source_vocab.size(), ", ", loaded.target_vocab.size(),
               ")");
         // The weights in the file must be what the config describes before the model is built: a
@@ -163,12 +167,15 @@ using internal::OptionTable;
 
 const OptionTable<EvalResult>& eval_table() {
     // Each task fills the fields it measures; the others keep their defaults.
-    static const OptionTable<EvalResult> table = OptionTable<EvalResult>("evaluation")
-                                                     .add("wer", "word (sequence) error rate, %", &EvalResult::wer)
-                                                     .add("per", "phone (token) error rate, %", &EvalResult::per)
-                                                     .add("words", "examples scored", &EvalResult::words)
-                                                     .add("loss", "mean loss per token, nats", &EvalResult::loss)
-                                                     .add("tokens", "tokens predicted", &EvalResult::tokens);
+    static const OptionTable<EvalResult> table =
+        OptionTable<EvalResult>("evaluation")
+            .add("wer", "word (sequence) error rate, %", &EvalResult::wer)
+            .add("per", "phone (token) error rate, %", &EvalResult::per)
+            .add("words", "examples scored", &EvalResult::words)
+            .add("loss", "mean loss per token, nats", &EvalResult::loss)
+            .add("tokens", "tokens predicted", &EvalResult::tokens)
+            .add("units", "characters or bytes of the text", &EvalResult::units)
+            .add("unit", "character or byte", &EvalResult::unit);
     return table;
 }
 

@@ -34,13 +34,19 @@ void ConfigFile::apply_model_keys(models::ModelConfig& config) const {
     }
 }
 
-TrainingOptions ConfigFile::training() const {
-    if (training_.empty()) return {};
+bool ConfigFile::training_sets(const std::string& key) const {
+    return !training_.empty() && internal::parse_json(training_, path_).contains(key);
+}
+
+TrainingOptions ConfigFile::training(const TrainingOptions& base) const {
+    TrainingOptions options = base;
+    if (training_.empty()) return options;
     try {
-        return TrainingOptions::from_json(training_);
+        options.update_from_json(training_);
     } catch (const Error& e) {
         throw Error(path_ + ": " + e.what());
     }
+    return options;
 }
 
 }  // namespace seqgrad::training

@@ -244,6 +244,7 @@ void read_corpus(const std::vector<std::string>& paths, PairSink& sink, Problems
 
 TrainingData prepare_data(const TrainingOptions& options, const DataRequest& request) {
     const Task& task = training::task(options.task);
+    if (task.prepare) return task.prepare(options, request);  // not a task of pairs
     std::pair<Tokenizer, Tokenizer> made;
     if (!request.source_tokenizer || !request.target_tokenizer) made = task.tokenizers(options);
     const Tokenizer& source_tokenizer = request.source_tokenizer ? *request.source_tokenizer : made.first;

@@ -1,10 +1,20 @@
 // Decoding examples in length-sorted batches and scoring them (evaluate.h).
 #include "seqgrad/training/evaluate.h"
 
+#include <cmath>
+#include <numbers>
+
 #include "seqgrad/training/batching.h"
 #include "seqgrad/training/error_rates.h"
 
 namespace seqgrad::training {
+
+double EvalResult::perplexity() const { return std::exp(loss); }
+
+double EvalResult::bits_per_unit() const {
+    return units > 0 ? loss * static_cast<double>(tokens) / std::numbers::ln2 / static_cast<double>(units)
+                     : std::numeric_limits<double>::quiet_NaN();
+}
 
 EvalResult evaluate(models::Model& model, const std::vector<Example>& examples, const Vocabulary& source_vocab,
                     const Vocabulary& target_vocab, const models::DecodingOptions& options,
@@ -25,7 +35,11 @@ EvalResult evaluate(models::Model& model, const std::vector<Example>& examples, 
             if (predictions) (*predictions)[static_cast<size_t>(index)] = predicted;
         }
     }
-    return {rates.wer(), rates.per(), rates.words()};
+    EvalResult result;
+    result.wer = rates.wer();
+    result.per = rates.per();
+    result.words = rates.words();
+    return result;
 }
 
 }  // namespace seqgrad::training

@@ -49,6 +49,11 @@ const OptionTable<TrainingOptions>& table() {
             .add("max_vocab", "and at most this many of the most frequent (0: no limit)", &O::max_vocab)
             .at_least(0)
             .add("skip_invalid", "train on the valid lines and count the others, instead of refusing", &O::skip_invalid)
+            .add("text", "text: the training text (plain or gzip)", &O::text)
+            .add("val", "text: the validation text (none: the training text's last 10%)", &O::val)
+            .add("tokens", "text: how it is read: char, byte or sentencepiece", &O::tokens)
+            .one_of({"char", "byte", "sentencepiece"})
+            .add("spm_model", "text: a SentencePiece model to read it with (none: train one)", &O::spm_model)
             .add("batch_sentences", "sentences per batch (0: no limit)", &O::batches, &BatchOptions::max_sentences)
             .at_least(0)
             .flag("batch-size")
@@ -58,17 +63,24 @@ const OptionTable<TrainingOptions>& table() {
             .add("chunk_size", "examples shuffled together before sorting by length (0: all)", &O::batches,
                  &BatchOptions::chunk_size)
             .at_least(0)
-            .add("schedule", "noam (warm-up, then 1/sqrt(step)) or constant", &O::schedule)
-            .one_of({"noam", "constant"})
-            .add("lr", "the constant rate, or the Noam schedule's factor", &O::lr)
+            .add("schedule", "noam (warm-up, then 1/sqrt(step)), constant, or cosine (warm-up, then down to min_lr)",
+                 &O::schedule)
+            .one_of({"noam", "constant", "cosine"})
+            .add("lr", "the constant rate, the cosine's peak, or the Noam schedule's factor", &O::lr)
             .above(0)
+            .add("min_lr", "cosine: the rate it ends at", &O::min_lr)
+            .at_least(0)
+            .add("decay_steps", "cosine: the step it reaches min_lr at (0: max_steps)", &O::decay_steps)
+            .at_least(0)
+            .add("accumulate", "micro-batches a step's batch is cut into, their gradients summed", &O::accumulate)
+            .at_least(1)
             .add("lr_decay", "the rate's factor after a dev evaluation that does not improve", &O::lr_decay)
             .above(0)
             .at_most(1)
             .add("average_decay", "above 0: evaluate and keep a moving average of the weights", &O::average_decay)
             .at_least(0)
             .below(1)
-            .add("warmup_steps", "the Noam schedule's warm-up", &O::warmup_steps)
+            .add("warmup_steps", "the Noam and cosine schedules' warm-up", &O::warmup_steps)
             .above(0)
             .add("beta1", "Adam's first-moment decay", &O::beta1)
             .at_least(0)
@@ -80,6 +92,10 @@ const OptionTable<TrainingOptions>& table() {
             .above(0)
             .add("weight_decay", "above 0: AdamW with this decoupled decay", &O::weight_decay)
             .at_least(0)
+            .add("decay",
+                 "what weight_decay applies to: all, or matrices (weights and embeddings, not biases and norms)",
+                 &O::decay)
+            .one_of({"all", "matrices"})
             .add("clip_norm", "the gradients' largest global norm (0: no clipping)", &O::clip_norm)
             .at_least(0)
             .add("label_smoothing", "the loss's label smoothing", &O::label_smoothing)
@@ -123,6 +139,11 @@ const OptionTable<TrainingOptions>& table() {
                       "no budget: give epochs, minutes or max_steps (training would never stop)");
                 check(o.batches.max_sentences > 0 || o.batches.max_tokens > 0, "training options",
                       "a batch needs a sentence or token limit");
+                check(o.task != "text" || !o.text.empty(), "training options", "a text task needs \"text\" (a file)");
+                check(o.schedule != "cosine" || o.decay_steps > 0 || o.max_steps > 0, "training options",
+                      "the cosine schedule needs decay_steps or max_steps (the step it reaches min_lr at)");
+                check(o.schedule != "cosine" || o.min_lr <= o.lr, "training options", "min_lr ", o.min_lr,
+                      " is above lr ", o.lr);
             });
     return table;
 }
@@ -132,6 +153,11 @@ const OptionTable<TrainingOptions>& table() {
 std::string TrainingOptions::to_json() const { return table().write(*this).dump(); }
 
 TrainingOptions TrainingOptions::from_json(const std::string& text) { return table().read(text); }
+
+void TrainingOptions::update_from_json(const std::string& text) {
+    table().read(internal::parse_json(text, table().what()), *this,
+                 {.strict = true, .ignored = nullptr, .complete = false});
+}
 
 void TrainingOptions::validate() const { table().validate(*this); }
 

@@ -6,10 +6,12 @@
 
 #include "seqgrad/core/error.h"
 #include "seqgrad/core/random.h"
+#include "seqgrad/training/batching.h"
 #include "seqgrad/training/data.h"
 #include "seqgrad/training/g2p.h"
 #include "seqgrad/training/pairs.h"
 #include "seqgrad/training/synthetic.h"
+#include "seqgrad/training/text_data.h"
 
 namespace seqgrad::training {
 namespace {
@@ -32,9 +34,63 @@ Task pairs_task(std::string name, std::string description) {
     t.metric = "WER";
     t.score = [](const EvalResult& r) { return r.wer; };
     t.describe = describe_error_rates;
-    t.evaluate = [](models::Model& model, const TextSides& sides, const std::vector<Example>& examples,
+    t.batches = [](TrainingData& data, const TrainingOptions& options, int64_t) -> std::unique_ptr<BatchSource> {
+        return std::make_unique<BatchStream>(std::move(data.train), options.batches, options.seed);
+    };
+    t.evaluate = [](models::Model& model, const TrainingData& data, Split split, int64_t limit, int64_t,
                     const models::DecodingOptions& options, std::vector<std::vector<std::string>>* predictions) {
-        return evaluate(model, examples, sides.source_vocab, sides.target_vocab, options, predictions);
+        const std::vector<Example>& all = split == Split::test ? data.test : data.dev;
+        if (limit <= 0 || limit >= static_cast<int64_t>(all.size()))
+            return evaluate(model, all, data.source_vocab, data.target_vocab, options, predictions);
+        const std::vector<Example> some(all.begin(), all.begin() + limit);
+        return evaluate(model, some, data.source_vocab, data.target_vocab, options, predictions);
+    };
+    return t;
+}
+
+// ---- text: a language model's ----
+
+std::string describe_text_loss(const EvalResult& r) {
+    char text[192];
+    std::snprintf(text, sizeof text, "loss %.4f nats  perplexity %.3f  %.4f bits per %s  (%lld tokens)", r.loss,
+                  r.perplexity(), r.bits_per_unit(), r.unit.empty() ? "unit" : r.unit.c_str(),
+                  static_cast<long long>(r.tokens));
+    return text;
+}
+
+Task text_task() {
+    Task t;
+    t.name = "text";
+    t.description = "a language model's: a text file (\"text\") and the validation text (\"val\", else its last 10%)";
+    t.reads_source = false;
+    t.prepare = prepare_text;
+    t.batches = [](TrainingData& data, const TrainingOptions& options,
+                   int64_t longest) -> std::unique_ptr<BatchSource> {
+        check(options.batches.max_sentences > 0, "text",
+              "a text's batches are windows: give batch_sentences (the "
+              "windows of a step, --batch-size)");
+        return std::make_unique<WindowStream>(std::move(data.train_text), longest + 1, options.batches.max_sentences,
+                                              options.seed);
+    };
+    t.defaults = [](TrainingOptions& o) {  // nanoGPT's: AdamW, cosine to a tenth, no label smoothing
+        o.schedule = "cosine";
+        o.lr = 1e-3;
+        o.min_lr = 1e-4;
+        o.warmup_steps = 100;
+        o.beta2 = 0.99;
+        o.eps = 1e-8;
+        o.weight_decay = 0.1;
+        o.decay = "matrices";
+        o.label_smoothing = 0;
+        o.batches.max_sentences = 64;
+        o.eval_every_steps = 250;
+    };
+    t.metric = "loss";
+    t.score = [](const EvalResult& r) { return r.loss; };
+    t.describe = describe_text_loss;
+    t.evaluate = [](models::Model& model, const TrainingData& data, Split, int64_t, int64_t longest,
+                    const models::DecodingOptions&, std::vector<std::vector<std::string>>*) {
+        return text_loss(model, data.dev_text, longest + 1, 32, data.dev_units, data.unit);
     };
     return t;
 }
@@ -170,7 +226,10 @@ std::vector<Task> make_tasks() {
     };
     corpus.read = read_corpus_task;
 
-    return {g2p, corpus, synthetic_task("copy", "synthetic: write the source again"),
+    return {g2p,
+            corpus,
+            text_task(),
+            synthetic_task("copy", "synthetic: write the source again"),
             synthetic_task("reverse", "synthetic: write the source backwards"),
             synthetic_task("sort", "synthetic: write the source's symbols sorted")};
 }

@@ -16,6 +16,7 @@
 #include "seqgrad/core/autograd.h"
 #include "seqgrad/core/files.h"
 #include "seqgrad/core/hash.h"
+#include "seqgrad/core/ops.h"
 #include "seqgrad/models/registry.h"
 #include "seqgrad/nn/distributed.h"
 #include "seqgrad/nn/optim.h"
@@ -36,8 +37,10 @@ struct Run {
     std::shared_ptr<models::Model> model;
     std::unique_ptr<nn::Adam> optimizer;
     std::unique_ptr<nn::WeightAverage> average;  // with average_decay > 0
-    std::unique_ptr<BatchStream> stream;
+    std::unique_ptr<BatchSource> stream;
     Progress progress;
+
+    int64_t longest() const { return models::model_kind(model->config().model).max_length(model->config()); }
 };
 
 // Gradients travel between ranks in buckets of at most this many floats (16 MiB): a handful of
@@ -51,6 +54,7 @@ std::unique_ptr<nn::Adam> make_optimizer(const TrainingOptions& o, models::Model
     a.beta2 = o.beta2;
     a.eps = o.eps;
     a.weight_decay = o.weight_decay;
+    a.decay_matrices_only = o.decay == "matrices";
     if (o.weight_decay > 0) return std::make_unique<nn::AdamW>(model.named_parameters(), a);
     return std::make_unique<nn::Adam>(model.named_parameters(), a);
 }
@@ -80,6 +84,7 @@ void check_ranks_agree(const TrainingData& data, const nn::Distributed& group) {
     for (const std::string& symbol : data.source_vocab.symbols()) h.add(symbol);
     for (const std::string& symbol : data.target_vocab.symbols()) h.add(symbol);
     h.add(std::to_string(data.train.size()) + "/" + std::to_string(data.train.tokens()));
+    h.add(std::to_string(data.train_text.size()));
     check(group.all_equal(h.value()), "train",
           "the ranks read different training data or built different vocabularies (is every file the same on "
           "every machine? a SentencePiece model trained on each rank may differ: train it once and pass "
@@ -108,6 +113,7 @@ private:
     using Clock = std::chrono::steady_clock;
 
     bool step();
+    double accumulate_gradients(const Batch& mine);
     void evaluate_and_keep_best(bool scheduled);  // collective: every rank calls it
     void evaluate_on_root(bool scheduled);
     void checkpoint(const std::string& why);
@@ -217,7 +223,10 @@ bool Trainer::step() {
     run_.optimizer->zero_grad();
     Tensor loss;
     double loss_value = 0;
-    if (mine.tgt.size(0) > 0) {
+    const bool accumulating = o.accumulate > 1;
+    if (accumulating) {
+        loss_value = accumulate_gradients(mine);
+    } else if (mine.tgt.size(0) > 0) {
         loss = run_.model->loss(mine.src, mine.tgt, o.label_smoothing);
         loss_value = loss.item();
     }
@@ -237,8 +246,12 @@ bool Trainer::step() {
         return false;
     }
     commit_checkpoint();  // the weights it holds gave this finite loss
-    // Under MPI the gradients are summed over the ranks bucket by bucket as the pass finishes them.
-    if (reducer_) {
+    // Under MPI the gradients are summed over the ranks bucket by bucket as the pass finishes them
+    // (after the passes, when they accumulate over micro-batches).
+    if (accumulating) {
+        if (group_.size() > 1)
+            nn::all_reduce_gradients(run_.model->parameters(), group_, static_cast<float>(weight), kBucketFloats);
+    } else if (reducer_) {
         reducer_->backward(loss, static_cast<float>(weight));
     } else {
         if (loss.defined()) loss.backward();
@@ -272,6 +285,24 @@ bool Trainer::step() {
     return true;
 }
 
+// The forward and backward passes of `mine` in options.accumulate micro-batches of its rows (fewer
+// when it has fewer rows), each micro-batch's loss weighted by its share of the tokens, so that the
+// gradients and the returned loss are those of `mine` in one pass, to float32 summation order.
+double Trainer::accumulate_gradients(const Batch& mine) {
+    const int64_t rows = mine.tgt.size(0);
+    const auto parts = static_cast<int>(std::min<int64_t>(run_.options.accumulate, std::max<int64_t>(rows, 1)));
+    double loss_value = 0;
+    for (int part = 0; part < parts && rows > 0; ++part) {
+        const Batch micro = share_of_batch(mine, part, parts);
+        if (micro.tgt.size(0) == 0 || micro.target_tokens == 0) continue;
+        const double share = static_cast<double>(micro.target_tokens) / static_cast<double>(mine.target_tokens);
+        const Tensor loss = run_.model->loss(micro.src, micro.tgt, run_.options.label_smoothing);
+        loss_value += share * static_cast<double>(loss.item());
+        mul(loss, static_cast<float>(share)).backward();  // the gradients add up over the micro-batches
+    }
+    return loss_value;
+}
+
 // Evaluates dev as the task does (the averaged weights, if kept), records the point of the curve,
 // saves the weights if they are the best so far, and applies lr_decay after a scheduled evaluation
 // (after an epoch or eval_every_steps, not at the end of a session) that does not improve.
@@ -300,14 +331,12 @@ void Trainer::evaluate_on_root(bool scheduled) {
     } swap_back{run_.average.get()};
     if (run_.average) run_.average->swap();
 
-    std::vector<Example> dev = run_.data.dev;
-    if (run_.options.dev_limit > 0 && static_cast<int64_t>(dev.size()) > run_.options.dev_limit)
-        dev.resize(static_cast<size_t>(run_.options.dev_limit));
     models::DecodingOptions decoding;
     decoding.max_len = run_.options.eval_max_len;
     const Task& task = training::task(run_.options.task);
     run_.model->eval();
-    const EvalResult result = task.evaluate(*run_.model, run_.data, dev, decoding, nullptr);
+    const EvalResult result =
+        task.evaluate(*run_.model, run_.data, Split::dev, run_.options.dev_limit, run_.longest(), decoding, nullptr);
     run_.model->train();
 
     p.last_dev = result;
@@ -394,6 +423,10 @@ void Trainer::discard_checkpoint() {
 double Trainer::learning_rate(int64_t step) const {
     const TrainingOptions& o = run_.options;
     if (o.schedule == "constant") return o.lr * run_.progress.lr_scale;
+    if (o.schedule == "cosine")
+        return nn::CosineSchedule{o.lr, o.min_lr, o.warmup_steps, o.decay_steps > 0 ? o.decay_steps : o.max_steps}.rate(
+                   step) *
+               run_.progress.lr_scale;
     const int64_t width = models::model_width(run_.model->config());
     return nn::NoamSchedule{width, o.warmup_steps, o.lr}.rate(step) * run_.progress.lr_scale;
 }
@@ -432,13 +465,18 @@ TrainingResult train(const models::ModelConfig& model_config, const TrainingOpti
     check(!run.dir.has_model() && !run.dir.has_training_state(), "train", out_dir,
           " already holds a checkpoint: resume it (--resume) or choose another directory");
     if (group.is_root() && run.dir.exists()) run.dir.remove_leftovers();
+    const Task& task = training::task(options.task);
+    check(task.reads_source == models::reads_source(model_config), "train", "the task \"", options.task, "\" ",
+          task.reads_source ? "reads pairs: it trains a sequence-to-sequence model, not \""
+                            : "is a text: it trains a language model (gpt), not \"",
+          model_config.model, "\"");
     run.data = prepare_data(options, request_for(model_config));
-    check(!run.data.train.empty() && !run.data.dev.empty(), "train", "the task \"", options.task,
-          "\" has an empty train or dev split");
+    check(task.reads_source ? !run.data.train.empty() && !run.data.dev.empty()
+                            : !run.data.train_text.empty() && !run.data.dev_text.empty(),
+          "train", "the task \"", options.task, "\" has an empty train or dev split");
     check_ranks_agree(run.data, group);
     models::ModelConfig config = model_config;
-    config.src_vocab = run.data.source_vocab.size();
-    config.tgt_vocab = run.data.target_vocab.size();
+    models::set_vocabulary_sizes(config, run.data.source_vocab.size(), run.data.target_vocab.size());
     if (config.share_embeddings && config.src_vocab != config.tgt_vocab) config.share_embeddings = false;
     Generator init(options.seed);
     run.model = models::make_model(models::ModelConfig::from_json(config.to_json()), init);  // validated like a file
@@ -448,7 +486,7 @@ TrainingResult train(const models::ModelConfig& model_config, const TrainingOpti
     run.optimizer = make_optimizer(options, *run.model);
     if (options.average_decay > 0)
         run.average = std::make_unique<nn::WeightAverage>(run.model->named_parameters(), options.average_decay);
-    run.stream = std::make_unique<BatchStream>(std::move(run.data.train), options.batches, options.seed);
+    run.stream = task.batches(run.data, options, run.longest());
     // The directory comes last, so that a run refused above (bad data, a bad config, too little
     // memory) leaves nothing behind.
     // Rank 0 alone writes it.
@@ -508,7 +546,7 @@ TrainingResult resume(const std::string& dir, int64_t epochs, double minutes, in
         run.average = std::make_unique<nn::WeightAverage>(run.model->named_parameters(), run.options.average_decay);
         run.average->load_state(saved.average);
     }
-    run.stream = std::make_unique<BatchStream>(std::move(run.data.train), run.options.batches, run.options.seed);
+    run.stream = training::task(run.options.task).batches(run.data, run.options, run.longest());
     run.stream->restore(run.progress.stream);
     return Trainer(run, listener, stop_requested).run();
 }

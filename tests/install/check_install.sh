@@ -54,6 +54,19 @@ echo "$out_translate"
   || { echo "examples/translate did not print one output per input"; exit 1; }
 out_nbest=$(echo abc | "$work/examples-build/translate" "$work/reverse" --beam 4 --nbest 3)
 [ "$(echo "$out_nbest" | wc -l)" -eq 3 ] || { echo "examples/translate --nbest 3 printed: $out_nbest"; exit 1; }
+# A language model trained by the installed program on a text of its own, then continued from C++
+# through the TextGenerator: the same seed writes the same text, token by token.
+for i in $(seq 1 300); do echo "the cat sat on the mat and the dog ran after it number $i"; done > "$work/text.txt"
+"$work/prefix/bin/seqgrad" train --model gpt --text "$work/text.txt" --n-layers 1 --d-model 32 --n-heads 2 \
+  --d-ff 64 --context 16 --batch-size 8 --max-steps 20 --eval-every 20 --threads 1 --out "$work/lm" \
+  > "$work/train-lm.log" 2>&1 \
+  || { echo "the installed program did not train a GPT:"; cat "$work/train-lm.log"; exit 1; }
+out_gen=$("$work/examples-build/generate" "$work/lm" "the cat" --tokens 40 --seed 7 2> "$work/generate.err")
+out_gen2=$("$work/examples-build/generate" "$work/lm" "the cat" --tokens 40 --seed 7 2> /dev/null)
+echo "$out_gen"
+[[ "$out_gen" == "the cat"* ]] && [ ${#out_gen} -gt 7 ] && [ "$out_gen" = "$out_gen2" ] \
+  && grep -q "^40 tokens in" "$work/generate.err" \
+  || { echo "examples/generate printed: $out_gen / $out_gen2 / $(cat "$work/generate.err")"; exit 1; }
 # examples/distributed: one process, and two under mpirun when the library has MPI.
 out_dist=$("$work/examples-build/distributed")
 grep -q "^trained on 1 process: adds 100 of 100 pairs" <<< "$out_dist" \

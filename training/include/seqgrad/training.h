@@ -17,6 +17,7 @@
 #include "seqgrad/training/synthetic.h"
 #include "seqgrad/training/task.h"
 #include "seqgrad/training/text.h"
+#include "seqgrad/training/text_data.h"
 #include "seqgrad/training/text_file.h"
 #include "seqgrad/training/tokenizer.h"
 #include "seqgrad/training/trainer.h"

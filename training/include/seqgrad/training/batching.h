@@ -103,16 +103,27 @@ struct BatchStreamState {
     int64_t next_batch = 0;  // batches of the current epoch already handed out
 };
 
-// Training batches, epoch after epoch. Epoch e is planned with a generator seeded from
+// Training batches, one after another, from a position a checkpoint can store: a task's (pairs
+// bucketed by length, BatchStream below; windows of a text, text_data.h's WindowStream).
+class BatchSource {
+public:
+    virtual ~BatchSource() = default;
+    virtual Batch next() = 0;  // moves on to the next epoch after the last batch of this one
+    virtual BatchStreamState state() const = 0;
+    virtual void restore(const BatchStreamState& state) = 0;  // Error if next_batch is past the epoch's end
+    virtual int64_t batches_in_epoch() const = 0;
+};
+
+// Training batches of pairs, epoch after epoch. Epoch e is planned with a generator seeded from
 // (seed, e) alone, so the stream can be restored at any batch without replaying earlier ones.
-class BatchStream {
+class BatchStream : public BatchSource {
 public:
     BatchStream(EncodedPairs examples, BatchOptions options, uint64_t seed);
 
-    Batch next();  // moves on to the next epoch after the last batch of this one
-    BatchStreamState state() const { return state_; }
-    void restore(const BatchStreamState& state);  // Error if next_batch is past the epoch's end
-    int64_t batches_in_epoch() const { return static_cast<int64_t>(plan_.size()); }
+    Batch next() override;
+    BatchStreamState state() const override { return state_; }
+    void restore(const BatchStreamState& state) override;
+    int64_t batches_in_epoch() const override { return static_cast<int64_t>(plan_.size()); }
     int64_t examples() const { return examples_.size(); }
 
 private:

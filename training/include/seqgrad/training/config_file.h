@@ -22,8 +22,11 @@ public:
     // the file and the key.
     void apply_model_keys(models::ModelConfig& config) const;
     bool has_training() const { return !training_.empty(); }
-    // The file's "training" keys over the defaults; an Error names the file and the key.
-    TrainingOptions training() const;
+    // Whether its "training" object gives `key`.
+    bool training_sets(const std::string& key) const;
+    // The file's "training" keys over `base` (the defaults, unless given); an Error names the file
+    // and the key.
+    TrainingOptions training(const TrainingOptions& base = {}) const;
 
 private:
     std::string path_, model_, model_keys_, training_;

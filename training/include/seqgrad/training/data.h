@@ -28,9 +28,15 @@ inline constexpr int64_t kMaxSymbolsPerSide = 4096;
 
 // The data a run trains and evaluates on, with the tokenizers and vocabularies it was read with.
 struct TrainingData : TextSides {
+    // A task of pairs:
     EncodedPairs train;         // one pair per (source, reference), in file order
     std::vector<Example> dev;   // grouped by source, for evaluation
     std::vector<Example> test;  // the same (only when asked for)
+    // A task of text (text_data.h): the training and validation texts as ids (the target side's
+    // vocabulary), and the validation text's length in the unit its bits are counted per.
+    std::vector<int32_t> train_text, dev_text;
+    int64_t dev_units = 0;
+    std::string unit;
     // What a run's start line reports: where each split came from and its size, unknown tokens,
     // skipped lines. One line each.
     std::vector<std::string> report;

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <string>
 #include <vector>
 
 #include "seqgrad/models/search.h"
@@ -19,9 +20,15 @@ struct EvalResult {
     double wer = 0;
     double per = 0;
     int64_t words = 0;  // examples scored
-    // A task of text: the mean loss of the model's next-token predictions, in nats per token.
+    // A task of text: the mean loss of the model's next-token predictions, in nats per token, and
+    // the text's length in the unit bits are counted per.
     double loss = std::numeric_limits<double>::quiet_NaN();
     int64_t tokens = 0;  // tokens predicted
+    int64_t units = 0;   // characters or bytes
+    std::string unit;    // "character" or "byte"
+
+    double perplexity() const;     // exp(loss)
+    double bits_per_unit() const;  // the whole text's loss in bits, over its units
 };
 
 // The search `options` asks for over `examples` (in length-sorted batches of

@@ -16,7 +16,8 @@ namespace seqgrad::training {
 
 struct TrainingOptions {
     // The task (task.h): "g2p" (read from `dictionary`), "corpus" (your own pairs: `train`, `dev`,
-    // `test`, pairs.h) or a synthetic one ("copy", "reverse", "sort").
+    // `test`, pairs.h), "text" (a language model's: `text`, `val`) or a synthetic one ("copy",
+    // "reverse", "sort").
     std::string task = "g2p";
     std::string dictionary = kCmudictPath;
     SyntheticOptions synthetic;
@@ -33,9 +34,23 @@ struct TrainingOptions {
     int64_t max_vocab = 0;                     // and at most this many of the most frequent (0: no limit)
     bool skip_invalid = false;                 // train on the valid lines and count the others, instead of refusing
 
+    // A text (text_data.h): the training text and the validation text (none: the training text's
+    // last 10%), plain or gzip, read as `tokens`: "char" (code points), "byte" or "sentencepiece"
+    // (spm_model, or a model trained on the training text).
+    std::string text, val;
+    std::string tokens = "char";
+    std::string spm_model;
+
     BatchOptions batches;
-    std::string schedule = "noam";  // "noam": lr * d^-0.5 * min(t^-0.5, t * warmup^-1.5); or "constant"
-    double lr = 1.0;                // the constant rate, or Noam's factor
+    // "noam": lr * d^-0.5 * min(t^-0.5, t * warmup^-1.5); "constant"; or "cosine": linear warm-up to
+    // lr, then a cosine down to min_lr at decay_steps (0: max_steps).
+    std::string schedule = "noam";
+    double lr = 1.0;  // the constant rate, the cosine's peak, or Noam's factor
+    double min_lr = 0.0;
+    int64_t decay_steps = 0;
+    // Each step's batch is cut into this many micro-batches, whose gradients add up to the whole
+    // batch's (the loss weighted by each one's share of the tokens), to bound memory.
+    int64_t accumulate = 1;
     // After a dev evaluation that does not improve on the best dev WER so far, the rate (either
     // schedule) is multiplied by this for the rest of the run; 1 never changes it.
     double lr_decay = 1.0;
@@ -47,7 +62,8 @@ struct TrainingOptions {
     double beta2 = 0.98;
     double eps = 1e-9;
     double weight_decay = 0.0;
-    float clip_norm = 1.0f;  // 0 turns clipping off
+    std::string decay = "all";  // what weight_decay applies to: "all", or "matrices" (rank >= 2)
+    float clip_norm = 1.0f;     // 0 turns clipping off
     float label_smoothing = 0.1f;
     float teacher_forcing = 1.0f;
     // Under mpirun: start summing each bucket of gradients over the ranks as soon as the backward
@@ -70,6 +86,8 @@ struct TrainingOptions {
     std::string to_json() const;
     // Unknown keys are an error (a typo in a config file); keys left out keep their defaults.
     static TrainingOptions from_json(const std::string& text);
+    // The same keys read over these options: the ones the text leaves out keep their values here.
+    void update_from_json(const std::string& text);
     // Throws an Error naming the first option out of range (train() and resume() call it).
     void validate() const;
     // Every key with its type, default, range and meaning, one a line.

@@ -4,7 +4,9 @@
 // `seqgrad eval` ask this registry.
 #pragma once
 
+#include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -18,26 +20,42 @@
 
 namespace seqgrad::training {
 
-// The data pipeline's (data.h): a task names the registry's readers without pulling it in, so that
-// what only needs a task's tokenizers or metric (loading a checkpoint) does not depend on it.
+// The data pipeline's (data.h, batching.h): a task names the registry's readers without pulling
+// them in, so that what only needs a task's tokenizers or metric (loading a checkpoint) does not
+// depend on them.
 class PairSink;
 class Problems;
+class BatchSource;
+struct DataRequest;
+struct TrainingData;
 
 struct Task {
     std::string name;         // the options' "task"
     std::string description;  // one line, for help texts
-    // The tokenizers of a new run, (source, target); a checkpoint brings its own.
+    // Whether it trains a sequence-to-sequence model (pairs: a source and a target) or a language
+    // model (a text).
+    bool reads_source = true;
+    // The tokenizers of a new run, (source, target); a checkpoint brings its own. Pairs only.
     std::function<std::pair<Tokenizer, Tokenizer>(const TrainingOptions&)> tokenizers;
     // Reads the task's pairs into the pipeline (data.h), bad ones into `problems`, and adds lines
     // about where they came from to `report`; returns what messages call the data ("the copy
-    // task", a path).
+    // task", a path). Pairs only.
     std::function<std::string(const TrainingOptions&, PairSink&, Problems&, std::vector<std::string>& report)> read;
+    // The whole of a run's data, for a task that does not read pairs through the pipeline (a text).
+    std::function<TrainingData(const TrainingOptions&, const DataRequest&)> prepare;
+    // The run's training batches from its data (whose training split they take), `longest` the
+    // model's longest sequence (a language model's context).
+    std::function<std::unique_ptr<BatchSource>(TrainingData&, const TrainingOptions&, int64_t longest)> batches;
+    // The training options a run of this task starts from when no config file gives them.
+    std::function<void(TrainingOptions&)> defaults;
     // The dev metric: its name, the number "best" means the lowest of, and a result as one line.
     std::string metric;
     std::function<double(const EvalResult&)> score;
     std::function<std::string(const EvalResult&)> describe;
-    // Evaluates `model` on `examples` with the search `options` asks for.
-    std::function<EvalResult(models::Model&, const TextSides&, const std::vector<Example>&,
+    // Evaluates `model` on `split` (dev or test) of `data`: the first `limit` examples of a task of
+    // pairs (0: all) decoded by the search `options` asks for, or the whole text of a task of text
+    // (`longest` tokens of context at a time). The predictions (pairs) come back when asked for.
+    std::function<EvalResult(models::Model&, const TrainingData&, Split, int64_t limit, int64_t longest,
                              const models::DecodingOptions&, std::vector<std::vector<std::string>>* predictions)>
         evaluate;
 };
@@ -46,7 +64,7 @@ struct Task {
 const std::vector<Task>& tasks();
 // The task of that name; an Error names the known ones.
 const Task& task(const std::string& name);
-// "g2p, corpus, copy, reverse or sort"
+// "g2p, corpus, text, copy, reverse or sort"
 std::string task_names();
 std::vector<std::string> task_name_list();
 

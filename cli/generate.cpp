@@ -1,0 +1,102 @@
+// `seqgrad generate`: a language model's checkpoint continues a prompt, each token's text written to
+// standard output as it is made; then the tokens per second to standard error.
+#include <cstdio>
+
+#include "commands.h"
+#include "seqgrad/core/threads.h"
+#include "seqgrad/inference/text_generator.h"
+#include "seqgrad/training/text.h"
+
+namespace seqgrad::cli {
+namespace {
+
+struct GenerateFlags {
+    std::string checkpoint;
+    std::string prompt = "\n";
+    std::string prompt_file;
+    int64_t max_tokens = 500;
+    float temperature = 0.8f;
+    int64_t top_k = 0;
+    float top_p = 1.0f;
+    int64_t seed = 1;
+    int64_t num_samples = 1;
+    int64_t context = 0;
+    bool strict = false;
+    bool int8 = false;
+    int threads = 0;
+};
+
+int run_generate(const GenerateFlags& f) {
+    if (f.threads > 0) set_num_threads(f.threads);
+    // Refused before the checkpoint is read: nothing is computed for options out of range.
+    check(f.temperature >= 0, "generate", "--temperature must be 0 (greedy) or more, got ", f.temperature);
+    check(f.top_p > 0 && f.top_p <= 1, "generate", "--top-p must be in (0, 1], got ", f.top_p);
+    check(f.top_k >= 0, "generate", "--top-k must be 1 or more, got ", f.top_k);
+    check(f.max_tokens >= 0, "generate", "--max-tokens must be 0 or more, got ", f.max_tokens);
+    check(f.num_samples >= 1, "generate", "--num-samples must be 1 or more, got ", f.num_samples);
+    const std::string prompt = f.prompt_file.empty() ? f.prompt : training::read_file(f.prompt_file);
+    const inference::TextGenerator generator(f.checkpoint, f.int8 ? Precision::int8 : Precision::float32);
+    inference::GenerationOptions options;
+    options.max_tokens = f.max_tokens;
+    options.decoding.temperature = f.temperature;
+    options.decoding.top_k = f.top_k;
+    options.decoding.top_p = f.top_p;
+    options.context = f.context;
+    options.strict = f.strict;
+    int64_t tokens = 0;
+    double seconds = 0;
+    for (int64_t sample = 0; sample < f.num_samples; ++sample) {
+        options.decoding.seed = static_cast<uint64_t>(f.seed) + static_cast<uint64_t>(sample);
+        if (sample > 0) std::fputs("\n---------------\n", stdout);
+        std::fputs(prompt.c_str(), stdout);
+        const inference::Generation g = generator.generate(prompt, options, [](const std::string& piece) {
+            std::fputs(piece.c_str(), stdout);
+            std::fflush(stdout);
+        });
+        if (sample == 0 && g.unknown_in_prompt > 0)
+            std::fprintf(stderr,
+                         "\nnote: %lld of the prompt's %lld symbols are not in the model's vocabulary (read "
+                         "as <unk>; --strict refuses them)\n",
+                         static_cast<long long>(g.unknown_in_prompt), static_cast<long long>(g.prompt_tokens));
+        tokens += g.tokens;
+        seconds += g.seconds;
+    }
+    std::fputs("\n", stdout);
+    std::fflush(stdout);
+    std::fprintf(stderr, "generated %lld tokens in %.2f s: %.1f tokens/s (%d %s)\n", static_cast<long long>(tokens),
+                 seconds, static_cast<double>(tokens) / std::max(seconds, 1e-9), get_num_threads(),
+                 get_num_threads() == 1 ? "thread" : "threads");
+    return 0;
+}
+
+}  // namespace
+
+void add_generate_command(CLI::App& app, int& exit_status) {
+    auto f = std::make_shared<GenerateFlags>();
+    CLI::App* cmd = app.add_subcommand("generate", "A language model continues a prompt, writing its text as it goes");
+    cmd->footer("Each token is sampled from the model's distribution at --temperature (0: the most likely), among "
+                "the --top-k most likely and the smallest set of tokens whose probability reaches --top-p; the same "
+                "--seed writes the same text. Past the model's context the window slides: the last half of it is "
+                "read again and generation goes on.");
+    cmd->add_option("--checkpoint", f->checkpoint,
+                    "A language model's checkpoint directory (its best weights) or "
+                    "model file")
+        ->required();
+    CLI::Option* prompt = cmd->add_option("--prompt", f->prompt, "The text to continue (default: a new line)");
+    cmd->add_option("--prompt-file", f->prompt_file, "Read the prompt from this file instead")->excludes(prompt);
+    cmd->add_option("--max-tokens", f->max_tokens, "New tokens to write")->capture_default_str();
+    cmd->add_option("--temperature", f->temperature, "0: the most likely token; higher: more varied")
+        ->capture_default_str();
+    cmd->add_option("--top-k", f->top_k, "Sample among the k most likely tokens (default: all)")->check(kPositive);
+    cmd->add_option("--top-p", f->top_p, "Sample within the most likely tokens whose probability reaches p")
+        ->capture_default_str();
+    cmd->add_option("--seed", f->seed, "The sampler's seed (sample i uses seed + i)")->capture_default_str();
+    cmd->add_option("--num-samples", f->num_samples, "Texts to write, one after another")->capture_default_str();
+    cmd->add_option("--context", f->context, "The window the model reads (default: its context)")->check(kPositive);
+    cmd->add_flag("--strict", f->strict, "Refuse a prompt with symbols the vocabulary lacks (else they read as <unk>)");
+    cmd->add_flag("--int8", f->int8, "Int8 weights and products (oneDNN)");
+    cmd->add_option("--threads", f->threads, "Threads (default: the number of cores)")->check(kPositive);
+    cmd->callback([f, &exit_status] { exit_status = run_generate(*f); });
+}
+
+}  // namespace seqgrad::cli

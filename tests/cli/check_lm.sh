@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# A language model end to end: `seqgrad train --model gpt --text`, its report (the split, the
+# validation loss as nats, perplexity and bits per character), `eval --text`, `generate` (the text
+# written as it is made, the same for the same seed, tokens per second), `summary --model gpt`; and
+# the bad inputs, each refused with a clear message and a status from 1 to 127, nothing written: an
+# empty text, a text shorter than one window, invalid UTF-8, a prompt with unknown symbols under
+# --strict, a temperature below 0, a top-p outside (0, 1], a top-k below 1, --text with a
+# sequence-to-sequence model, a context above the model's.
+set -uo pipefail
+seqgrad=$1
+work=$2
+# shellcheck source=../lib.sh
+source "$(dirname "$0")/../lib.sh"
+
+rm -rf "$work" && mkdir -p "$work" || fail "cannot create $work"
+for i in $(seq 1 400); do echo "the cat sat on the mat, and the dog ran after it; line $((i % 17))."; done \
+  > "$work/text.txt"
+tiny=(--model gpt --n-layers 1 --d-model 32 --n-heads 2 --d-ff 64 --context 32 --batch-size 8 --threads 1)
+
+# Training: the split and its sizes on the start line, evaluations over the whole validation text.
+out=$("$seqgrad" train "${tiny[@]}" --text "$work/text.txt" --max-steps 40 --eval-every 20 --warmup-steps 5 \
+      --out "$work/lm" 2>&1); status=$?
+[ $status -eq 0 ] || fail "training a GPT exited $status: $out"
+grep -q "characters to train on, .* to validate on (the last 10% of $work/text.txt)" <<< "$out" \
+  || fail "the start line does not give the split: $out"
+grep -q "dev after step 20 .*: loss [0-9.]* nats  perplexity [0-9.]*  [0-9.]* bits per character" <<< "$out" \
+  || fail "no validation loss in nats, perplexity and bits per character: $out"
+grep -q "Best dev loss" <<< "$out" || fail "no best validation loss: $out"
+[ -f "$work/lm/best.safetensors" ] || fail "no best weights"
+
+# eval --text: the same figures for any text; the run's validation text by default.
+out=$("$seqgrad" eval --checkpoint "$work/lm" --threads 1 2>&1); status=$?
+[ $status -eq 0 ] || fail "eval of the run's validation text exited $status: $out"
+grep -q "loss [0-9.]* nats  perplexity" <<< "$out" || fail "eval printed no loss: $out"
+head -n 50 "$work/text.txt" > "$work/other.txt"
+out=$("$seqgrad" eval --checkpoint "$work/lm" --text "$work/other.txt" --threads 1 2>&1); status=$?
+[ $status -eq 0 ] || fail "eval --text exited $status: $out"
+grep -q "bits per character" <<< "$out" || fail "eval --text printed no bits per character: $out"
+
+# generate: the prompt and its continuation; the same seed writes the same text, another seed
+# another; temperature 0 repeats; the speed goes to standard error.
+gen=("$seqgrad" generate --checkpoint "$work/lm" --threads 1)
+a=$("${gen[@]}" --max-tokens 60 --prompt "the cat" --seed 3 2> "$work/gen.err"); status=$?
+[ $status -eq 0 ] || fail "generate exited $status: $a $(cat "$work/gen.err")"
+[[ "$a" == "the cat"* ]] && [ ${#a} -gt 40 ] || fail "generate did not continue the prompt: $a"
+grep -q "generated 60 tokens in .* tokens/s" "$work/gen.err" || fail "no tokens per second: $(cat "$work/gen.err")"
+b=$("${gen[@]}" --max-tokens 60 --prompt "the cat" --seed 3 2> /dev/null)
+[ "$a" = "$b" ] || fail "the same seed wrote different texts: '$a' and '$b'"
+c=$("${gen[@]}" --max-tokens 60 --prompt "the cat" --seed 4 --temperature 1.5 2> /dev/null)
+[ "$a" != "$c" ] || fail "two seeds wrote the same text: '$a'"
+g1=$("${gen[@]}" --temperature 0 --max-tokens 100 2> /dev/null)  # past the context of 32: the window slides
+g2=$("${gen[@]}" --temperature 0 --max-tokens 100 --seed 9 2> /dev/null)
+[ "$g1" = "$g2" ] && [ ${#g1} -gt 90 ] || fail "greedy generation did not repeat: '$g1' and '$g2'"
+printf 'the dog' > "$work/prompt.txt"
+out=$("${gen[@]}" --prompt-file "$work/prompt.txt" --num-samples 2 2> /dev/null); status=$?
+[ $status -eq 0 ] && [ "$(grep -c '^the dog' <<< "$out")" -eq 2 ] || fail "--prompt-file --num-samples 2: $out"
+out=$("${gen[@]}" --prompt "THE CAT" 2>&1 > /dev/null); status=$?
+[ $status -eq 0 ] && grep -q "6 of the prompt's 7 symbols are not in the model's vocabulary" <<< "$out" \
+  || fail "unknown prompt symbols were not counted: $out"
+
+# summary --model gpt walks its shapes.
+out=$("$seqgrad" summary --model gpt --n-layers 2 --d-model 64 --n-heads 4 --context 32 2>&1); status=$?
+[ $status -eq 0 ] && grep -q "token_embedding" <<< "$out" && grep -q "blocks.1" <<< "$out" \
+  || fail "summary --model gpt: $out"
+
+# Bad inputs: refused, nothing written.
+: > "$work/empty.txt"
+echo "to be or not" > "$work/short.txt"
+printf 'caf\xe9 au lait, encore\n' > "$work/latin1.txt"
+expect_refused() {  # NAME PATTERN COMMAND...: refused with PATTERN, no directory "$work/refused"
+  local name=$1 pattern=$2
+  shift 2
+  rm -rf "$work/refused"
+  out=$("$@" 2>&1); status=$?
+  refused "$name" $status "$out" "$pattern"
+  [ ! -e "$work/refused" ] || fail "$name: a refused run wrote $work/refused"
+}
+train=("$seqgrad" train "${tiny[@]}" --max-steps 2 --out "$work/refused")
+expect_refused "an empty text" "empty.txt: the text is empty" "${train[@]}" --text "$work/empty.txt"
+expect_refused "a text shorter than one window" "fewer than one window of 33" "${train[@]}" --text "$work/short.txt"
+expect_refused "invalid UTF-8" "latin1.txt: invalid UTF-8 at byte 3 (line 1)" "${train[@]}" --text "$work/latin1.txt"
+expect_refused "a missing text" "no_such.txt" "${train[@]}" --text "$work/no_such.txt"
+expect_refused "--text with a sequence-to-sequence model" "language model" \
+  "$seqgrad" train --model transformer --text "$work/text.txt" --max-steps 2 --out "$work/refused"
+expect_refused "a prompt with unknown symbols under --strict" "6 symbols the vocabulary lacks" \
+  "${gen[@]}" --prompt "THE CAT" --strict
+expect_refused "a temperature below 0" "temperature" "${gen[@]}" --temperature -0.5
+expect_refused "a top-p of 0" "top-p must be in (0, 1]" "${gen[@]}" --top-p 0
+expect_refused "a top-p above 1" "top-p must be in (0, 1]" "${gen[@]}" --top-p 1.5
+expect_refused "a top-k of 0" "top-k" "${gen[@]}" --top-k 0
+expect_refused "a context above the model's" "above the model's, 32" "${gen[@]}" --context 64
+expect_refused "eval with a context above the model's" "context" \
+  "$seqgrad" eval --checkpoint "$work/lm" --context 64 --threads 1
+expect_refused "an empty prompt" "the prompt is empty" "${gen[@]}" --prompt ""
+expect_refused "generate from a missing checkpoint" "no checkpoint at" \
+  "$seqgrad" generate --checkpoint "$work/nothing_here"
+echo "language model programs: all checks passed"
