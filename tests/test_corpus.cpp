@@ -354,7 +354,7 @@ TEST_CASE("bad lines refuse the corpus with their file and line, or are skipped 
     CHECK(reported);
 }
 
-TEST_CASE("a side longer than the model takes is a bad line; the target counts its </s>", "[corpus]") {
+TEST_CASE("a side longer than the model takes is a bad line, and the target counts its </s>", "[corpus]") {
     const TempFile tsv("abcd\tABC\nab\tABCD\n" + numbered_tsv(50));
     DataRequest request;
     request.max_source_length = request.max_target_length = 4;
@@ -364,7 +364,7 @@ TEST_CASE("a side longer than the model takes is a bad line; the target counts i
     CHECK_THAT(message, Contains("1 line is not a valid pair"));  // abcd -> ABC fits: 4, and 3 + 1
 }
 
-TEST_CASE("a special token used as a symbol is a bad line; <unk> reads as unknown", "[corpus]") {
+TEST_CASE("a special token used as a symbol is a bad line, but <unk> reads as unknown", "[corpus]") {
     TrainingOptions o = corpus_options({});
     o.tgt_tokens = "space";
     const TempFile bad("a\tx <s> y\n" + numbered_tsv(30));

@@ -311,7 +311,7 @@ TEST_CASE("AttentionSimple scores q . enc_j / sqrt(hidden), masks padding, has n
                                {query, enc});
 }
 
-TEST_CASE("AttentionParams scores v . tanh(attn([q; enc_j])) with the query in attn's first columns",
+TEST_CASE("AttentionParams scores v . tanh(attn(q and enc_j concatenated)), the query in attn's first columns",
           "[nn][attention]") {
     const int64_t batch = 2, src_len = 3, hidden = 2;
     Generator gen(22);

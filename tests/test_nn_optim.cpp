@@ -108,7 +108,7 @@ TEST_CASE("Adam's update of a large parameter is the same on one thread and on t
     CHECK(one == two);
 }
 
-TEST_CASE("Adam's weight decay is L2 on the gradient; AdamW's is decoupled", "[nn][optim]") {
+TEST_CASE("Adam's weight decay is L2 on the gradient and AdamW's is decoupled", "[nn][optim]") {
     const double lr = 0.05, wd = 0.2, b1 = 0.9, b2 = 0.999, eps = 1e-8;
     AdamOptions options;
     options.lr = lr;

@@ -185,7 +185,7 @@ TEST_CASE("packed products do not depend on the number of threads they run on", 
     REQUIRE(max_abs_diff(q_one_block, q2) == 0);
 }
 
-TEST_CASE("int8 rows of zeros and NaN; bad weights and shapes are errors", "[packed][errors]") {
+TEST_CASE("int8 rows of zeros and NaN, and bad weights and shapes are errors", "[packed][errors]") {
     if (!packing_available(Precision::int8)) return;
     NoGradGuard no_grad;
     const Tensor w = random_tensor({8, 4}, 7, -1.0f, 1.0f, false);
