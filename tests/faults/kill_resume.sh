@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # SIGKILL at any moment: trains a small Transformer (dropout on, a checkpoint every 3 steps), kills
 # it with SIGKILL at 20 random moments, resuming after each, and checks that
+#   - at least 8 of the kills ended a live process (status 137) once a checkpoint was on disk, so
+#     that they tested resuming and not a run that had finished or never started;
+#   - every killed or finished run's status is 137 or 0: a resume never fails;
 #   - after every kill, every checkpoint file on disk loads (model, best, training state);
-#   - the finished run's weights are byte-identical to those of an uninterrupted run of the same
-#     steps;
+#   - the last run resumes, and its weights are byte-identical to those of an uninterrupted run of
+#     the same steps;
 #   - no temporary or uncommitted file is left behind.
 #   kill_resume.sh SEQGRAD WORK_DIR [SEED]
 set -uo pipefail
@@ -22,18 +25,25 @@ cat > "$work/tiny.json" <<'JSON'
               "schedule": "constant", "lr": 0.003, "batch_sentences": 32, "eval_every_steps": 20,
               "save_every_steps": 3}}
 JSON
-steps=60
+steps=150
 train=("$seqgrad" train --task reverse --model transformer --config "$work/tiny.json" --threads 1 --show 0)
 
+# The uninterrupted run (a sanitizer build, or a machine busy with other tests, is slower).
 started=$(date +%s%N)
 "${train[@]}" --max-steps $steps --out "$work/reference" > "$work/reference.log" 2>&1 \
   || fail "the uninterrupted run failed: $(cat "$work/reference.log")"
-# Kill moments are drawn over the length of an uninterrupted run, as long here as it was just now
-# (a sanitizer build, or a machine busy with other tests, is slower): start-up, steps and
-# checkpoint writes alike. A fixed range would leave a slow build killed before its first
-# checkpoint every time, with nothing ever resumed.
 span_ms=$(( ($(date +%s%N) - started) / 1000000 ))
-[ "$span_ms" -ge 1000 ] || span_ms=1000
+# Each run is killed at a moment drawn over the length of a resumed run of 4 steps, timed here on a
+# copy of the finished run: start-up, steps and checkpoint writes alike. (A fresh run's start-up,
+# which builds the data and the model, takes longer.) A killed run keeps at most 3 of its steps
+# since the last checkpoint, so 20 kills take the run of 150 steps less than half way even when a
+# busy machine wakes this script late, and the kills find it alive.
+cp -r "$work/reference" "$work/calibration" || fail "cannot copy the uninterrupted run"
+started=$(date +%s%N)
+"$seqgrad" train --resume "$work/calibration" --max-steps $((steps + 4)) --threads 1 --show 0 \
+  > "$work/calibration.log" 2>&1 || fail "resuming the finished run failed: $(cat "$work/calibration.log")"
+window_ms=$(( ($(date +%s%N) - started) / 1000000 ))
+[ "$window_ms" -ge 200 ] || window_ms=200
 
 # Every checkpoint file present must load: the model files through predict, the training state
 # through curves (which reads its progress).
@@ -57,27 +67,39 @@ check_loads() {
 # before the first checkpoint leaves nothing to resume). The command is chosen here, so that $! is
 # seqgrad itself and the kill reaches it.
 run=$work/interrupted
-resumes=0
 next_run() {
   if [ -f "$run/training.safetensors" ]; then
-    resumes=$((resumes + 1))
     run_command=("$seqgrad" train --resume "$run" --max-steps $steps --threads 1 --show 0)
   else
     run_command=("${train[@]}" --max-steps $steps --out "$run")
   fi
 }
+landed=0   # kills that ended a live run after a checkpoint was on disk
+early=0    # kills before the first checkpoint
+finished=0 # runs that ended before their kill
 for kill in $(seq 1 20); do
   next_run
   "${run_command[@]}" > "$work/kill$kill.log" 2>&1 &
   pid=$!
-  ms=$(( (RANDOM * 32768 + RANDOM) % span_ms ))
+  ms=$(( (RANDOM * 32768 + RANDOM) % window_ms ))
   sleep "$((ms / 1000)).$(printf '%03d' $((ms % 1000)))"
+  checkpoint=no
+  [ -f "$run/training.safetensors" ] && checkpoint=yes  # before the kill: a checkpoint can only appear after
   kill -KILL $pid 2> /dev/null
   wait $pid 2> /dev/null
+  status=$?
+  case "$status/$checkpoint" in
+    137/yes) landed=$((landed + 1)) ;;
+    137/no) early=$((early + 1)) ;;
+    0/*) finished=$((finished + 1)) ;;
+    *) fail "run $kill ended with status $status before its kill: $(cat "$work/kill$kill.log")" ;;
+  esac
   check_loads "$run" $kill
 done
+[ -f "$run/training.safetensors" ] || fail "20 kills and no checkpoint was ever committed"
 next_run
-out=$("${run_command[@]}" 2>&1) || fail "the last run (resumed or started afresh) failed: $out"
+out=$("${run_command[@]}" 2>&1) || fail "the last run failed: $out"
+grep -q "^Resuming" <<< "$out" || fail "the last run did not resume: $out"
 check_loads "$run" final
 grep -q "after $steps steps" <<< "$out" || fail "the last run did not finish at step $steps: $out"
 cmp -s "$work/reference/model.safetensors" "$run/model.safetensors" \
@@ -86,5 +108,10 @@ cmp -s "$work/reference/best.safetensors" "$run/best.safetensors" \
   || fail "the best weights differ from the uninterrupted run's"
 leftovers=$(ls -A "$run" | grep -v -x -e model.safetensors -e best.safetensors -e training.safetensors)
 [ -z "$leftovers" ] || fail "files left behind: $leftovers"
-echo "20 kills over ${span_ms} ms runs, $resumes resumes: every checkpoint loaded after each, the final weights" \
-     "equal the uninterrupted run's, nothing left over"
+reached=$(cat "$work"/kill*.log | sed -n 's/^checkpoint saved at step \([0-9]*\).*/\1/p' | sort -n | tail -1)
+summary="over a ${window_ms} ms window (runs of ${span_ms} ms):"
+summary+=" $landed kills ended a run with a checkpoint on disk, $early came before one, $finished runs had ended"
+summary+=" (the run at step ${reached:-0} of $steps after them)"
+[ $landed -ge 8 ] || fail "too few kills tested a resume: $summary"
+echo "20 kills $summary; every checkpoint loaded after each, the final weights equal the uninterrupted run's," \
+     "nothing left over"
