@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <map>
 
 #include "seqgrad/core/safetensors.h"
@@ -253,6 +254,53 @@ TEST_CASE("resuming from an older checkpoint whose two files disagree on the ste
     without_weights.save(older + "/training.safetensors");  // step 4 beside a model file of step 2
     CHECK_THROWS_WITH(resume(older, 0, 0, 6), Catch::Contains("model.safetensors is from step 2") &&
                                                   Catch::Contains("training.safetensors from step 4"));
+}
+
+TEST_CASE("a checkpoint interrupted between or before its renames resumes to the uninterrupted weights", "[training]") {
+    // A commit renames training.safetensors.next, then model.safetensors.next, over the committed
+    // pair: a process that dies in between leaves a newer training state beside an older model
+    // file and the newer model's ".next"; one that dies before the first rename leaves both ".next"
+    // files; one that dies inside a write leaves a ".tmp." file. The moment is microseconds wide,
+    // so each state is built here by hand from the checkpoints of steps 3 and 6.
+    TrainingOptions o = reverse_task(200);
+    o.max_steps = 9;
+    const std::string whole = fresh_dir("commit_whole"), parts = fresh_dir("commit_parts");
+    train(tiny_transformer(), o, whole);
+    o.max_steps = 3;
+    train(tiny_transformer(), o, parts);
+    const std::string step3 = fresh_dir("commit_step3"), step6 = fresh_dir("commit_step6");
+    fs::copy(parts, step3);
+    resume(parts, 0, 0, 6);
+    fs::copy(parts, step6);
+    REQUIRE(load_model(step3 + "/model.safetensors").step == 3);
+    REQUIRE(load_training_state(step6 + "/training.safetensors").progress.step == 6);
+    const auto plant = [](const std::string& path, const std::string& bytes) {
+        std::ofstream(path, std::ios::binary) << bytes;
+    };
+    for (const std::string moment : {"between the renames", "before the first rename"}) {
+        INFO(moment);
+        const std::string dir = fresh_dir("commit_interrupted");
+        fs::copy(step3, dir);
+        const auto over = fs::copy_options::overwrite_existing;
+        if (moment == std::string("between the renames")) {
+            fs::copy_file(step6 + "/training.safetensors", dir + "/training.safetensors", over);
+        } else {
+            fs::copy_file(step6 + "/training.safetensors", dir + "/training.safetensors.next");
+        }
+        fs::copy_file(step6 + "/model.safetensors", dir + "/model.safetensors.next");
+        plant(dir + "/training.safetensors.next.tmp.4242.0", "half a training state");
+        plant(dir + "/model.safetensors.tmp.4242.1", "half a model");
+        plant(dir + "/best.safetensors.tmp.4242.2", "");
+        const int64_t from = load_training_state(dir + "/training.safetensors").progress.step;
+        CHECK(from == (moment == std::string("between the renames") ? 6 : 3));
+        const TrainingResult r = resume(dir, 0, 0, 9);
+        CHECK(r.steps == 9);
+        CHECK(weights_of(dir) == weights_of(whole));
+        std::vector<std::string> left;
+        for (const auto& entry : fs::directory_iterator(dir)) left.push_back(entry.path().filename().string());
+        std::sort(left.begin(), left.end());
+        CHECK(left == std::vector<std::string>{"best.safetensors", "model.safetensors", "training.safetensors"});
+    }
 }
 
 TEST_CASE("training refuses to overwrite a checkpoint and checks its options", "[training][errors]") {
