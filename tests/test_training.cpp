@@ -329,6 +329,50 @@ TEST_CASE("training options survive a round trip through JSON", "[training]") {
     CHECK(back.to_json() == o.to_json());
 }
 
+TEST_CASE("the sgd optimizer steps each weight by the rate times its gradient", "[training]") {
+    // From the checkpoint of step 3, the gradient of the next batch, computed here; then step 4 as
+    // the trainer takes it. Adam (scale-free) would move each weight by about the rate instead.
+    TrainingOptions o = reverse_task(200);
+    o.optimizer = "sgd";
+    o.schedule = "constant";
+    o.lr = 0.5;
+    o.clip_norm = 0;
+    o.max_steps = 3;
+    ModelConfig config = tiny_transformer();
+    config.dropout = 0;
+    const std::string dir = fresh_dir("sgd");
+    train(config, o, dir);
+    const TrainingState state = load_training_state(dir + "/training.safetensors");
+    CHECK(state.options.optimizer == "sgd");
+    CHECK(state.optimizer.empty());  // plain SGD keeps no state
+    const LoadedModel before = load_model(dir + "/model.safetensors");
+    TrainingData data = prepare_data(o);
+    BatchStream stream(std::move(data.train), o.batches, o.seed);
+    stream.restore(state.progress.stream);
+    const Batch next = stream.next();
+    const int64_t t = next.tgt.size(1);
+    before.model->train();
+    sequence_loss(before.model->logits(next.src, next.tgt.slice_last(0, t - 1)), next.tgt.slice_last(1, t),
+                  o.label_smoothing)
+        .backward();
+    resume(dir, 0, 0, 4);
+    const LoadedModel after = load_model(dir + "/model.safetensors");
+    REQUIRE(after.step == 4);
+    std::map<std::string, Tensor> stepped;
+    for (const auto& [name, p] : after.model->named_parameters()) stepped[name] = p;
+    double moved = 0;
+    for (const auto& [name, p] : before.model->named_parameters()) {
+        INFO(name);
+        const std::vector<float> w = p.to_vector(), w4 = stepped.at(name).to_vector();
+        const std::vector<float> g = p.grad().defined() ? p.grad().to_vector() : std::vector<float>(w.size(), 0.0f);
+        for (size_t i = 0; i < w.size(); ++i) {
+            REQUIRE(w4[i] == Approx(w[i] - 0.5 * g[i]).margin(1e-6));
+            moved = std::max(moved, std::fabs(static_cast<double>(w4[i]) - w[i]));
+        }
+    }
+    CHECK(moved > 1e-3);  // the step is not lost in the margin
+}
+
 namespace {
 
 // Trains on `reverse` until the dev split is decoded without error (or max_steps), then returns the best

@@ -82,6 +82,8 @@ const OptionTable<TrainingOptions>& table() {
             .below(1)
             .add("warmup_steps", "the Noam and cosine schedules' warm-up", &O::warmup_steps)
             .above(0)
+            .add("optimizer", "adam, or sgd: steps of the rate times the gradient, no momentum", &O::optimizer)
+            .one_of({"adam", "sgd"})
             .add("beta1", "Adam's first-moment decay", &O::beta1)
             .at_least(0)
             .below(1)
@@ -90,7 +92,8 @@ const OptionTable<TrainingOptions>& table() {
             .below(1)
             .add("eps", "Adam's epsilon", &O::eps)
             .above(0)
-            .add("weight_decay", "above 0: AdamW with this decoupled decay", &O::weight_decay)
+            .add("weight_decay", "above 0: AdamW with this decoupled decay (sgd: L2, added to the gradient)",
+                 &O::weight_decay)
             .at_least(0)
             .add("decay",
                  "what weight_decay applies to: all, or matrices (weights and embeddings, not biases and norms)",

@@ -35,7 +35,7 @@ struct Run {
     CheckpointDir dir{""};
     TrainingData data;  // with the tokenizers and vocabularies
     std::shared_ptr<models::Model> model;
-    std::unique_ptr<nn::Adam> optimizer;
+    std::unique_ptr<nn::Optimizer> optimizer;
     std::unique_ptr<nn::WeightAverage> average;  // with average_decay > 0
     std::unique_ptr<BatchSource> stream;
     Progress progress;
@@ -47,7 +47,13 @@ struct Run {
 // MPI_Allreduce calls per step for the models here, each large enough to run at the link's speed.
 constexpr int64_t kBucketFloats = int64_t{1} << 22;
 
-std::unique_ptr<nn::Adam> make_optimizer(const TrainingOptions& o, models::Model& model) {
+std::unique_ptr<nn::Optimizer> make_optimizer(const TrainingOptions& o, models::Model& model) {
+    if (o.optimizer == "sgd") {
+        nn::SGDOptions s;
+        s.lr = o.lr;
+        s.weight_decay = o.weight_decay;
+        return std::make_unique<nn::SGD>(model.named_parameters(), s);
+    }
     nn::AdamOptions a;
     a.lr = o.lr;
     a.beta1 = o.beta1;

@@ -1,12 +1,14 @@
 // The data-parallel proof's two halves (run by check_distributed.sh):
 //
-//   check_distributed train MODEL DIR STEPS [blocking]
+//   check_distributed train MODEL DIR STEPS [blocking | sgd]
 //       trains a small MODEL ("transformer", "attn_seq2seq" or "seq2seq") on the reverse task for
 //       STEPS steps into DIR, as one process or, under mpirun, as several; rank 0 writes each
-//       step's loss (the global batch's) to DIR/losses.txt. No dropout, so that every rank's
-//       share is computed as in one process; clipping, label smoothing, two dev evaluations with
-//       a rate decay, and the weight average are all on. The gradients are summed during the
-//       backward pass (GradientReducer), or with `blocking` after it (all_reduce_gradients).
+//       step's loss (the global batch's) to DIR/losses.txt and the number of ranks to DIR/ranks.txt.
+//       No dropout, so that every rank's share is computed as in one process; clipping, label
+//       smoothing, two dev evaluations with a rate decay, and the weight average are all on. The
+//       gradients are summed during the backward pass (GradientReducer), or with `blocking` after
+//       it (all_reduce_gradients). With `sgd`, plain SGD without clipping: Adam's steps and
+//       clipping do not change with the gradients' scale, so they would hide a wrong one.
 //   check_distributed compare DIR_A DIR_B TOLERANCE
 //       compares the two runs' losses and final weights (model.safetensors): the largest
 //       difference of a loss, relative to the loss, and of a weight, relative to the largest weight
@@ -29,7 +31,7 @@ namespace {
 
 using namespace seqgrad;
 
-int train(const std::string& model, const std::string& dir, int64_t steps, bool overlap) {
+int train(const std::string& model, const std::string& dir, int64_t steps, const std::string& variant) {
     const nn::Distributed& group = nn::Distributed::current();
     set_num_threads(1);  // one thread a rank, and one for the single process
     models::ModelConfig config = models::model_kind(model).recipe;
@@ -53,7 +55,12 @@ int train(const std::string& model, const std::string& dir, int64_t steps, bool 
     options.eval_every_steps = steps / 2;
     options.eval_max_len = 8;
     options.seed = 7;
-    options.overlap_gradients = overlap;
+    options.overlap_gradients = variant != "blocking";
+    if (variant == "sgd") {
+        options.optimizer = "sgd";
+        options.lr = 0.1;
+        options.clip_norm = 0;
+    }
     std::vector<double> losses;
     training::train(config, options, dir, [&losses](const training::TrainingEvent& e) {
         if (e.kind == training::TrainingEvent::Kind::step) losses.push_back(e.loss);
@@ -61,7 +68,9 @@ int train(const std::string& model, const std::string& dir, int64_t steps, bool 
     if (!group.is_root()) return 0;
     std::ofstream out(dir + "/losses.txt");
     for (double loss : losses) out << std::hexfloat << loss << "\n";  // exact, for the bitwise check
-    return out.good() ? 0 : 1;
+    std::ofstream ranks(dir + "/ranks.txt");
+    ranks << group.size() << "\n";
+    return out.good() && ranks.good() ? 0 : 1;
 }
 
 std::vector<double> read_losses(const std::string& dir) {
@@ -132,11 +141,12 @@ int main(int argc, char** argv) {
     try {
         group.emplace(&argc, &argv);
         const std::string mode = argc > 1 ? argv[1] : "";
-        if (mode == "train" && (argc == 5 || (argc == 6 && std::string(argv[5]) == "blocking")))
-            return train(argv[2], argv[3], std::stoll(argv[4]), argc == 5);
+        const std::string variant = argc == 6 ? argv[5] : "";
+        if (mode == "train" && (argc == 5 || (argc == 6 && (variant == "blocking" || variant == "sgd"))))
+            return train(argv[2], argv[3], std::stoll(argv[4]), variant);
         if (mode == "compare" && argc == 5) return compare(argv[2], argv[3], std::stod(argv[4]));
-        std::fprintf(stderr,
-                     "usage: check_distributed train MODEL DIR STEPS [blocking] | compare DIR_A DIR_B TOLERANCE\n");
+        std::fprintf(stderr, "usage: check_distributed train MODEL DIR STEPS [blocking | sgd] | compare DIR_A DIR_B "
+                             "TOLERANCE\n");
         return 2;
     } catch (const std::exception& e) {
         std::fprintf(stderr, "check_distributed: %s\n", e.what());

@@ -58,6 +58,7 @@ struct TrainingOptions {
     // and evaluate and keep as best the averaged weights instead of the raw ones.
     double average_decay = 0.0;
     int64_t warmup_steps = 1000;
+    std::string optimizer = "adam";  // "adam" (AdamW with a weight_decay), or "sgd": plain w -= lr * g
     double beta1 = 0.9;
     double beta2 = 0.98;
     double eps = 1e-9;
