@@ -28,7 +28,36 @@ launch=("$mpirun" --allow-run-as-root --oversubscribe --bind-to none -np 2)
 train=("$seqgrad" train --task reverse --model transformer --config "$work/tiny.json" --threads 1 --show 0)
 steps=300
 
-"${launch[@]}" "${train[@]}" --max-steps $steps --out "$work/reference" > "$work/reference.log" 2>&1 \
+# No wait is without a limit: a job that hangs fails the test instead of the suite's time-out.
+# stop_job JOB: ends the background job JOB (mpirun) and its ranks.
+stop_job() {
+  pkill -KILL -P "$1"
+  kill -KILL "$1"
+  wait "$1"
+}
+# end_job JOB SECONDS WHAT: waits for the background job JOB; after SECONDS, stops it and fails.
+# Its status is the job's.
+end_job() {
+  local job=$1 limit=$2 what=$3 start=$SECONDS
+  while kill -0 "$job" 2> /dev/null; do
+    [ $((SECONDS - start)) -lt "$limit" ] || { stop_job "$job"; fail "$what still runs after $limit s"; }
+    sleep 0.2
+  done
+  wait "$job"
+}
+# await_line JOB LOG PATTERN: waits until the background job JOB's LOG has a line matching PATTERN
+# (at most 120 s; the job must not end first).
+await_line() {
+  local job=$1 log=$2 pattern=$3 start=$SECONDS
+  until grep -q "$pattern" "$log"; do
+    kill -0 "$job" 2> /dev/null || fail "the run ended before printing '$pattern': $(cat "$log")"
+    [ $((SECONDS - start)) -lt 120 ] || { stop_job "$job"; fail "no '$pattern' after 120 s: $(cat "$log")"; }
+    sleep 0.2
+  done
+}
+limit=(timeout -k 10 600)  # for the jobs run in the foreground
+
+"${limit[@]}" "${launch[@]}" "${train[@]}" --max-steps $steps --out "$work/reference" > "$work/reference.log" 2>&1 \
   || fail "the uninterrupted 2-rank run failed: $(cat "$work/reference.log")"
 [ "$(grep -c '^Training transformer' "$work/reference.log")" -eq 1 ] \
   || fail "not one start line (rank 0 alone reports): $(cat "$work/reference.log")"
@@ -53,22 +82,14 @@ kill_rank() {
   else
     "${launch[@]}" "${train[@]}" --max-steps $steps --out "$run" > "$log" 2>&1 &
   fi
-  local job=$! waited=0 pid=""
-  while [ ! -f "$run/training.safetensors" ] || ! grep -q "checkpoint saved at step" "$log"; do
-    sleep 0.2; waited=$((waited + 1))
-    [ $waited -lt 600 ] || fail "no checkpoint after 120 s: $(cat "$log")"
-    kill -0 $job 2> /dev/null || fail "the run ended before a checkpoint: $(cat "$log")"
-  done
+  local job=$! pid=""
+  await_line $job "$log" "checkpoint saved at step"
   sleep 0.1
   pid=$(rank_pid $job "$rank")
   [ -n "$pid" ] || fail "cannot find rank $rank among mpirun's processes"
   kill -KILL "$pid"
   local start=$SECONDS
-  while kill -0 $job 2> /dev/null; do
-    sleep 0.2
-    [ $((SECONDS - start)) -lt 30 ] || { kill -KILL $job; fail "the job still runs 30 s after rank $rank died"; }
-  done
-  wait $job
+  end_job $job 30 "the job, after rank $rank died,"
   local status=$?
   echo "rank $rank killed: the job ended after $((SECONDS - start)) s with status $status"
   [ $status -ne 0 ] || fail "the job exited 0 after rank $rank was killed"
@@ -80,8 +101,8 @@ kill_rank() {
 run=$work/interrupted
 kill_rank 1 "$run" "$work/kill1.log"
 kill_rank 0 "$run" "$work/kill0.log"
-"${launch[@]}" "$seqgrad" train --resume "$run" --max-steps $steps --threads 1 --show 0 > "$work/resume.log" 2>&1 \
-  || fail "resuming under mpirun failed: $(cat "$work/resume.log")"
+"${limit[@]}" "${launch[@]}" "$seqgrad" train --resume "$run" --max-steps $steps --threads 1 --show 0 \
+  > "$work/resume.log" 2>&1 || fail "resuming under mpirun failed: $(cat "$work/resume.log")"
 grep -q "^Resuming" "$work/resume.log" || fail "no resume line: $(cat "$work/resume.log")"
 cmp -s "$work/reference/model.safetensors" "$run/model.safetensors" \
   || fail "the resumed run's weights differ from the uninterrupted run's"
@@ -91,23 +112,29 @@ echo "killed twice and resumed: the weights equal the uninterrupted run's, byte 
 # checkpoint and says how to continue.
 "${launch[@]}" "${train[@]}" --max-steps 100000 --out "$work/usr1" > "$work/usr1.log" 2>&1 &
 job=$!
-sleep 4
+# Once a checkpoint is saved, every rank has taken steps, so each has its signal handler.
+await_line $job "$work/usr1.log" "checkpoint saved at step"
 kill -USR1 $job
-wait $job
+end_job $job 60 "the job, after SIGUSR1,"
+status=$?
 grep -q "^Interrupted: continue with" "$work/usr1.log" \
-  || fail "SIGUSR1 did not stop the run cleanly: $(cat "$work/usr1.log")"
+  || fail "SIGUSR1 did not stop the run cleanly (status $status): $(cat "$work/usr1.log")"
+[ $status -eq 130 ] || fail "the job stopped by SIGUSR1 exited $status, not 130: $(cat "$work/usr1.log")"
 stopped=$(sed -n 's/^Stopped (interrupted) after \([0-9]*\) steps.*/\1/p' "$work/usr1.log")
-"$seqgrad" train --resume "$work/usr1" --max-steps $((stopped + 3)) --threads 1 --show 0 \
+[ -n "$stopped" ] || fail "no line says after how many steps the run stopped: $(cat "$work/usr1.log")"
+"${limit[@]}" "$seqgrad" train --resume "$work/usr1" --max-steps $((stopped + 3)) --threads 1 --show 0 \
   > "$work/usr1_resume.log" 2>&1 \
   || fail "the run stopped by SIGUSR1 does not resume: $(cat "$work/usr1_resume.log")"
+grep -q "after $((stopped + 3)) steps" "$work/usr1_resume.log" \
+  || fail "the resumed run did not go on to step $((stopped + 3)): $(cat "$work/usr1_resume.log")"
 echo "SIGUSR1: every rank stopped after step $stopped, and the run resumes (here as one process)"
 
 # A loss that stops being finite: every rank stops at the same step (none waits for the others),
 # rank 0 says so once, and the last good checkpoint stays.
 sed 's/"schedule": "constant", "lr": 0.003,/"schedule": "constant", "lr": 100000, "clip_norm": 0,/' "$work/tiny.json" \
   > "$work/diverge.json"
-"${launch[@]}" "$seqgrad" train --task reverse --model transformer --config "$work/diverge.json" --threads 1 \
-  --show 0 --max-steps 100 --save-every 1 --out "$work/diverge" > "$work/diverge.log" 2>&1
+"${limit[@]}" "${launch[@]}" "$seqgrad" train --task reverse --model transformer --config "$work/diverge.json" \
+  --threads 1 --show 0 --max-steps 100 --save-every 1 --out "$work/diverge" > "$work/diverge.log" 2>&1
 status=$?
 [ $status -ne 0 ] || fail "a diverging run exited 0: $(cat "$work/diverge.log")"
 [ "$(grep -c "the loss is .* stopping" "$work/diverge.log")" -eq 1 ] \
@@ -119,14 +146,10 @@ echo "a non-finite loss stopped both ranks together (status $status); the last g
 # Ctrl-C: mpirun ends the ranks itself; the job must end, every rank with it.
 "${launch[@]}" "${train[@]}" --max-steps 100000 --out "$work/ctrl_c" > "$work/ctrl_c.log" 2>&1 &
 job=$!
-sleep 4
+await_line $job "$work/ctrl_c.log" "checkpoint saved at step"
 kill -INT $job
 start=$SECONDS
-while kill -0 $job 2> /dev/null; do
-  sleep 0.2
-  [ $((SECONDS - start)) -lt 30 ] || { kill -KILL $job; fail "the job still runs 30 s after Ctrl-C"; }
-done
-wait $job
+end_job $job 30 "the job, after Ctrl-C,"
 echo "Ctrl-C: the job ended after $((SECONDS - start)) s with status $?"
 pgrep -f "$work/ctrl_c" > /dev/null && fail "a rank outlived the job"
 echo "rank faults: all checks passed"
