@@ -229,7 +229,7 @@ TEST_CASE("sampling: temperature 0 is greedy, a seed repeats its draws, and the 
     CHECK(one.values.data()[0] == Approx(lp.data()[one.indices.data()[0]]).margin(1e-6));
 }
 
-TEST_CASE("top-k and top-p keep to the most likely tokens; a barred token is never drawn", "[search]") {
+TEST_CASE("top-k and top-p keep to the most likely tokens, and a barred token is never drawn", "[search]") {
     const Tensor logits = Tensor::from_vector({3.0f, 2.9f, 0.0f, -1.0f, 2.8f, -2.0f}, {1, 6});
     // Probabilities at T = 1: about 0.36, 0.33, 0.02, 0.01, 0.30, 0.00.
     RandomSampler top_k(1.0f, 2, 1.0f, 1);
