@@ -2,16 +2,22 @@
 """seqgrad against PyTorch: whole training steps, side by side on this machine.
 
 For each model and shape, runs seqgrad_bench's train_step/<model>/<shape> and
-bench/torch_bench.py's version of the same step, one process each, alternating which goes
-first from round to round, and prints the best of each side with the ratio seqgrad/PyTorch.
+bench/torch_bench.py's version of the same step in each of PyTorch's three thread settings
+(bench/torch_settings.py: its default; torch.set_num_threads(N); N threads with
+OMP_WAIT_POLICY=PASSIVE), one fresh process each, alternating the order from round to round, and
+prints the best of each, with the ratio of seqgrad to PyTorch's best setting.
 
     cmake --build build --target seqgrad_bench
     /usr/bin/python3 bench/compare.py [--bench build/bench/seqgrad_bench] [--threads 2]
                                       [--rounds 2] [--min-time 3] [--models ...] [--shapes ...]
+                                      [--torch-settings default threads passive]
 
-Columns: target tokens per second of each side and their ratio; seqgrad's model FLOP rate and
-its fraction of the sgemm peak (MFU, see bench/model_bench.cpp); seqgrad's peak tensor memory;
-and each process's peak resident memory (max RSS), the one memory figure both sides share.
+Columns: target tokens per second of seqgrad and of PyTorch in each setting (its best in bold),
+the ratio of seqgrad to that best; seqgrad's model FLOP rate and its fraction of the sgemm peak
+(MFU, see bench/model_bench.cpp); seqgrad's peak tensor memory; and each process's peak resident
+memory (max RSS, PyTorch's from its best setting), the one memory figure both sides share. At
+--threads 1 PyTorch's default still runs OpenBLAS on every core: its figure is printed, marked
+with its cores, and left out of the ratio (bench/torch_settings.py says why).
 PyTorch comes from Debian's python3-torch; without it the script says so and stops.
 """
 import argparse
@@ -19,6 +25,8 @@ import json
 import os
 import subprocess
 import sys
+
+import torch_settings
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -45,10 +53,10 @@ def run_seqgrad(bench, model, shape, threads, min_time):
     }
 
 
-def run_torch(model, shape, threads, min_time):
+def run_torch(model, shape, threads, setting, min_time):
     out = subprocess.run([sys.executable, os.path.join(HERE, "torch_bench.py"), "--model", model, "--shape", shape,
-                          "--threads", str(threads), "--min-time", str(min_time)],
-                         check=True, capture_output=True, text=True)
+                          "--threads", str(threads), "--setting", setting, "--min-time", str(min_time)],
+                         check=True, capture_output=True, text=True, env=torch_settings.environment(setting, threads))
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -61,6 +69,7 @@ def main():
     parser.add_argument("--min-time", type=float, default=3.0, help="seconds of timed steps per run")
     parser.add_argument("--models", nargs="+", choices=MODELS, default=list(MODELS))
     parser.add_argument("--shapes", nargs="+", choices=SHAPES, default=list(SHAPES))
+    torch_settings.add_argument(parser)
     args = parser.parse_args()
 
     try:
@@ -75,36 +84,48 @@ def main():
         print(f"warning: OPENBLAS_CORETYPE={os.environ['OPENBLAS_CORETYPE']} is set and overrides OpenBLAS's "
               "choice of kernels for both sides; unset it to measure what users get", file=sys.stderr)
 
+    settings = list(dict.fromkeys(args.torch_settings))
     best = {}
     context = {}
     for r in range(args.rounds):
         for model in args.models:
             for shape in args.shapes:
-                sides = ("seqgrad", "torch") if r % 2 == 0 else ("torch", "seqgrad")
-                for side in sides:
+                for side in torch_settings.order(["seqgrad"] + settings, r):
                     print(f"round {r + 1}/{args.rounds}: {side} train_step/{model}/{shape}", file=sys.stderr,
                           flush=True)
                     if side == "seqgrad":
                         context, result = run_seqgrad(args.bench, model, shape, args.threads, args.min_time)
                     else:
-                        result = run_torch(model, shape, args.threads, args.min_time)
+                        result = run_torch(model, shape, args.threads, side, args.min_time)
                     key = (model, shape, side)
                     if key not in best or result["tokens_per_second"] > best[key]["tokens_per_second"]:
                         best[key] = result
 
     print(f"seqgrad vs PyTorch {torch.__version__}, one training step (forward, loss, backward, Adam), "
-          f"{args.threads} threads, best of {args.rounds} alternating runs")
+          f"{args.threads} threads, best of {args.rounds} alternating runs; PyTorch in each setting of "
+          "bench/torch_settings.py, the ratio to its best")
     print(f"OpenBLAS core {context.get('openblas_core', '?')}, OPENBLAS_CORETYPE "
           f"{context.get('OPENBLAS_CORETYPE', '?')}, "
           f"sgemm peak {float(context.get('sgemm_peak_gflops', 0)):.0f} GFLOP/s (2048^3, {args.threads} threads)")
+    first = (args.models[0], args.shapes[0])
+    for setting in settings:
+        print(f"PyTorch {torch_settings.summary(best[first + (setting,)])}")
     print()
-    print("| step | seqgrad tok/s | PyTorch tok/s | ratio | seqgrad GFLOP/s | MFU | seqgrad tensors MiB "
+    columns = " | ".join(f"PyTorch {torch_settings.label(s, args.threads)} tok/s" for s in settings)
+    print(f"| step | seqgrad tok/s | {columns} | ratio | seqgrad GFLOP/s | MFU | seqgrad tensors MiB "
           "| max RSS MiB seqgrad / PyTorch | allocs/step |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---|---:|" + "---:|" * len(settings) + "---:|---:|---:|---:|---:|---:|")
     for model in args.models:
         for shape in args.shapes:
-            s, t = best[(model, shape, "seqgrad")], best[(model, shape, "torch")]
-            print(f"| {model}/{shape} | {s['tokens_per_second']:,.0f} | {t['tokens_per_second']:,.0f} | "
+            s = best[(model, shape, "seqgrad")]
+            runs = {setting: best[(model, shape, setting)] for setting in settings}
+            winner = torch_settings.best({k: (v["tokens_per_second"], v) for k, v in runs.items()}, args.threads)
+            t = runs[winner]
+            cells = []
+            for setting, run in runs.items():
+                figure = f"{run['tokens_per_second']:,.0f}"
+                cells.append(torch_settings.cell(f"**{figure}**" if setting == winner else figure, run, args.threads))
+            print(f"| {model}/{shape} | {s['tokens_per_second']:,.0f} | {' | '.join(cells)} | "
                   f"{s['tokens_per_second'] / t['tokens_per_second']:.2f}x | {s['gflops']:.0f} | "
                   f"{100 * s['mfu']:.0f}% | "
                   f"{s['peak_mib']:.0f} | {s['max_rss_mib']:.0f} / {t['max_rss_mib']:.0f} | "

@@ -7,10 +7,14 @@ padding, backward, Adam (lr 1e-4). The models are the PyTorch versions that make
 fixtures (tests/fixtures/make_fixtures.py), so both sides run exactly the same computation.
 
     /usr/bin/python3 bench/torch_bench.py --model transformer --shape g2p [--threads 2]
+                                          [--setting default|threads|passive]
 
 prints one JSON object: seconds per step (the mean over the timed steps, as Google Benchmark
-reports), tokens_per_second, and
-the process's peak resident memory (max_rss_mib). Needs python3-torch (Debian's build).
+reports), tokens_per_second, the process's peak resident memory (max_rss_mib), and the thread
+setting it ran in with its OpenMP and OpenBLAS threads and OpenBLAS's kernels
+(bench/torch_settings.py: `default` is PyTorch as it comes, `threads` torch.set_num_threads(N),
+`passive` that with OMP_WAIT_POLICY=PASSIVE; bench/compare.py times all three). Needs
+python3-torch (Debian's build).
 """
 import argparse
 import json
@@ -18,6 +22,8 @@ import os
 import resource
 import sys
 import time
+
+import torch_settings
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -51,7 +57,9 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", choices=MODELS, required=True)
     parser.add_argument("--shape", choices=sorted(SHAPES), required=True)
-    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--threads", type=int, default=2, help="N of the `threads` and `passive` settings")
+    parser.add_argument("--setting", choices=torch_settings.SETTINGS, default="passive",
+                        help="PyTorch's thread setting (bench/torch_settings.py)")
     parser.add_argument("--min-time", type=float, default=3.0, help="seconds of timed steps (at least 3 steps)")
     args = parser.parse_args()
 
@@ -59,10 +67,10 @@ def main():
         import torch
     except ImportError:
         sys.exit("torch_bench.py: PyTorch is not installed for this interpreter (Debian: apt install python3-torch)")
+    setting = torch_settings.apply(args.setting, args.threads)
     sys.path.insert(0, os.path.join(HERE, "..", "tests", "fixtures"))
     from make_fixtures import build_model, loss_fn
 
-    torch.set_num_threads(args.threads)
     torch.manual_seed(7)
     s = SHAPES[args.shape]
     model = build_model(model_config(args.model, s))
@@ -91,7 +99,7 @@ def main():
     print(json.dumps({
         "name": f"train_step/{args.model}/{args.shape}",
         "torch_version": torch.__version__,
-        "threads": torch.get_num_threads(),
+        **setting,
         "steps": steps,
         "seconds_per_step": seconds,
         "tokens_per_second": s["batch"] * s["tgt_len"] / seconds,

@@ -50,20 +50,21 @@ timed runs after one warm-up run.
 
 Usage, from the repository root (Debian's /usr/bin/python3 has torch):
     /usr/bin/python3 bench/torch_decode.py --threads 2
-    /usr/bin/python3 bench/torch_decode.py --threads 1 --only cached-fixed
+    /usr/bin/python3 bench/torch_decode.py --threads 1 --setting default --only cached-fixed
     /usr/bin/python3 bench/torch_decode.py --self-check
-The last line printed is `tgt_tokens/s=<number>`: the cached, fixed-length, beam-4 figure.
+The last line printed is `tgt_tokens/s=<number>`: the cached, fixed-length, beam-4 figure; the
+second, `setting=<JSON>`, what the thread setting became (torch_settings.describe()).
 
-Threads: torch.set_num_threads(N) and torch.set_num_interop_threads(1). Debian's PyTorch does its
-matrix products with OpenBLAS (pthreads), whose own thread count defaults to every core whatever
-torch.set_num_threads says: it is set to --blas-threads (default N) through openblas_set_num_threads,
-so that `--threads 1` uses one core. OMP_WAIT_POLICY defaults to PASSIVE (set before torch loads;
-the environment's value wins), or PyTorch's idle OpenMP threads spin on the cores that OpenBLAS's
-threads need. The first line printed (starting with #) says what was used, and which kernels
-OpenBLAS chose (OPENBLAS_CORETYPE overrides its choice).
+Threads: --setting is one of the three of bench/torch_settings.py, which bench/compare_decode.py
+times in turn: `default` (PyTorch as it comes: one OpenMP thread here, OpenBLAS on every core),
+`threads` (torch.set_num_threads(N), OpenBLAS at N threads, so that `--threads 1` uses one core)
+and `passive` (the same with OMP_WAIT_POLICY=PASSIVE before torch loads, so that PyTorch's idle
+OpenMP threads sleep instead of spinning on the cores OpenBLAS's threads need). Debian's PyTorch
+does its matrix products with OpenBLAS (pthreads), whose own thread count does not follow
+torch.set_num_threads. The first line printed (starting with #) says what was used, and which
+kernels OpenBLAS chose (OPENBLAS_CORETYPE overrides its choice).
 """
 import argparse
-import ctypes
 import importlib.util
 import json
 import math
@@ -73,15 +74,12 @@ import sys
 import time
 import warnings
 
-# Before libgomp starts (with torch): PyTorch's idle OpenMP threads sleep instead of spinning, or
-# at 2 threads they spin on the cores OpenBLAS's threads need (here that halves the throughput).
-# An OMP_WAIT_POLICY already in the environment wins.
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
 
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
-import torch.nn as nn  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
+import torch_settings
 
 # nn.TransformerEncoder's inference fast path packs the batch as a nested tensor and says so.
 warnings.filterwarnings("ignore", message="The PyTorch API of nested tensors is in prototype stage")
@@ -531,16 +529,6 @@ def greedy(decoder, batch, steps, fixed, with_log_probs=False):
 
 # ---- measuring ------------------------------------------------------------------------------------
 
-def openblas():
-    """Debian's PyTorch calls OpenBLAS (pthreads) for its matrix products; None if not loaded."""
-    try:
-        lib = ctypes.CDLL("libopenblas.so.0")
-        lib.openblas_get_corename.restype = ctypes.c_char_p
-        return lib
-    except (OSError, AttributeError):
-        return None
-
-
 def timed(fn, repeats):
     """fn() once to warm up, then `repeats` timed runs: (median seconds, the last result)."""
     fn()
@@ -585,8 +573,9 @@ def self_check(parity, nn_model, src, recompute_weights):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    parser.add_argument("--threads", type=int, default=2, help="torch.set_num_threads")
-    parser.add_argument("--blas-threads", type=int, default=None, help="OpenBLAS threads (default: --threads)")
+    parser.add_argument("--threads", type=int, default=2, help="N of the `threads` and `passive` settings")
+    parser.add_argument("--setting", choices=torch_settings.SETTINGS, default="passive",
+                        help="PyTorch's thread setting (bench/torch_settings.py)")
     parser.add_argument("--repeats", type=int, default=3, help="timed runs after one warm-up; the median counts")
     parser.add_argument("--weights", default=DEFAULT_WEIGHTS,
                         help="the shared safetensors file (relative to the repository root); written if missing")
@@ -597,15 +586,10 @@ def main():
                         help="compare the cached decoder with decoding without a cache (2 sentences, 10 steps) "
                              "and exit: 0 if they agree, 1 if not")
     args = parser.parse_args()
-    if args.threads < 1 or args.repeats < 1 or (args.blas_threads is not None and args.blas_threads < 1):
-        parser.error("--threads, --blas-threads and --repeats must be positive")
+    if args.threads < 1 or args.repeats < 1:
+        parser.error("--threads and --repeats must be positive")
 
-    torch.set_num_threads(args.threads)
-    torch.set_num_interop_threads(1)
-    blas = openblas()
-    blas_threads = args.blas_threads or args.threads
-    if blas is not None:
-        blas.openblas_set_num_threads(blas_threads)
+    setting = torch_settings.apply(args.setting, args.threads)
     weights = args.weights if os.path.isabs(args.weights) else os.path.join(ROOT, args.weights)
 
     fixtures = load_parity_module()
@@ -622,13 +606,12 @@ def main():
         for p in nn_model.transformer.parameters():
             p.requires_grad_(False)
 
-    version = f"torch {torch.__version__} threads={args.threads}"
-    core = blas.openblas_get_corename().decode() if blas is not None else "none"
-    print(f"# {version} interop=1, OpenBLAS core {core} with {blas_threads if blas else '-'} thread(s), "
-          f"OPENBLAS_CORETYPE {os.environ.get('OPENBLAS_CORETYPE', 'unset')}, "
-          f"OMP_WAIT_POLICY {os.environ['OMP_WAIT_POLICY']}; {SENTENCES} sentences x "
+    version = f"torch {torch.__version__} {setting['label']}"
+    print(f"# torch {torch.__version__} {torch_settings.summary(setting)}, "
+          f"OPENBLAS_CORETYPE {os.environ.get('OPENBLAS_CORETYPE', 'unset')}; {SENTENCES} sentences x "
           f"{src.size(1)} source tokens, beam {BEAM}, {STEPS} steps, penalty {ALPHA}; weights {args.weights}; "
           f"median of {args.repeats}", flush=True)
+    print(f"setting={json.dumps(setting)}", flush=True)
 
     with torch.inference_mode():
         if args.self_check:

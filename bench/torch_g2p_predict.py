@@ -49,26 +49,32 @@ its own (from the raw lines to the output strings), so `ratio` = seqgrad's decod
 PyTorch's; loading the checkpoint into the parity model is timed apart (`load`), and the time spent
 inside the model (encoder and decoder steps, cache reordering) is shown apart from the Python beam
 search's bookkeeping around it. seqgrad's wall clock is shown too. Output tokens = the tokens of
-the best hypotheses, </s> excluded. With --repeats R each side decodes R times (alternating, seqgrad
-first) and the medians count.
+the best hypotheses, </s> excluded. With --repeats R each side decodes R times (in rounds whose
+order alternates, seqgrad first in the first) and the medians count.
 
-Agreement: the two sides' outputs compared line by line, as strings. Both compute the same
-function in float32, but in different orders of summation, so log-probabilities differ in the last
-bits; where two hypotheses are within that noise of each other the searches can pick differently.
+Agreement: seqgrad's outputs and those of PyTorch's best setting compared line by line, as strings.
+Both compute the same function in float32, but in different orders of summation, so
+log-probabilities differ in the last bits; where two hypotheses are within that noise of each
+other the searches can pick differently (so can PyTorch's settings among themselves).
 For up to --show differing lines the script prints both outputs with their scores (log-probability
 / length penalty, </s> counted) under the PyTorch model, to show whether they are such near-ties.
 
 Usage, from the repository root (Debian's /usr/bin/python3 has torch), after a build:
     /usr/bin/python3 bench/torch_g2p_predict.py --checkpoint runs/g2p --input words.txt --beam 5 --threads 2
     OPENBLAS_CORETYPE=SkylakeX /usr/bin/python3 bench/torch_g2p_predict.py ... --threads 1 --repeats 2
-The last line printed is `words/s seqgrad=<n> torch=<n> ratio=<n> agreement=<percent>`.
+The last line printed is `words/s seqgrad=<n> torch=<n> ratio=<n> agreement=<percent>
+torch_best=<setting> torch_default=<n> torch_threads=<n> torch_passive=<n>`: torch= is PyTorch's
+best setting.
 
 Threads: seqgrad gets --threads N (the size of its thread pool; its OpenBLAS calls run
-single-threaded inside it). PyTorch: torch.set_num_threads(N), torch.set_num_interop_threads(1),
-OpenBLAS's own threads set to N (openblas_set_num_threads, as bench/torch_decode.py does) and
-OMP_WAIT_POLICY=PASSIVE unless the environment sets it. Both link the same libopenblas.so.0 and
-see the same environment, so OPENBLAS_CORETYPE picks the kernels of both; the first line printed
-(starting with #) names the core OpenBLAS chose.
+single-threaded inside it). PyTorch decodes in each of the three thread settings of
+bench/torch_settings.py (--torch-settings), each in a fresh process of this script: `default`
+(PyTorch as it comes: one OpenMP thread here, OpenBLAS on every core), `threads`
+(torch.set_num_threads(N), OpenBLAS at N threads) and `passive` (the same with
+OMP_WAIT_POLICY=PASSIVE before torch loads). The ratio divides by the best of them; at N = 1 the
+default, which still runs OpenBLAS on both cores, is shown but left out of it (bench/torch_settings.py
+says why). Both sides link the same libopenblas.so.0 and see the same OPENBLAS_CORETYPE, which
+picks the kernels of both; the first line printed (starting with #) names the core OpenBLAS chose.
 """
 import argparse
 import gzip
@@ -81,12 +87,10 @@ import subprocess
 import sys
 import time
 
-# Before libgomp starts (with torch): idle OpenMP threads sleep instead of spinning on the cores
-# OpenBLAS's threads need. An OMP_WAIT_POLICY already in the environment wins.
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+import torch
+import torch.nn.functional as F
 
-import torch  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
+import torch_settings
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -207,8 +211,8 @@ def _split_spaces(text):
         yield "".join(word)
 
 
-def load_checkpoint(checkpoint, fixtures):
-    """(model in eval mode, config, source Side, target Side, the file read)."""
+def read_checkpoint(checkpoint):
+    """(the model file, config, source Side, target Side), from the file's metadata alone."""
     path = model_file_of(checkpoint)
     metadata = read_metadata(path)
     config = metadata_json(path, metadata, "config")
@@ -221,7 +225,11 @@ def load_checkpoint(checkpoint, fixtures):
     if len(source.symbols) != config.get("src_vocab") or len(target.symbols) != config.get("tgt_vocab"):
         fail(f"{path}: vocabularies of {len(source.symbols)} and {len(target.symbols)} symbols, config "
              f"src_vocab {config.get('src_vocab')} and tgt_vocab {config.get('tgt_vocab')}")
+    return path, config, source, target
 
+
+def load_model(path, config, fixtures):
+    """The parity model of `config` in eval mode, with the weights of the model file `path`."""
     torch.manual_seed(0)  # the constructors draw weights that are all overwritten below
     model = fixtures.build_model(config)
     model.eval()
@@ -238,7 +246,7 @@ def load_checkpoint(checkpoint, fixtures):
     model.load_state_dict({n: tensors[n] for n in expected}, strict=True)
     for p in model.parameters():
         p.requires_grad_(False)
-    return model, config, source, target, path
+    return model
 
 
 # ---- the decoders -------------------------------------------------------------------------------------
@@ -558,15 +566,52 @@ def seqgrad_openblas(binary):
     return None
 
 
+def run_torch_worker(args, setting):
+    """This script again, in a fresh process in `setting` (the environment is set before torch
+    loads), decoding the inputs once: its result (torch_worker()'s JSON)."""
+    command = [sys.executable, os.path.abspath(__file__), "--torch-worker", "--setting", setting,
+               "--checkpoint", args.checkpoint, "--input", args.input, "--beam", str(args.beam),
+               "--threads", str(args.threads), "--chunk", str(args.chunk), "--max-len", str(args.max_len)]
+    command += ["--batch", str(args.batch)] if args.batch else []
+    command += ["--keep-finished"] if args.keep_finished else []
+    done = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          env=torch_settings.environment(setting, args.threads))
+    if done.returncode != 0:
+        fail(f"the PyTorch side ({setting}) exited with {done.returncode}:\n"
+             f"{done.stderr.decode('utf-8', 'replace').strip()}")
+    return json.loads(done.stdout.decode("utf-8").strip().splitlines()[-1])
+
+
+def torch_worker(args):
+    """The PyTorch side in one thread setting: loads the checkpoint, decodes every line once and
+    prints one JSON object (outputs, seconds, model seconds, load seconds, output tokens, setting)."""
+    setting = torch_settings.apply(args.setting, args.threads)
+    fixtures = decode_bench.load_parity_module()
+    start = time.perf_counter()
+    path, config, source, target = read_checkpoint(args.checkpoint)
+    model = load_model(path, config, fixtures)
+    load_seconds = time.perf_counter() - start
+    lines = read_lines(args.input)
+    batch = args.batch or inputs_per_batch(args.beam)
+    clock = Clock()
+    start = time.perf_counter()
+    with torch.inference_mode():
+        outputs, tokens = predict(model, config, source, target, lines, args.beam, batch, args.chunk, args.max_len,
+                                  not args.keep_finished, clock)
+    seconds = time.perf_counter() - start
+    print(json.dumps({"outputs": outputs, "seconds": seconds, "model_seconds": clock.seconds,
+                      "load_seconds": load_seconds, "tokens": tokens, "setting": setting}))
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     parser.add_argument("--checkpoint", required=True, help="a checkpoint directory (or model file) of seqgrad train")
     parser.add_argument("--input", required=True, help="inputs, one a line (plain or gzip), e.g. the G2P test words")
     parser.add_argument("--beam", type=int, default=5, help="beam size (1: greedy)")
-    parser.add_argument("--threads", type=int, default=2, help="seqgrad --threads; torch.set_num_threads")
-    parser.add_argument("--blas-threads", type=int, default=None,
-                        help="PyTorch's OpenBLAS threads (default: --threads)")
+    parser.add_argument("--threads", type=int, default=2,
+                        help="seqgrad --threads; N of PyTorch's `threads` and `passive` settings")
+    torch_settings.add_argument(parser)
     parser.add_argument("--batch", type=int, default=None,
                         help="inputs decoded together (default: seqgrad's, min(256, 2048 / beam)); "
                              "the PyTorch side only: seqgrad's own is fixed")
@@ -576,50 +621,45 @@ def main():
     parser.add_argument("--keep-finished", action="store_true",
                         help="PyTorch: step every row until the whole batch is done, instead of dropping the "
                              "sources that are done as seqgrad does")
-    parser.add_argument("--repeats", type=int, default=1, help="decodes per side; the medians count")
+    parser.add_argument("--repeats", type=int, default=1, help="decodes per side and setting; the medians count")
     parser.add_argument("--seqgrad", default=DEFAULT_SEQGRAD,
                         help="the seqgrad program (relative to the repository root)")
     parser.add_argument("--int8", action="store_true",
                         help="seqgrad predict --int8 (int8 weights); PyTorch stays float32")
     parser.add_argument("--show", type=int, default=5, help="differing lines to print, with their scores")
+    # The PyTorch side alone, in one setting: what the script runs itself as (run_torch_worker()).
+    parser.add_argument("--torch-worker", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--setting", choices=torch_settings.SETTINGS, default="passive", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if min(args.beam, args.threads, args.chunk, args.repeats) < 1 or args.max_len < 0 or args.show < 0:
         parser.error("--beam, --threads, --chunk and --repeats must be positive, --max-len and --show not negative")
     if args.beam > 256:
         parser.error("--beam is at most 256 (as seqgrad's)")
-    if (args.batch is not None and args.batch < 1) or (args.blas_threads is not None and args.blas_threads < 1):
-        parser.error("--batch and --blas-threads must be positive")
+    if args.batch is not None and args.batch < 1:
+        parser.error("--batch must be positive")
+    if args.torch_worker:
+        torch_worker(args)
+        return
     binary = args.seqgrad if os.path.isabs(args.seqgrad) else os.path.join(ROOT, args.seqgrad)
     if not os.access(binary, os.X_OK):
         fail(f"{binary} is not an executable program: build it first (cmake --build build --target seqgrad)")
     if not os.path.isfile(args.input):
         fail(f"{args.input}: no such file")
 
-    torch.set_num_threads(args.threads)
-    torch.set_num_interop_threads(1)
-    blas = decode_bench.openblas()
-    blas_threads = args.blas_threads or args.threads
-    if blas is not None:
-        blas.openblas_set_num_threads(blas_threads)
-    fixtures = decode_bench.load_parity_module()
-
-    start = time.perf_counter()
-    model, config, source, target, model_path = load_checkpoint(args.checkpoint, fixtures)
-    load_seconds = time.perf_counter() - start
+    model_path, config, source, target = read_checkpoint(args.checkpoint)
     lines = read_lines(args.input)
     if not lines:
         fail(f"{args.input}: no input lines")
     batch = args.batch or inputs_per_batch(args.beam)
+    settings = list(dict.fromkeys(args.torch_settings))
 
-    core = blas.openblas_get_corename().decode() if blas is not None else "none"
     ours, theirs = openblas_path(), seqgrad_openblas(binary)
     same = "the same library as seqgrad's" if ours and ours == theirs else f"seqgrad links {theirs or 'unknown'}"
     shape = {k: config[k] for k in ("d_model", "n_heads", "n_enc_layers", "n_dec_layers", "d_ff", "norm",
                                     "activation", "positional", "hidden_size", "num_layers", "decoder", "attention")
              if k in config}
-    print(f"# torch {torch.__version__} threads={args.threads} interop=1, OpenBLAS core {core} with "
-          f"{blas_threads if blas else '-'} thread(s) ({ours or 'not loaded'}; {same}), OPENBLAS_CORETYPE "
-          f"{os.environ.get('OPENBLAS_CORETYPE', 'unset')}, OMP_WAIT_POLICY {os.environ['OMP_WAIT_POLICY']}; "
+    print(f"# torch {torch.__version__} in {len(settings)} setting(s) (bench/torch_settings.py), OpenBLAS "
+          f"{ours or 'not loaded'} ({same}), OPENBLAS_CORETYPE {os.environ.get('OPENBLAS_CORETYPE', 'unset')}; "
           f"seqgrad --threads {args.threads}{' --int8' if args.int8 else ''}", flush=True)
     print(f"# {model_path}: {config['model']} {json.dumps(shape, separators=(',', ':'))}, vocabularies "
           f"{len(source.symbols)}/{len(target.symbols)}; {args.input}: {len(lines)} lines; beam {args.beam}, "
@@ -627,34 +667,46 @@ def main():
           f"{'kept stepping' if args.keep_finished else 'dropped'} (torch); {args.repeats} repeat(s)",
           flush=True)
 
-    seqgrad_runs, torch_runs = [], []
+    seqgrad_runs, torch_runs, infos, torch_outputs = [], {s: [] for s in settings}, {}, {}
     for repeat in range(args.repeats):
-        sg_out, wall, seconds, sg_tokens = run_seqgrad(binary, args.checkpoint, args.input, args.beam, args.threads,
-                                                       args.chunk, args.max_len, args.int8)
-        seqgrad_runs.append((wall, seconds))
-        print(f"seqgrad run {repeat + 1}: {len(lines) / seconds:.1f} words/s decoding ({seconds:.3f} s), "
-              f"wall {wall:.3f} s with start-up and load ({len(lines) / wall:.1f} words/s), "
-              f"{sg_tokens} output tokens", flush=True)
-        clock = Clock()
-        start = time.perf_counter()
-        with torch.inference_mode():
-            th_out, th_tokens = predict(model, config, source, target, lines, args.beam, batch, args.chunk,
-                                        args.max_len, not args.keep_finished, clock)
-        seconds = time.perf_counter() - start
-        torch_runs.append((seconds, clock.seconds))
-        print(f"torch   run {repeat + 1}: {len(lines) / seconds:.1f} words/s decoding ({seconds:.3f} s: model "
-              f"{clock.seconds:.3f} s, search and text in Python {seconds - clock.seconds:.3f} s), "
-              f"load {load_seconds:.3f} s, "
-              f"{th_tokens} output tokens", flush=True)
+        for side in torch_settings.order(["seqgrad"] + settings, repeat):
+            if side == "seqgrad":
+                sg_out, wall, seconds, sg_tokens = run_seqgrad(binary, args.checkpoint, args.input, args.beam,
+                                                               args.threads, args.chunk, args.max_len, args.int8)
+                seqgrad_runs.append((wall, seconds))
+                print(f"seqgrad run {repeat + 1}: {len(lines) / seconds:.1f} words/s decoding ({seconds:.3f} s), "
+                      f"wall {wall:.3f} s with start-up and load ({len(lines) / wall:.1f} words/s), "
+                      f"{sg_tokens} output tokens", flush=True)
+                continue
+            run = run_torch_worker(args, side)
+            if side not in infos:
+                infos[side] = run["setting"]
+                print(f"# torch {torch_settings.summary(infos[side])}", flush=True)
+            torch_outputs[side] = run["outputs"]
+            seconds, model_seconds = run["seconds"], run["model_seconds"]
+            torch_runs[side].append((seconds, model_seconds))
+            print(f"torch {infos[side]['label']} run {repeat + 1}: {len(lines) / seconds:.1f} words/s decoding "
+                  f"({seconds:.3f} s: model {model_seconds:.3f} s, search and text in Python "
+                  f"{seconds - model_seconds:.3f} s), load {run['load_seconds']:.3f} s, "
+                  f"{run['tokens']} output tokens", flush=True)
     if len(sg_out) != len(lines):
         fail(f"seqgrad predict wrote {len(sg_out)} lines for {len(lines)} inputs")
 
+    rates = {s: len(lines) / statistics.median(t for t, _ in runs) for s, runs in torch_runs.items()}
+    winner = torch_settings.best({s: (rates[s], infos[s]) for s in settings}, args.threads)
+    th_out = torch_outputs[winner]
     same = sum(a == b for a, b in zip(sg_out, th_out))
     agreement = 100.0 * same / len(lines)
     differing = [i for i in range(len(lines)) if sg_out[i] != th_out[i]]
-    print(f"agreement: {same} of {len(lines)} outputs identical ({agreement:.2f}%)")
+    print(f"agreement: {same} of {len(lines)} outputs identical ({agreement:.2f}%) with PyTorch's best setting "
+          f"({infos[winner]['label']})")
+    for setting in settings:
+        if setting != winner:
+            alike = sum(a == b for a, b in zip(torch_outputs[setting], th_out))
+            print(f"  PyTorch {infos[setting]['label']}: {alike} of {len(lines)} outputs as in its best setting")
     if differing and args.show:
         print("differing lines (scores under the PyTorch model; the higher wins a search):")
+        model = load_model(model_path, config, decode_bench.load_parity_module())
         with torch.inference_mode():
             for i in differing[:args.show]:
                 src = source.encode(lines[i])
@@ -664,15 +716,17 @@ def main():
 
     sg_seconds = statistics.median(s for _, s in seqgrad_runs)
     sg_wall = statistics.median(w for w, _ in seqgrad_runs)
-    th_seconds = statistics.median(s for s, _ in torch_runs)
-    th_model = statistics.median(m for _, m in torch_runs)
-    sg_rate, th_rate = len(lines) / sg_seconds, len(lines) / th_seconds
+    sg_rate = len(lines) / sg_seconds
     print(f"seqgrad: {sg_rate:.1f} words/s decoding (median {sg_seconds:.3f} s), {len(lines) / sg_wall:.1f} words/s "
           f"wall (median {sg_wall:.3f} s, start-up and load included)")
-    print(f"torch:   {th_rate:.1f} words/s decoding (median {th_seconds:.3f} s, of which model {th_model:.3f} s), "
-          f"{len(lines) / (th_seconds + load_seconds):.1f} words/s with the load ({load_seconds:.3f} s)")
-    print(f"words/s seqgrad={sg_rate:.1f} torch={th_rate:.1f} ratio={sg_rate / th_rate:.2f} agreement={agreement:.2f}%")
-
+    for setting in settings:
+        model_seconds = statistics.median(m for _, m in torch_runs[setting])
+        figure = torch_settings.cell(f"{rates[setting]:.1f} words/s", infos[setting], args.threads)
+        print(f"torch {infos[setting]['label']}: {figure} decoding (median {len(lines) / rates[setting]:.3f} s, of "
+              f"which model {model_seconds:.3f} s){'  <- best' if setting == winner else ''}")
+    each = " ".join(f"torch_{s}={rates[s]:.1f}" for s in settings)
+    print(f"words/s seqgrad={sg_rate:.1f} torch={rates[winner]:.1f} ratio={sg_rate / rates[winner]:.2f} "
+          f"agreement={agreement:.2f}% torch_best={winner} {each}")
 
 if __name__ == "__main__":
     main()
