@@ -1,0 +1,150 @@
+#!/usr/bin/python3
+"""seqgrad against PyTorch: a GPT's training step and sampling, side by side on this machine.
+
+For each of seqgrad_bench's GPT benchmarks (train_step/gpt/cpu, train_step/gpt/baby,
+generate/gpt/baby), runs it and bench/torch_gpt.py's version of the same work in each of
+PyTorch's three thread settings (bench/torch_settings.py: its default; torch.set_num_threads(N);
+N threads with OMP_WAIT_POLICY=PASSIVE), one fresh process each, alternating the order from round
+to round, and prints the best of each with the ratio of seqgrad to PyTorch's best setting.
+
+    cmake --build build --target seqgrad_bench
+    /usr/bin/python3 bench/compare_gpt.py [--bench build/bench/seqgrad_bench] [--threads 2]
+                                          [--rounds 2] [--min-time 3] [--benchmarks ...]
+                                          [--torch-settings default threads passive]
+
+Columns: tokens per second of seqgrad and of PyTorch in each setting (its best in bold; training:
+batch x context tokens, sampling: new tokens), the ratio of seqgrad to that best; for training
+also seqgrad's model FLOP rate and its fraction of the sgemm peak (MFU), its peak tensor memory,
+each process's peak resident memory (PyTorch's from its best setting) and seqgrad's allocations
+from the system per step. A benchmark that this seqgrad_bench does not have is named as missing,
+and PyTorch's figures are printed without a ratio. At --threads 1 PyTorch's default still runs
+OpenBLAS on every core: its figure is printed, marked with its cores, and left out of the ratio
+(bench/torch_settings.py says why). PyTorch comes from Debian's python3-torch; without it the
+script says so and stops.
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+import torch_settings
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+BENCHMARKS = ("train_step/gpt/cpu", "train_step/gpt/baby", "generate/gpt/baby")
+TRAIN_COUNTERS = ("tokens_per_second", "gflops", "mfu", "peak_mib", "system_allocs_per_step", "max_rss_mib")
+
+
+def run_seqgrad(bench, name, threads, min_time):
+    """(context, counters), or (context, None) when seqgrad_bench has no benchmark `name`."""
+    out = subprocess.run([bench, f"--threads={threads}", f"--benchmark_filter=^{name}(/real_time)?$",
+                          f"--benchmark_min_time={min_time}", "--benchmark_format=json"],
+                         capture_output=True, text=True)
+    try:
+        report = json.loads(out.stdout)
+    except json.JSONDecodeError:
+        report = None
+    if report is None or not report.get("benchmarks"):
+        if out.returncode != 0 and "match any benchmark" not in out.stderr:
+            sys.exit(f"compare_gpt.py: {bench} failed (exit status {out.returncode}):\n{out.stderr.strip()}")
+        return (report or {}).get("context", {}), None
+    b = report["benchmarks"][0]
+    counters = TRAIN_COUNTERS if name.startswith("train_step/") else ("tokens_per_second",)
+    missing = [c for c in counters if c not in b]
+    if missing:
+        sys.exit(f"compare_gpt.py: {bench}'s {name} lacks the counters {', '.join(missing)}")
+    return report["context"], {c: b[c] for c in counters}
+
+
+def run_torch(name, threads, setting, min_time):
+    out = subprocess.run([sys.executable, os.path.join(HERE, "torch_gpt.py"), "--benchmark", name, "--threads",
+                          str(threads), "--setting", setting, "--min-time", str(min_time)],
+                         check=True, capture_output=True, text=True, env=torch_settings.environment(setting, threads))
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--bench", default=os.path.join(ROOT, "build", "bench", "seqgrad_bench"),
+                        help="the seqgrad_bench program (default: build/bench/seqgrad_bench)")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=2, help="runs of each side, alternating; the best counts")
+    parser.add_argument("--min-time", type=float, default=3.0, help="seconds of timed runs per benchmark")
+    parser.add_argument("--benchmarks", nargs="+", choices=BENCHMARKS, default=list(BENCHMARKS))
+    torch_settings.add_argument(parser)
+    args = parser.parse_args()
+
+    try:
+        import torch
+    except ImportError:
+        sys.exit(f"compare_gpt.py: PyTorch is not available to {sys.executable}, so there is nothing to compare "
+                 "with. On Debian: apt install python3-torch, then run this script with /usr/bin/python3.")
+    if not os.access(args.bench, os.X_OK):
+        sys.exit(f"compare_gpt.py: no seqgrad_bench at {args.bench}; build it with "
+                 "`cmake --build build --target seqgrad_bench` or pass --bench")
+    if os.environ.get("OPENBLAS_CORETYPE"):
+        print(f"warning: OPENBLAS_CORETYPE={os.environ['OPENBLAS_CORETYPE']} is set and overrides OpenBLAS's "
+              "choice of kernels for both sides; unset it to measure what users get", file=sys.stderr)
+
+    settings = list(dict.fromkeys(args.torch_settings))
+    benchmarks = list(dict.fromkeys(args.benchmarks))
+    best, context, missing = {}, {}, set()
+    for r in range(args.rounds):
+        for name in benchmarks:
+            sides = [s for s in ["seqgrad"] + settings if not (s == "seqgrad" and name in missing)]
+            for side in torch_settings.order(sides, r):
+                print(f"round {r + 1}/{args.rounds}: {side} {name}", file=sys.stderr, flush=True)
+                if side == "seqgrad":
+                    found, result = run_seqgrad(args.bench, name, args.threads, args.min_time)
+                    context = found or context
+                    if result is None:
+                        missing.add(name)
+                        print(f"compare_gpt.py: {args.bench} has no benchmark {name}: it is missing from "
+                              "bench/model_bench.cpp or from this build; PyTorch is timed alone", file=sys.stderr)
+                        continue
+                else:
+                    result = run_torch(name, args.threads, side, args.min_time)
+                key = (name, side)
+                if key not in best or result["tokens_per_second"] > best[key]["tokens_per_second"]:
+                    best[key] = result
+
+    print(f"seqgrad vs PyTorch {torch.__version__}, a GPT (bench/torch_gpt.py): training steps (forward, loss, "
+          f"backward, clipping, AdamW) and sampling with a key/value cache, {args.threads} threads, best of "
+          f"{args.rounds} alternating runs; PyTorch in each setting of bench/torch_settings.py, the ratio to its best")
+    print(f"OpenBLAS core {context.get('openblas_core', '?')}, OPENBLAS_CORETYPE "
+          f"{context.get('OPENBLAS_CORETYPE', '?')}, "
+          f"sgemm peak {float(context.get('sgemm_peak_gflops', 0)):.0f} GFLOP/s (2048^3, {args.threads} threads)")
+    for setting in settings:
+        print(f"PyTorch {torch_settings.summary(best[(benchmarks[0], setting)])}")
+    for name in benchmarks:
+        if name in missing:
+            print(f"MISSING: seqgrad_bench has no benchmark {name}; its row shows PyTorch alone")
+    print()
+    columns = " | ".join(f"PyTorch {torch_settings.label(s, args.threads)} tok/s" for s in settings)
+    print(f"| benchmark | seqgrad tok/s | {columns} | ratio | seqgrad GFLOP/s | MFU | seqgrad tensors MiB "
+          "| max RSS MiB seqgrad / PyTorch | allocs/step |")
+    print("|---|---:|" + "---:|" * len(settings) + "---:|---:|---:|---:|---:|---:|")
+    for name in benchmarks:
+        runs = {setting: best[(name, setting)] for setting in settings}
+        winner = torch_settings.best({k: (v["tokens_per_second"], v) for k, v in runs.items()}, args.threads)
+        t = runs[winner]
+        cells = []
+        for setting, run in runs.items():
+            figure = f"{run['tokens_per_second']:,.0f}"
+            cells.append(torch_settings.cell(f"**{figure}**" if setting == winner else figure, run, args.threads))
+        s = best.get((name, "seqgrad"))
+        if s is None:
+            print(f"| {name} | missing | {' | '.join(cells)} | - | - | - | - | - / {t['max_rss_mib']:.0f} | - |")
+            continue
+        ratio = f"{s['tokens_per_second'] / t['tokens_per_second']:.2f}x"
+        if name.startswith("train_step/"):
+            extra = (f"{s['gflops']:.0f} | {100 * s['mfu']:.0f}% | {s['peak_mib']:.0f} | "
+                     f"{s['max_rss_mib']:.0f} / {t['max_rss_mib']:.0f} | {s['system_allocs_per_step']:g}")
+        else:
+            extra = f"- | - | - | - / {t['max_rss_mib']:.0f} | -"
+        print(f"| {name} | {s['tokens_per_second']:,.0f} | {' | '.join(cells)} | {ratio} | {extra} |")
+
+
+if __name__ == "__main__":
+    main()
