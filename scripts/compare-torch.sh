@@ -4,7 +4,7 @@
 # ratios to its best. Needs Debian's python3-torch. Run it on a quiet machine: the sides alternate,
 # but anything else running moves both.
 #
-#   bash scripts/compare-torch.sh [train] [decode] [g2p]     (default: all three)
+#   bash scripts/compare-torch.sh [train] [decode] [g2p] [gpt]     (default: all four)
 #
 #   train   bench/compare.py: one training step of each model at each shape, 2 threads
 #           (about 15 minutes)
@@ -14,6 +14,8 @@
 #           int8 at 1 and 2 threads, median of two runs each, and `seqgrad eval` of the same
 #           checkpoint for the WER and PER columns (about 15 minutes; first, if $G2P_CHECKPOINT
 #           does not exist, 20 minutes of training it with the G2P recipe on two threads)
+#   gpt     bench/compare_gpt.py: a GPT's training step at nanoGPT's CPU and baby shapes, and
+#           sampling 256 tokens with a key/value cache, 2 threads
 #
 # Outputs go to runs/compare-torch/ (one log per run); the tables are printed at the end.
 # OPENBLAS_CORETYPE, if set, forces OpenBLAS's kernels for both sides; `env -u OPENBLAS_CORETYPE
@@ -24,11 +26,11 @@ python=/usr/bin/python3
 out=runs/compare-torch
 checkpoint=${G2P_CHECKPOINT:-runs/g2p-transformer-20min}
 parts=("$@")
-[ ${#parts[@]} -gt 0 ] || parts=(train decode g2p)
+[ ${#parts[@]} -gt 0 ] || parts=(train decode g2p gpt)
 for part in "${parts[@]}"; do
   case "$part" in
-    train | decode | g2p) ;;
-    *) echo "compare-torch.sh: unknown part '$part' (train, decode, g2p)" >&2 && exit 2 ;;
+    train | decode | g2p | gpt) ;;
+    *) echo "compare-torch.sh: unknown part '$part' (train, decode, g2p, gpt)" >&2 && exit 2 ;;
   esac
 done
 if ! "$python" -c 'import torch' 2>/dev/null; then
@@ -46,6 +48,10 @@ for part in "${parts[@]}"; do
     train)
       echo "== training steps (bench/compare.py) -> $out/train.md" >&2
       "$python" bench/compare.py --bench build/bench/seqgrad_bench --threads 2 --rounds 2 | tee "$out/train.md"
+      ;;
+    gpt)
+      echo "== a GPT's training steps and sampling (bench/compare_gpt.py) -> $out/gpt.md" >&2
+      "$python" bench/compare_gpt.py --bench build/bench/seqgrad_bench --threads 2 --rounds 2 | tee "$out/gpt.md"
       ;;
     decode)
       echo "== decoding a Transformer-base (bench/compare_decode.py) -> $out/decode.md" >&2
