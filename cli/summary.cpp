@@ -22,9 +22,10 @@ struct SummaryFlags {
     GivenOptions model_keys;
 };
 
-// The defaults for the model, with a config file's model keys over them (its "training" object,
-// and a key it leaves out such as the vocabulary sizes, which training takes from the data, keep
-// their defaults), then the model keys given as flags.
+// The defaults for the model, with a config file's model keys over them (a key it leaves out, such
+// as the vocabulary sizes, which training takes from the data, keeps its default), then the model
+// keys given as flags. The file's "training" object is checked (an unknown key or a value out of
+// range is an error, as `train` would find it) and changes nothing here.
 models::ModelConfig config_of(const SummaryFlags& flags) {
     std::string model = flags.model;
     std::optional<training::ConfigFile> file;
@@ -37,7 +38,10 @@ models::ModelConfig config_of(const SummaryFlags& flags) {
     }
     check(!model.empty(), "summary", "--model is required (", models::model_kind_names(), ")");
     models::ModelConfig config = models::summary_default_config(model);
-    if (file) file->apply_model_keys(config);
+    if (file) {
+        file->apply_model_keys(config);
+        (void)file->training();
+    }
     for (const auto& [key, words] : flags.model_keys) config.set(key, words);
     config.validate();
     return config;

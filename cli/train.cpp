@@ -154,11 +154,19 @@ int run_train(const TrainFlags& flags) {
         display.set_log_every(options.log_every);
         result = training::resume(dir, budgets.epochs, budgets.minutes, budgets.max_steps, listener, &g_stop);
     } else {
-        check(!flags.model.empty(), "train", "--model is required (", models::model_kind_names(), ")");
-        const models::ModelKind& kind = models::model_kind(flags.model);
-        models::ModelConfig config = kind.recipe;
         std::optional<training::ConfigFile> file;
         if (!flags.config_file.empty()) file = training::ConfigFile::read(flags.config_file);
+        // The model: --model, or the config file's "model"; when both name one, the same.
+        std::string model = flags.model;
+        if (file && !file->model().empty()) {
+            check(model.empty() || model == file->model(), "train", flags.config_file, " describes model ",
+                  file->model(), " but --model is ", model);
+            model = file->model();
+        }
+        check(!model.empty(), "train", "--model is required (", models::model_kind_names(),
+              "), or a --config file that names one");
+        const models::ModelKind& kind = models::model_kind(model);
+        models::ModelConfig config = kind.recipe;
         // A text (--text, or a config file's "text") starts from the text task's options; a config
         // file's "training" keys go over them, and a run without one takes its kind's rate too.
         const bool text = flags.training.count("text") || (file && file->training_sets("text"));
@@ -176,16 +184,15 @@ int run_train(const TrainFlags& flags) {
                                           ? std::filesystem::path(options.train_files.front()).stem().string()
                                       : options.task == "text" ? std::filesystem::path(options.text).stem().string()
                                                                : options.task;
-        dir = flags.out.empty() ? "runs/" + flags.model + "-" + data_name : flags.out;
+        dir = flags.out.empty() ? "runs/" + model + "-" + data_name : flags.out;
         options.validate();
         display.set_log_every(options.log_every);
         const std::string data = options.task == "corpus" ? training::corpus_name(options.train_files)
                                  : options.task == "text" ? options.text
                                                           : options.task;
         if (group.is_root())
-            std::fprintf(stderr, "Training %s on %s into %s (%d %s%s)\n", flags.model.c_str(), data.c_str(),
-                         dir.c_str(), get_num_threads(), get_num_threads() == 1 ? "thread" : "threads",
-                         ranks_text(group).c_str());
+            std::fprintf(stderr, "Training %s on %s into %s (%d %s%s)\n", model.c_str(), data.c_str(), dir.c_str(),
+                         get_num_threads(), get_num_threads() == 1 ? "thread" : "threads", ranks_text(group).c_str());
         result = training::train(config, options, dir, listener, &g_stop);
     }
     display.finish_line();

@@ -58,6 +58,15 @@ out=$("${gen[@]}" --prompt "THE CAT" 2>&1 > /dev/null); status=$?
 [ $status -eq 0 ] && grep -q "6 of the prompt's 7 symbols are not in the model's vocabulary" <<< "$out" \
   || fail "unknown prompt symbols were not counted: $out"
 
+# A config file that names its model needs no --model; a --model that differs is refused.
+cat > "$work/lm.json" <<'JSON'
+{"model": "gpt", "n_layers": 1, "d_model": 32, "n_heads": 2, "d_ff": 64, "context": 32,
+ "training": {"batch_sentences": 8, "max_steps": 3, "eval_every_steps": 3}}
+JSON
+out=$("$seqgrad" train --config "$work/lm.json" --text "$work/text.txt" --threads 1 --out "$work/lm-config" 2>&1)
+status=$?
+[ $status -eq 0 ] && grep -q "^Training gpt on" <<< "$out" || fail "train --config naming gpt exited $status: $out"
+
 # summary --model gpt walks its shapes.
 out=$("$seqgrad" summary --model gpt --n-layers 2 --d-model 64 --n-heads 4 --context 32 2>&1); status=$?
 [ $status -eq 0 ] && grep -q "token_embedding" <<< "$out" && grep -q "blocks.1" <<< "$out" \
@@ -91,6 +100,13 @@ expect_refused "a top-k of 0" "top-k" "${gen[@]}" --top-k 0
 expect_refused "a context above the model's" "above the model's, 32" "${gen[@]}" --context 64
 expect_refused "eval with a context above the model's" "context" \
   "$seqgrad" eval --checkpoint "$work/lm" --context 64 --threads 1
+expect_refused "--model other than the config's" "describes model gpt but --model is transformer" \
+  "$seqgrad" train --model transformer --config "$work/lm.json" --text "$work/text.txt" --out "$work/refused"
+sed 's/eval_every_steps/eval_every/' "$work/lm.json" > "$work/typo.json"
+expect_refused "a config's unknown training key" "unknown key \"eval_every\"" \
+  "$seqgrad" train --config "$work/typo.json" --text "$work/text.txt" --out "$work/refused"
+expect_refused "summary of a config with an unknown training key" "unknown key \"eval_every\"" \
+  "$seqgrad" summary --config "$work/typo.json"
 expect_refused "an empty prompt" "the prompt is empty" "${gen[@]}" --prompt ""
 expect_refused "generate from a missing checkpoint" "no checkpoint at" \
   "$seqgrad" generate --checkpoint "$work/nothing_here"
