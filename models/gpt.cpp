@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numeric>
 
 #include "seqgrad/core/autograd.h"
 #include "seqgrad/core/ops.h"
@@ -105,8 +106,11 @@ void Gpt::check_tokens(const IntTensor& ids, const char* what) const {
 Tensor Gpt::embed(const IntTensor& ids, int64_t position) const {
     const Tensor x = token_embedding->forward(ids);  // [B, T, d_model]
     const int64_t length = ids.size(1);
-    if (position_embedding)
-        return dropout->forward(add(x, slice(position_embedding->weight, 0, position, position + length)));
+    if (position_embedding) {  // looked up as a module, so that the summary traces it
+        std::vector<int64_t> positions(static_cast<size_t>(length));
+        std::iota(positions.begin(), positions.end(), position);
+        return dropout->forward(add(x, position_embedding->forward(IntTensor::from_vector(positions, {length}))));
+    }
     if (sinusoidal) return dropout->forward(add(x, slice(sinusoidal->table, 0, position, position + length)));
     return dropout->forward(x);  // rotary positions: applied in attention
 }
