@@ -1,9 +1,10 @@
 // The data-parallel proof's two halves (run by check_distributed.sh):
 //
 //   check_distributed train MODEL DIR STEPS [blocking | sgd]
-//       trains a small MODEL ("transformer", "attn_seq2seq" or "seq2seq") on the reverse task for
-//       STEPS steps into DIR, as one process or, under mpirun, as several; rank 0 writes each
-//       step's loss (the global batch's) to DIR/losses.txt and the number of ranks to DIR/ranks.txt.
+//       trains a small MODEL ("transformer", "attn_seq2seq" or "seq2seq" on the reverse task; "gpt"
+//       on a text written here, windows of 17 tokens) for STEPS steps into DIR, as one process or,
+//       under mpirun, as several; rank 0 writes each step's loss (the global batch's) to
+//       DIR/losses.txt and the number of ranks to DIR/ranks.txt.
 //       No dropout, so that every rank's share is computed as in one process; clipping, label
 //       smoothing, two dev evaluations with a rate decay, and the weight average are all on. The
 //       gradients are summed during the backward pass (GradientReducer), or with `blocking` after
@@ -25,6 +26,7 @@
 #include "seqgrad/core/threads.h"
 #include "seqgrad/models/registry.h"
 #include "seqgrad/nn/distributed.h"
+#include "seqgrad/training/task.h"
 #include "seqgrad/training/trainer.h"
 
 namespace {
@@ -35,15 +37,28 @@ int train(const std::string& model, const std::string& dir, int64_t steps, const
     const nn::Distributed& group = nn::Distributed::current();
     set_num_threads(1);  // one thread a rank, and one for the single process
     models::ModelConfig config = models::model_kind(model).recipe;
-    config.update_from_json(model == "transformer"
-                                ? R"({"d_model": 32, "n_heads": 2, "n_layers": 1, "d_ff": 64, "dropout": 0})"
-                                : R"({"hidden_size": 32, "num_layers": 1, "dropout": 0})");
+    config.update_from_json(
+        model == "transformer" ? R"({"d_model": 32, "n_heads": 2, "n_layers": 1, "d_ff": 64, "dropout": 0})"
+        : model == "gpt" ? R"({"d_model": 32, "n_heads": 2, "n_layers": 1, "d_ff": 64, "dropout": 0, "context": 16})"
+                         : R"({"hidden_size": 32, "num_layers": 1, "dropout": 0})");
     training::TrainingOptions options;
-    options.task = "reverse";
-    options.synthetic.train_size = 2000;
-    options.synthetic.dev_size = 20;
-    options.synthetic.test_size = 20;
-    options.synthetic.max_length = 6;
+    if (model == "gpt") {
+        // The same text for every rank, each from its own file (no rank waits for another's).
+        options.task = "text";
+        training::task("text").defaults(options);
+        options.text = dir + ".rank" + std::to_string(group.rank()) + ".txt";
+        {
+            std::ofstream text(options.text);
+            for (int i = 0; i < 300; ++i) text << "line " << i % 23 << ": the cat sat on the mat, and the dog ran.\n";
+            if (!text.good()) return 1;
+        }
+    } else {
+        options.task = "reverse";
+        options.synthetic.train_size = 2000;
+        options.synthetic.dev_size = 20;
+        options.synthetic.test_size = 20;
+        options.synthetic.max_length = 6;
+    }
     options.batches.max_sentences = 31;  // shares of 15 and 16 rows on 2 ranks
     options.schedule = "constant";
     options.lr = 0.003;
