@@ -163,6 +163,30 @@ double max_rss_mib() {
     return static_cast<double>(usage.ru_maxrss) / 1024.0;  // Linux reports KiB
 }
 
+// Times `step` (one training step, returning its loss) under `state` after two untimed ones (the
+// optimizer's state exists and the allocator's cache is warm), and sets the counters every
+// training step reports from its FLOPs and its tokens.
+template <typename Step>
+void time_training_steps(benchmark::State& state, const Step& step, double flops, int64_t tokens) {
+    for (int i = 0; i < 2; ++i) step();
+    const seqgrad::AllocatorStats before = seqgrad::allocator_stats();
+    seqgrad::reset_peak_bytes_in_use();
+    for (auto _ : state) {
+        float loss = step();
+        benchmark::DoNotOptimize(loss);
+    }
+    const seqgrad::AllocatorStats after = seqgrad::allocator_stats();
+    set_plain_rate_counter(state, "tokens_per_second", static_cast<double>(tokens));
+    set_rate_counter(state, "gflops", flops);
+    state.counters["mfu"] =
+        benchmark::Counter(flops / sgemm_peak_flops(), benchmark::Counter::kIsIterationInvariantRate);
+    state.counters["peak_mib"] = static_cast<double>(after.peak_bytes_in_use) / (1024.0 * 1024.0);
+    state.counters["system_allocs_per_step"] =
+        static_cast<double>(after.system_allocations - before.system_allocations) /
+        static_cast<double>(std::max<benchmark::IterationCount>(1, state.iterations()));
+    state.counters["max_rss_mib"] = max_rss_mib();
+}
+
 void train_step(benchmark::State& state, const std::string& model_name, const BenchShape& shape) {
     Generator gen(7);
     const ModelConfig config = bench_config(model_name, shape);
@@ -180,27 +204,9 @@ void train_step(benchmark::State& state, const std::string& model_name, const Be
         optimizer.step();
         return loss.item();
     };
-    for (int i = 0; i < 2; ++i) step();  // Adam's state exists and the allocator's cache is warm
-
-    const seqgrad::AllocatorStats before = seqgrad::allocator_stats();
-    seqgrad::reset_peak_bytes_in_use();
-    for (auto _ : state) {
-        float loss = step();
-        benchmark::DoNotOptimize(loss);
-    }
-    const seqgrad::AllocatorStats after = seqgrad::allocator_stats();
-
     const double flops =
         3 * seqgrad::models::model_kind(config.model).forward_flops(config, shape.batch, shape.src_len, shape.tgt_len);
-    set_plain_rate_counter(state, "tokens_per_second", static_cast<double>(shape.batch * shape.tgt_len));
-    set_rate_counter(state, "gflops", flops);
-    state.counters["mfu"] =
-        benchmark::Counter(flops / sgemm_peak_flops(), benchmark::Counter::kIsIterationInvariantRate);
-    state.counters["peak_mib"] = static_cast<double>(after.peak_bytes_in_use) / (1024.0 * 1024.0);
-    state.counters["system_allocs_per_step"] =
-        static_cast<double>(after.system_allocations - before.system_allocations) /
-        static_cast<double>(std::max<benchmark::IterationCount>(1, state.iterations()));
-    state.counters["max_rss_mib"] = max_rss_mib();
+    time_training_steps(state, step, flops, shape.batch * shape.tgt_len);
 }
 
 // Greedy decoding for `steps` steps (never stopping early), the incremental way.
@@ -290,25 +296,8 @@ void gpt_train_step(benchmark::State& state, const GptShape& shape) {
         optimizer.step();
         return loss.item();
     };
-    for (int i = 0; i < 2; ++i) step();  // AdamW's state exists and the allocator's cache is warm
-
-    const seqgrad::AllocatorStats before = seqgrad::allocator_stats();
-    seqgrad::reset_peak_bytes_in_use();
-    for (auto _ : state) {
-        float loss = step();
-        benchmark::DoNotOptimize(loss);
-    }
-    const seqgrad::AllocatorStats after = seqgrad::allocator_stats();
     const double flops = 3 * seqgrad::models::model_kind("gpt").forward_flops(config, shape.batch, 0, shape.context);
-    set_plain_rate_counter(state, "tokens_per_second", static_cast<double>(shape.batch * shape.context));
-    set_rate_counter(state, "gflops", flops);
-    state.counters["mfu"] =
-        benchmark::Counter(flops / sgemm_peak_flops(), benchmark::Counter::kIsIterationInvariantRate);
-    state.counters["peak_mib"] = static_cast<double>(after.peak_bytes_in_use) / (1024.0 * 1024.0);
-    state.counters["system_allocs_per_step"] =
-        static_cast<double>(after.system_allocations - before.system_allocations) /
-        static_cast<double>(std::max<benchmark::IterationCount>(1, state.iterations()));
-    state.counters["max_rss_mib"] = max_rss_mib();
+    time_training_steps(state, step, flops, shape.batch * shape.context);
 }
 
 void gpt_generate(benchmark::State& state, const GptShape& shape) {
