@@ -72,17 +72,7 @@ def main():
     torch_settings.add_argument(parser)
     args = parser.parse_args()
 
-    try:
-        import torch
-    except ImportError:
-        sys.exit(f"compare.py: PyTorch is not available to {sys.executable}, so there is nothing to compare "
-                 "with. On Debian: apt install python3-torch, then run this script with /usr/bin/python3.")
-    if not os.access(args.bench, os.X_OK):
-        sys.exit(f"compare.py: no seqgrad_bench at {args.bench}; build it with "
-                 "`cmake --build build --target seqgrad_bench` or pass --bench")
-    if os.environ.get("OPENBLAS_CORETYPE"):
-        print(f"warning: OPENBLAS_CORETYPE={os.environ['OPENBLAS_CORETYPE']} is set and overrides OpenBLAS's "
-              "choice of kernels for both sides; unset it to measure what users get", file=sys.stderr)
+    torch_version = torch_settings.preflight("compare.py", args.bench)
 
     settings = list(dict.fromkeys(args.torch_settings))
     best = {}
@@ -101,7 +91,7 @@ def main():
                     if key not in best or result["tokens_per_second"] > best[key]["tokens_per_second"]:
                         best[key] = result
 
-    print(f"seqgrad vs PyTorch {torch.__version__}, one training step (forward, loss, backward, Adam), "
+    print(f"seqgrad vs PyTorch {torch_version}, one training step (forward, loss, backward, Adam), "
           f"{args.threads} threads, best of {args.rounds} alternating runs; PyTorch in each setting of "
           "bench/torch_settings.py, the ratio to its best")
     print(f"OpenBLAS core {context.get('openblas_core', '?')}, OPENBLAS_CORETYPE "
@@ -119,12 +109,7 @@ def main():
         for shape in args.shapes:
             s = best[(model, shape, "seqgrad")]
             runs = {setting: best[(model, shape, setting)] for setting in settings}
-            winner = torch_settings.best({k: (v["tokens_per_second"], v) for k, v in runs.items()}, args.threads)
-            t = runs[winner]
-            cells = []
-            for setting, run in runs.items():
-                figure = f"{run['tokens_per_second']:,.0f}"
-                cells.append(torch_settings.cell(f"**{figure}**" if setting == winner else figure, run, args.threads))
+            _, t, cells = torch_settings.tokens_per_second_cells(runs, args.threads)
             print(f"| {model}/{shape} | {s['tokens_per_second']:,.0f} | {' | '.join(cells)} | "
                   f"{s['tokens_per_second'] / t['tokens_per_second']:.2f}x | {s['gflops']:.0f} | "
                   f"{100 * s['mfu']:.0f}% | "

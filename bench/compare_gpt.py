@@ -75,17 +75,7 @@ def main():
     torch_settings.add_argument(parser)
     args = parser.parse_args()
 
-    try:
-        import torch
-    except ImportError:
-        sys.exit(f"compare_gpt.py: PyTorch is not available to {sys.executable}, so there is nothing to compare "
-                 "with. On Debian: apt install python3-torch, then run this script with /usr/bin/python3.")
-    if not os.access(args.bench, os.X_OK):
-        sys.exit(f"compare_gpt.py: no seqgrad_bench at {args.bench}; build it with "
-                 "`cmake --build build --target seqgrad_bench` or pass --bench")
-    if os.environ.get("OPENBLAS_CORETYPE"):
-        print(f"warning: OPENBLAS_CORETYPE={os.environ['OPENBLAS_CORETYPE']} is set and overrides OpenBLAS's "
-              "choice of kernels for both sides; unset it to measure what users get", file=sys.stderr)
+    torch_version = torch_settings.preflight("compare_gpt.py", args.bench)
 
     settings = list(dict.fromkeys(args.torch_settings))
     benchmarks = list(dict.fromkeys(args.benchmarks))
@@ -109,7 +99,7 @@ def main():
                 if key not in best or result["tokens_per_second"] > best[key]["tokens_per_second"]:
                     best[key] = result
 
-    print(f"seqgrad vs PyTorch {torch.__version__}, a GPT (bench/torch_gpt.py): training steps (forward, loss, "
+    print(f"seqgrad vs PyTorch {torch_version}, a GPT (bench/torch_gpt.py): training steps (forward, loss, "
           f"backward, clipping, AdamW) and sampling with a key/value cache, {args.threads} threads, best of "
           f"{args.rounds} alternating runs; PyTorch in each setting of bench/torch_settings.py, the ratio to its best")
     print(f"OpenBLAS core {context.get('openblas_core', '?')}, OPENBLAS_CORETYPE "
@@ -127,12 +117,7 @@ def main():
     print("|---|---:|" + "---:|" * len(settings) + "---:|---:|---:|---:|---:|---:|")
     for name in benchmarks:
         runs = {setting: best[(name, setting)] for setting in settings}
-        winner = torch_settings.best({k: (v["tokens_per_second"], v) for k, v in runs.items()}, args.threads)
-        t = runs[winner]
-        cells = []
-        for setting, run in runs.items():
-            figure = f"{run['tokens_per_second']:,.0f}"
-            cells.append(torch_settings.cell(f"**{figure}**" if setting == winner else figure, run, args.threads))
+        _, t, cells = torch_settings.tokens_per_second_cells(runs, args.threads)
         s = best.get((name, "seqgrad"))
         if s is None:
             print(f"| {name} | missing | {' | '.join(cells)} | - | - | - | - | - / {t['max_rss_mib']:.0f} | - |")

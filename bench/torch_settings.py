@@ -135,3 +135,32 @@ def best(results, threads, higher=True):
 def cell(value_text, info, threads):
     """A setting's figure for a table: marked with its cores when it used more than `threads`."""
     return value_text if info["cores"] <= threads else f"{value_text} ({info['cores']} cores)"
+
+
+def preflight(script, bench):
+    """What a comparison script needs before it runs anything: PyTorch importable here, an
+    executable seqgrad_bench at `bench`; a warning when OPENBLAS_CORETYPE overrides OpenBLAS's own
+    choice of kernels. `script` names the caller in the messages. Returns PyTorch's version."""
+    try:
+        import torch
+    except ImportError:
+        sys.exit(f"{script}: PyTorch is not available to {sys.executable}, so there is nothing to compare "
+                 "with. On Debian: apt install python3-torch, then run this script with /usr/bin/python3.")
+    if not (os.path.isfile(bench) and os.access(bench, os.X_OK)):
+        sys.exit(f"{script}: no seqgrad_bench at {bench}; build it with "
+                 "`cmake --build build --target seqgrad_bench` or pass --bench")
+    if os.environ.get("OPENBLAS_CORETYPE"):
+        print(f"warning: OPENBLAS_CORETYPE={os.environ['OPENBLAS_CORETYPE']} is set and overrides OpenBLAS's "
+              "choice of kernels for both sides; unset it to measure what users get", file=sys.stderr)
+    return torch.__version__
+
+
+def tokens_per_second_cells(runs, threads):
+    """(the winning setting, its run, one table cell per setting) for runs {setting: counters}
+    measured in tokens per second, the winner's figure in bold."""
+    winner = best({k: (v["tokens_per_second"], v) for k, v in runs.items()}, threads)
+    cells = []
+    for setting, run in runs.items():
+        figure = f"{run['tokens_per_second']:,.0f}"
+        cells.append(cell(f"**{figure}**" if setting == winner else figure, run, threads))
+    return winner, runs[winner], cells
