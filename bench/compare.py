@@ -62,14 +62,9 @@ def run_torch(model, shape, threads, setting, min_time):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--bench", default=os.path.join(ROOT, "build", "bench", "seqgrad_bench"),
-                        help="the seqgrad_bench program (default: build/bench/seqgrad_bench)")
-    parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--rounds", type=int, default=2, help="runs of each side, alternating; the best counts")
-    parser.add_argument("--min-time", type=float, default=3.0, help="seconds of timed steps per run")
+    torch_settings.add_comparison_arguments(parser, ROOT, "timed steps")
     parser.add_argument("--models", nargs="+", choices=MODELS, default=list(MODELS))
     parser.add_argument("--shapes", nargs="+", choices=SHAPES, default=list(SHAPES))
-    torch_settings.add_argument(parser)
     args = parser.parse_args()
 
     torch_version = torch_settings.preflight("compare.py", args.bench)

@@ -48,6 +48,17 @@ def label(setting, threads):
     return count if setting == "threads" else f"{count}, passive"
 
 
+def add_comparison_arguments(parser, root, timed):
+    """The arguments every comparing script shares: --bench (seqgrad_bench, under `root`'s build/),
+    --threads, --rounds, --min-time (seconds of `timed` per run) and --torch-settings."""
+    parser.add_argument("--bench", default=os.path.join(root, "build", "bench", "seqgrad_bench"),
+                        help="the seqgrad_bench program (default: build/bench/seqgrad_bench)")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=2, help="runs of each side, alternating; the best counts")
+    parser.add_argument("--min-time", type=float, default=3.0, help=f"seconds of {timed} in each run")
+    add_argument(parser)
+
+
 def add_argument(parser):
     """--torch-settings for a comparing script: which settings to time (all three unless told)."""
     parser.add_argument("--torch-settings", nargs="+", choices=SETTINGS, default=list(SETTINGS),
