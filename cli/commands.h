@@ -39,5 +39,6 @@ void add_eval_command(CLI::App& app, int& exit_status);
 void add_predict_command(CLI::App& app, int& exit_status);
 void add_generate_command(CLI::App& app, int& exit_status);
 void add_score_command(CLI::App& app, int& exit_status);
+void add_average_command(CLI::App& app, int& exit_status);
 
 }  // namespace seqgrad::cli

@@ -6,8 +6,14 @@
 namespace seqgrad::cli {
 
 void add_decoding_flags(CLI::App* cmd, DecodingFlags& f) {
-    cmd->add_option("--checkpoint", f.checkpoint, "A checkpoint directory (its best weights) or a model file")
-        ->required();
+    cmd->add_option("--checkpoint", f.checkpoints,
+                    "A checkpoint directory (its best weights) or a model file; the flag repeated, several decode "
+                    "together (an ensemble: their target sides must be the same)")
+        ->required()
+        ->allow_extra_args(false);
+    cmd->add_option("--weights", f.weights,
+                    "An ensemble's weights, one per checkpoint, positive (divided by their sum; default: equal)")
+        ->check(kPositive);
     cmd->add_option("--beam", f.beam, "Beam size (1: greedy)")
         ->capture_default_str()
         ->check(CLI::Range(int64_t{1}, kMaxBeam));

@@ -1,4 +1,4 @@
-// What `seqgrad eval` and `seqgrad predict` share: the checkpoint they read and the search they run
+// What `seqgrad eval` and `seqgrad predict` share: the checkpoints they read and the search they run
 // (models/search.h), as flags.
 #pragma once
 
@@ -6,13 +6,15 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "seqgrad/models/search.h"
 
 namespace seqgrad::cli {
 
 struct DecodingFlags {
-    std::string checkpoint;
+    std::vector<std::string> checkpoints;  // several: an ensemble
+    std::vector<double> weights;           // the ensemble's (none: equal)
     int64_t beam = 1;
     int64_t nbest = 1;
     float alpha = 0.6f;
@@ -21,8 +23,8 @@ struct DecodingFlags {
     bool int8 = false;
 };
 
-// --checkpoint, --beam, --alpha, --threads, --int8 (each command adds its own --max-len, whose
-// help says what it decodes).
+// --checkpoint (one or several), --weights, --beam, --alpha, --threads, --int8 (each command adds
+// its own --max-len, whose help says what it decodes).
 void add_decoding_flags(CLI::App* cmd, DecodingFlags& f);
 
 // The search the flags ask for.

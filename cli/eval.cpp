@@ -8,6 +8,7 @@
 #include "seqgrad/core/threads.h"
 #include "seqgrad/training/checkpoint.h"
 #include "seqgrad/training/data.h"
+#include "seqgrad/training/ensemble.h"
 #include "seqgrad/training/pairs.h"
 #include "seqgrad/models/registry.h"
 #include "seqgrad/training/task.h"
@@ -43,6 +44,8 @@ int eval_language_model(const EvalFlags& f, training::LoadedModel& loaded) {
     check(f.test_files.empty() && f.metrics.empty(), "eval", loaded.path,
           " holds a language model: --test and --metric are for models that translate (give --text)");
     check(f.split == "dev", "eval", "a language model's run has a validation text only; give --text for another");
+    check(f.checkpoints.size() == 1, "eval", loaded.path, " holds a language model: its loss is one model's ",
+          "(give one --checkpoint)");
     const int64_t context = loaded.model->max_decode_length();
     check(f.context <= context, "eval", "--context ", f.context, " is above the model's, ", context);
     training::TrainingData data;
@@ -56,7 +59,7 @@ int eval_language_model(const EvalFlags& f, training::LoadedModel& loaded) {
         data.unit = text.unit;
         what = f.text;
     } else {
-        training::TrainingOptions options = run_options(f.checkpoint, loaded.task);
+        training::TrainingOptions options = run_options(f.checkpoints.front(), loaded.task);
         training::DataRequest request;
         request.train = false;
         request.target_tokenizer = &loaded.target_tokenizer;
@@ -72,12 +75,35 @@ int eval_language_model(const EvalFlags& f, training::LoadedModel& loaded) {
     return 0;
 }
 
+// "runs/a/best.safetensors, step 800", or for an ensemble each model's with its weight.
+std::string models_read(const training::Ensemble& ensemble) {
+    std::string text;
+    for (size_t i = 0; i < ensemble.size(); ++i) {
+        const training::LoadedModel& m = ensemble.member(i);
+        if (i > 0) text += " + ";
+        text += m.path + ", step " + std::to_string(m.step);
+        if (ensemble.size() > 1) {
+            char weight[32];
+            std::snprintf(weight, sizeof weight, ", weight %.3g", ensemble.weights()[i]);
+            text += weight;
+        }
+    }
+    return text;
+}
+
 int run_eval(const EvalFlags& f) {
     if (f.threads > 0) set_num_threads(f.threads);
     check(f.split == "dev" || f.split == "test", "eval", "--split must be dev or test, got ", f.split);
-    training::LoadedModel loaded = training::load_model(f.checkpoint);
-    loaded.model->pack_weights(f.int8 ? Precision::int8 : Precision::float32);
-    if (!models::reads_source(loaded.model->config())) return eval_language_model(f, loaded);
+    std::vector<training::LoadedModel> models;
+    for (const std::string& path : f.checkpoints) {
+        models.push_back(training::load_model(path));
+        models.back().model->pack_weights(f.int8 ? Precision::int8 : Precision::float32);
+    }
+    if (!models::reads_source(models.front().model->config())) return eval_language_model(f, models.front());
+    // Several checkpoints decode together; the first one's run names the data and its tokenizers
+    // read it.
+    training::Ensemble ensemble(std::move(models), f.weights);
+    const training::LoadedModel& loaded = ensemble.first();
     check(f.text.empty(), "eval", loaded.path, " holds a model that translates: --text is for language models ",
           "(give --test pairs)");
     std::vector<training::Example> examples;
@@ -89,7 +115,7 @@ int run_eval(const EvalFlags& f) {
         for (const std::string& line : report) std::fprintf(stderr, "%s\n", line.c_str());
         what = training::corpus_name(f.test_files);
     } else {
-        training::TrainingOptions options = run_options(f.checkpoint, loaded.task);
+        training::TrainingOptions options = run_options(f.checkpoints.front(), loaded.task);
         if (!f.dictionary.empty()) options.dictionary = f.dictionary;
         options.skip_invalid = options.skip_invalid || f.skip_invalid;
         training::DataRequest request;
@@ -106,10 +132,10 @@ int run_eval(const EvalFlags& f) {
     check(!examples.empty(), "eval", what, " has no examples to evaluate");
     std::vector<std::vector<std::string>> predictions;
     const training::Task& task = training::task(loaded.task);
-    const training::EvalResult r = training::evaluate(*loaded.model, examples, loaded.source_vocab, loaded.target_vocab,
-                                                      decoding_of(f), f.metrics.empty() ? nullptr : &predictions);
-    std::printf("%s (%s, step %lld, beam %lld): %s", what.c_str(), loaded.path.c_str(),
-                static_cast<long long>(loaded.step), static_cast<long long>(f.beam), task.describe(r).c_str());
+    const training::EvalResult r =
+        training::evaluate(ensemble, examples, decoding_of(f), f.metrics.empty() ? nullptr : &predictions);
+    std::printf("%s (%s, beam %lld): %s", what.c_str(), models_read(ensemble).c_str(), static_cast<long long>(f.beam),
+                task.describe(r).c_str());
     if (!f.metrics.empty()) {
         std::vector<std::string> hypotheses;
         std::vector<std::vector<std::string>> references;

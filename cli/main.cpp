@@ -55,6 +55,7 @@ int main(int argc, char** argv) {
     seqgrad::cli::add_predict_command(app, exit_status);
     seqgrad::cli::add_generate_command(app, exit_status);
     seqgrad::cli::add_score_command(app, exit_status);
+    seqgrad::cli::add_average_command(app, exit_status);
     seqgrad::cli::add_check_command(app, exit_status);
     seqgrad::cli::add_summary_command(app);
     seqgrad::cli::add_attention_command(app);

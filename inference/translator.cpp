@@ -11,10 +11,13 @@
 
 namespace seqgrad::inference {
 
-Translator::Translator(const std::string& checkpoint, Precision precision) : loaded_(training::load_model(checkpoint)) {
-    check(models::reads_source(loaded_.model->config()), "Translator", loaded_.path, " holds a language model (\"",
-          loaded_.model->config().model, "\"), which reads no source: continue a prompt with a TextGenerator");
-    loaded_.model->pack_weights(precision);
+Translator::Translator(const std::string& checkpoint, Precision precision)
+    : Translator(std::vector<std::string>{checkpoint}, {}, precision) {}
+
+Translator::Translator(const std::vector<std::string>& checkpoints, const std::vector<double>& weights,
+                       Precision precision)
+    : ensemble_(checkpoints, weights) {
+    ensemble_.pack_weights(precision);
 }
 
 Translator::Totals Translator::totals() const {
@@ -29,12 +32,12 @@ std::vector<std::vector<Translation>> Translator::translate(const std::vector<st
     const auto start = std::chrono::steady_clock::now();
     NoGradGuard no_grad;
 
-    // Every input as ids; the longest first is no matter: batches are formed by length below.
-    std::vector<std::vector<int64_t>> sources(inputs.size());
-    for (size_t i = 0; i < inputs.size(); ++i) {
-        sources[i] = loaded_.encode_source(inputs[i]);
-        totals_.source_tokens += static_cast<int64_t>(sources[i].size());
-        totals_.unknown_source_tokens += std::count(sources[i].begin(), sources[i].end(), models::kUnk);
+    // Every input as each model's ids; batches are formed by the first model's lengths below.
+    const std::vector<std::vector<std::vector<int64_t>>> ids = ensemble_.encode_sources(inputs);
+    const std::vector<std::vector<int64_t>>& sources = ids.front();
+    for (const std::vector<int64_t>& source : sources) {
+        totals_.source_tokens += static_cast<int64_t>(source.size());
+        totals_.unknown_source_tokens += std::count(source.begin(), source.end(), models::kUnk);
     }
     std::vector<size_t> order;
     for (size_t i = 0; i < inputs.size(); ++i)
@@ -49,17 +52,17 @@ std::vector<std::vector<Translation>> Translator::translate(const std::vector<st
     for (size_t first = 0; first < order.size(); first += per_batch) {
         const size_t last = std::min(order.size(), first + per_batch);
         const auto rows = static_cast<int64_t>(last - first);
-        const auto width = static_cast<int64_t>(sources[order[last - 1]].size());  // sorted: the longest
-        IntTensor src = IntTensor::full({rows, width}, models::kPad);
-        for (int64_t r = 0; r < rows; ++r) {
-            const std::vector<int64_t>& ids = sources[order[first + static_cast<size_t>(r)]];
-            std::copy(ids.begin(), ids.end(), src.data() + r * width);
+        std::vector<IntTensor> batch;  // each model's sources
+        for (const std::vector<std::vector<int64_t>>& own : ids) {
+            std::vector<const std::vector<int64_t>*> picked;
+            for (size_t i = first; i < last; ++i) picked.push_back(&own[order[i]]);
+            batch.push_back(training::padded_rows(picked));
         }
-        const std::vector<std::vector<models::Hypothesis>> found = models::search(*loaded_.model, src, options);
+        const std::vector<std::vector<models::Hypothesis>> found = ensemble_.search(batch, options);
         for (int64_t r = 0; r < rows; ++r) {
             std::vector<Translation>& out = results[order[first + static_cast<size_t>(r)]];
             for (const models::Hypothesis& h : found[static_cast<size_t>(r)])
-                out.push_back({loaded_.decode_target(h.tokens), h.score, static_cast<int64_t>(h.tokens.size())});
+                out.push_back({checkpoint().decode_target(h.tokens), h.score, static_cast<int64_t>(h.tokens.size())});
             if (!out.empty()) totals_.output_tokens += out.front().tokens;
         }
     }

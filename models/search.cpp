@@ -115,9 +115,9 @@ namespace {
 
 // The output tokens a search may choose: options.max_len (or the default for the source), so that
 // the prefix and every token but the last fit the decoder.
-int64_t output_limit(const StepDecoder& decoder, const IntTensor& source, const IntTensor& prefix,
+int64_t output_limit(const StepDecoder& decoder, int64_t source_length, const IntTensor& prefix,
                      const DecodingOptions& options) {
-    const int64_t wanted = options.max_len > 0 ? options.max_len : default_max_length(source.size(1));
+    const int64_t wanted = options.max_len > 0 ? options.max_len : default_max_length(source_length);
     const int64_t room = decoder.max_decode_length() - prefix.size(1) + 1;
     check(room >= 1, "search", "a prefix of ", prefix.size(1), " tokens leaves no room in the decoder's ",
           decoder.max_decode_length());
@@ -126,10 +126,10 @@ int64_t output_limit(const StepDecoder& decoder, const IntTensor& source, const 
 
 // One hypothesis per row: each step, the sampler's token for every row still going; a row that
 // chooses </s> leaves the batch.
-std::vector<Hypothesis> one_per_row(StepDecoder& decoder, const IntTensor& source, const IntTensor& prefix,
-                                    const DecodingOptions& options, Sampler& sampler, const TokenCallback& on_token) {
-    const int64_t rows = prefix.size(0), max_len = output_limit(decoder, source, prefix, options);
-    auto state = decoder.start_decoding(source);
+std::vector<Hypothesis> one_per_row(StepDecoder& decoder, std::unique_ptr<DecodingState> state, int64_t source_length,
+                                    const IntTensor& prefix, const DecodingOptions& options, Sampler& sampler,
+                                    const TokenCallback& on_token) {
+    const int64_t rows = prefix.size(0), max_len = output_limit(decoder, source_length, prefix, options);
     std::vector<Hypothesis> out(static_cast<size_t>(rows));
     // The state's rows are the unfinished rows, in order: a finished one leaves the batch.
     std::vector<int64_t> active(static_cast<size_t>(rows));
@@ -303,11 +303,11 @@ IntTensor compact(DecodingState& state, const Beams& beams, std::vector<int64_t>
 // Batched beam search: the beams of every source expanded together as one batch of rows, k to a
 // source (one to a source on the first step, which has one beam each); a source that is done
 // leaves the batch.
-std::vector<std::vector<Hypothesis>> beam_search_rows(StepDecoder& decoder, const IntTensor& source,
-                                                      const IntTensor& prefix, const DecodingOptions& options) {
+std::vector<std::vector<Hypothesis>> beam_search_rows(StepDecoder& decoder, std::unique_ptr<DecodingState> state,
+                                                      int64_t source_length, const IntTensor& prefix,
+                                                      const DecodingOptions& options) {
     const int64_t sources = prefix.size(0), k = options.beam_size;
-    const int64_t max_len = output_limit(decoder, source, prefix, options);
-    auto state = decoder.start_decoding(source);
+    const int64_t max_len = output_limit(decoder, source_length, prefix, options);
     Beams beams(sources, k, options.length_penalty);
     // The state's rows are the beams of each source not yet done, `per` rows to a source, in
     // order (row a * per + j is beam j of source active[a]).
@@ -346,6 +346,18 @@ void check_input(const IntTensor& source, const IntTensor& prefix) {
           prefix.shape());
 }
 
+// search() after its checks, from a state already started.
+std::vector<std::vector<Hypothesis>> search_from(StepDecoder& decoder, std::unique_ptr<DecodingState> state,
+                                                 int64_t source_length, const IntTensor& prefix,
+                                                 const DecodingOptions& options, const TokenCallback& on_token) {
+    if (options.beam_size > 1) return beam_search_rows(decoder, std::move(state), source_length, prefix, options);
+    const std::unique_ptr<Sampler> sampler = make_sampler(options);
+    std::vector<std::vector<Hypothesis>> out;
+    for (Hypothesis& h : one_per_row(decoder, std::move(state), source_length, prefix, options, *sampler, on_token))
+        out.push_back({std::move(h)});
+    return out;
+}
+
 }  // namespace
 
 std::vector<std::vector<Hypothesis>> search(StepDecoder& decoder, const IntTensor& source, const IntTensor& prefix,
@@ -353,12 +365,19 @@ std::vector<std::vector<Hypothesis>> search(StepDecoder& decoder, const IntTenso
     options.validate();
     check_input(source, prefix);
     NoGradGuard no_grad;
-    if (options.beam_size > 1) return beam_search_rows(decoder, source, prefix, options);
-    const std::unique_ptr<Sampler> sampler = make_sampler(options);
-    std::vector<std::vector<Hypothesis>> out;
-    for (Hypothesis& h : one_per_row(decoder, source, prefix, options, *sampler, on_token))
-        out.push_back({std::move(h)});
-    return out;
+    return search_from(decoder, decoder.start_decoding(source), source.size(1), prefix, options, on_token);
+}
+
+std::vector<std::vector<Hypothesis>> search(StepDecoder& decoder, std::unique_ptr<DecodingState> state,
+                                            int64_t source_length, const IntTensor& prefix,
+                                            const DecodingOptions& options, const TokenCallback& on_token) {
+    options.validate();
+    check(state != nullptr, "search", "no decoding state");
+    check(prefix.dim() == 2 && prefix.size(0) >= 1 && prefix.size(1) >= 1, "search",
+          "the prefix must be [rows >= 1, length >= 1], got ", prefix.shape());
+    check(source_length >= 0, "search", "a source length must be 0 or more, got ", source_length);
+    NoGradGuard no_grad;
+    return search_from(decoder, std::move(state), source_length, prefix, options, on_token);
 }
 
 std::vector<std::vector<Hypothesis>> search(StepDecoder& decoder, const IntTensor& source,
@@ -373,7 +392,7 @@ std::vector<std::vector<Hypothesis>> beam_search(StepDecoder& decoder, const Int
     check(options.temperature == 0, "beam_search", "beam search does not sample: temperature must be 0");
     check_input(source, prefix);
     NoGradGuard no_grad;
-    return beam_search_rows(decoder, source, prefix, options);
+    return beam_search_rows(decoder, decoder.start_decoding(source), source.size(1), prefix, options);
 }
 
 std::vector<Hypothesis> greedy_decode(StepDecoder& decoder, const IntTensor& src, int64_t max_len, int64_t min_len) {

@@ -2,6 +2,8 @@
 // training state beside them (checkpoint.h).
 #include "seqgrad/training/checkpoint.h"
 
+#include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 
@@ -28,6 +30,14 @@ namespace {
 constexpr const char* kModelFile = "model.safetensors";
 constexpr const char* kBestFile = "best.safetensors";
 constexpr const char* kTrainingFile = "training.safetensors";
+constexpr const char* kKeptPrefix = "step-";
+constexpr const char* kKeptSuffix = ".safetensors";
+
+bool is_kept_name(const std::string& name) {
+    const size_t first = std::strlen(kKeptPrefix), suffix = std::strlen(kKeptSuffix);
+    if (name.size() <= first + suffix || !name.starts_with(kKeptPrefix) || !name.ends_with(kKeptSuffix)) return false;
+    return name.find_first_not_of("0123456789", first) == name.size() - suffix;
+}
 
 }  // namespace
 
@@ -35,6 +45,28 @@ std::string CheckpointDir::file(const char* name) const { return (fs::path(path_
 std::string CheckpointDir::model_file() const { return file(kModelFile); }
 std::string CheckpointDir::best_file() const { return file(kBestFile); }
 std::string CheckpointDir::training_file() const { return file(kTrainingFile); }
+
+std::string CheckpointDir::kept_file(int64_t step) const {
+    char name[64];
+    std::snprintf(name, sizeof name, "%s%09lld%s", kKeptPrefix, static_cast<long long>(step), kKeptSuffix);
+    return file(name);
+}
+
+std::vector<std::string> CheckpointDir::kept_files() const {
+    std::vector<std::string> files;
+    std::error_code ec;
+    for (const auto& entry : fs::directory_iterator(path_, ec))
+        if (is_kept_name(entry.path().filename().string())) files.push_back(entry.path().string());
+    std::sort(files.begin(), files.end());  // zero-padded steps: by name is by step
+    return files;
+}
+
+void CheckpointDir::prune_kept(int64_t keep) const {
+    const std::vector<std::string> files = kept_files();
+    std::error_code ec;
+    for (size_t i = 0; i + static_cast<size_t>(std::max<int64_t>(keep, 0)) < files.size(); ++i)
+        fs::remove(files[i], ec);
+}
 
 bool CheckpointDir::exists() const {
     std::error_code ec;
@@ -63,7 +95,7 @@ void CheckpointDir::remove_leftovers() const {
     for (const auto& entry : fs::directory_iterator(path_, ec)) {
         const std::string name = entry.path().filename().string();
         const bool ours = name.starts_with(kModelFile) || name.starts_with(kBestFile) ||
-                          name.starts_with(kTrainingFile);
+                          name.starts_with(kTrainingFile) || name.starts_with(kKeptPrefix);
         const bool leftover = name.ends_with(pending("")) || name.find(".tmp.") != std::string::npos;
         if (ours && leftover) fs::remove(entry.path(), ec);
     }

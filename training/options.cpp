@@ -124,6 +124,9 @@ const OptionTable<TrainingOptions>& table() {
                  &O::save_every_steps)
             .at_least(0)
             .flag("save-every")
+            .add("keep_checkpoints", "keep the weights of the last N dev evaluations, named by step (0: none)",
+                 &O::keep_checkpoints)
+            .at_least(0)
             .add("eval_max_len", "output tokens when decoding dev (0: twice the source's plus 10, at least 40)",
                  &O::eval_max_len)
             .at_least(0)

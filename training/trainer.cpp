@@ -370,6 +370,10 @@ void Trainer::evaluate_on_root(bool scheduled) {
         p.best_dev = result;
         save_model(run_.dir.best_file(), *run_.model, run_.data, run_.options.task, p.step);
     }
+    if (run_.options.keep_checkpoints > 0) {  // the weights just evaluated (the average's, if kept)
+        save_model(run_.dir.kept_file(p.step), *run_.model, run_.data, run_.options.task, p.step);
+        run_.dir.prune_kept(run_.options.keep_checkpoints);
+    }
     if (!scheduled) return;
     if (p.scheduled_best < 0 || score < p.scheduled_best) {
         p.scheduled_best = score;

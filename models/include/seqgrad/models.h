@@ -4,6 +4,7 @@
 
 #include "seqgrad/models/attn_seq2seq.h"
 #include "seqgrad/models/common.h"
+#include "seqgrad/models/ensemble.h"
 #include "seqgrad/models/gpt.h"
 #include "seqgrad/models/step_decoder.h"
 #include "seqgrad/models/lstm_encoder.h"

@@ -8,6 +8,7 @@
 #include "seqgrad/training/config_file.h"
 #include "seqgrad/training/data.h"
 #include "seqgrad/training/dataset.h"
+#include "seqgrad/training/ensemble.h"
 #include "seqgrad/training/error_rates.h"
 #include "seqgrad/training/evaluate.h"
 #include "seqgrad/training/g2p.h"

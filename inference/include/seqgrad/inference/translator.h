@@ -10,6 +10,11 @@
 // The checkpoint holds the tokenizers and vocabularies, so raw text goes in and raw text comes
 // out. Inputs are decoded in batches of similar length; results come back in input order.
 //
+// Several checkpoints decode as one (training::Ensemble: each step sums their weighted
+// log-probabilities), if they share the target side:
+//
+//   seqgrad::inference::Translator both({"runs/attn", "runs/transformer"}, {0.5, 0.5});
+//
 // Thread safety: translate() may be called from several threads at once on one Translator; the
 // calls take turns (each batch already uses all of seqgrad's threads, set_num_threads, which is
 // the fastest way to decode on a CPU). Construct one Translator per model, not per call.
@@ -22,6 +27,7 @@
 
 #include "seqgrad/models/search.h"
 #include "seqgrad/training/checkpoint.h"
+#include "seqgrad/training/ensemble.h"
 
 namespace seqgrad::inference {
 
@@ -47,6 +53,10 @@ public:
     // weights as trained; int8 is faster where the CPU has AMX or AVX-512 VNNI, within rounding of
     // float32, and needs a build with oneDNN.
     explicit Translator(const std::string& checkpoint, Precision precision = Precision::float32);
+    // An ensemble of these checkpoints with these weights (none: equal; training::Ensemble says
+    // what it refuses). One checkpoint translates exactly as the constructor above.
+    Translator(const std::vector<std::string>& checkpoints, const std::vector<double>& weights,
+               Precision precision = Precision::float32);
 
     // For each input, its hypotheses, best first (options.nbest of them, or fewer if the search
     // found fewer), decoded in batches of similar length (models::inputs_per_batch inputs). The
@@ -56,11 +66,13 @@ public:
     std::vector<std::vector<Translation>> translate(const std::vector<std::string>& inputs,
                                                     const models::DecodingOptions& options = {}) const;
 
-    const training::LoadedModel& checkpoint() const { return loaded_; }
+    // The (first) checkpoint: its target side is the translations'.
+    const training::LoadedModel& checkpoint() const { return ensemble_.first(); }
+    const training::Ensemble& ensemble() const { return ensemble_; }
     Totals totals() const;
 
 private:
-    training::LoadedModel loaded_;
+    mutable training::Ensemble ensemble_;
     mutable std::mutex mutex_;
     mutable Totals totals_;
 };

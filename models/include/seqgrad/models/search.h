@@ -114,6 +114,12 @@ std::vector<std::vector<Hypothesis>> search(StepDecoder& decoder, const IntTenso
 // The same from <s> (a sequence-to-sequence model).
 std::vector<std::vector<Hypothesis>> search(StepDecoder& decoder, const IntTensor& source,
                                             const DecodingOptions& options);
+// The same from a state the caller started (an ensemble's, whose models each read their own
+// source: ensemble.h), for prefix [N, P >= 1] of as many rows as the state; `source_length` (the
+// sources' width) sets the default max_len as a source [N, source_length] would.
+std::vector<std::vector<Hypothesis>> search(StepDecoder& decoder, std::unique_ptr<DecodingState> state,
+                                            int64_t source_length, const IntTensor& prefix,
+                                            const DecodingOptions& options, const TokenCallback& on_token = {});
 
 // Beam search at the options' width, 1 included (search() runs it for wider beams only): with one
 // beam it chooses what greedy search chooses, which the tests hold it to.

@@ -3,6 +3,8 @@
 //                         SentencePiece model's bytes) and vocabularies, the task, the step
 //   best.safetensors      the same, for the weights with the best dev score so far (the task's
 //                         metric, task.h: the lowest dev WER, or the lowest loss)
+//   step-<N>.safetensors  with keep_checkpoints: the weights evaluated at step N (model file format),
+//                         the newest keep_checkpoints of them
 //   training.safetensors  the weights again, the optimizer's state (and the weight average's), and
 //                         in its metadata the training options and the run's Progress (step,
 //                         data position, random state, dev history): all a run needs to resume
@@ -43,6 +45,13 @@ public:
     std::string best_file() const;      // best.safetensors
     std::string training_file() const;  // training.safetensors
     static std::string pending(const std::string& file) { return file + ".next"; }
+
+    // step-<step>.safetensors (the step zero-padded to 9 digits, so that names sort by step).
+    std::string kept_file(int64_t step) const;
+    // The kept weights, oldest first.
+    std::vector<std::string> kept_files() const;
+    // Removes the oldest kept weights until at most `keep` are left.
+    void prune_kept(int64_t keep) const;
 
     bool exists() const;              // the directory
     bool has_model() const;           // model.safetensors

@@ -4,7 +4,6 @@
 #include <cstdint>
 #include <limits>
 #include <string>
-#include <string>
 #include <vector>
 
 #include "seqgrad/models/search.h"
@@ -36,6 +35,13 @@ struct EvalResult {
 // references. Returns the predictions too (as target symbols), in the examples' order, when asked.
 EvalResult evaluate(models::Model& model, const std::vector<Example>& examples, const Vocabulary& source_vocab,
                     const Vocabulary& target_vocab, const models::DecodingOptions& options,
+                    std::vector<std::vector<std::string>>* predictions = nullptr);
+
+class Ensemble;
+// The same for checkpoints decoding together (ensemble.h): the examples' symbols are the first
+// model's (its vocabularies encode and decode them); a model whose source side differs reads each
+// example's text (Example::name) with its own.
+EvalResult evaluate(Ensemble& ensemble, const std::vector<Example>& examples, const models::DecodingOptions& options,
                     std::vector<std::vector<std::string>>* predictions = nullptr);
 
 }  // namespace seqgrad::training

@@ -79,9 +79,12 @@ struct TrainingOptions {
 
     int64_t eval_every_steps = 0;  // 0: after each epoch
     int64_t save_every_steps = 0;  // a checkpoint every N steps as well (0: with evaluations only)
-    int64_t eval_max_len = 0;      // output tokens when decoding the dev split (0: the search's default)
-    int64_t dev_limit = 0;         // evaluate on the first N dev words only (0: all)
-    int64_t log_every = 100;       // steps between plain log lines
+    // Above 0: each dev evaluation also keeps the weights it evaluated (the average's, with
+    // average_decay) as step-<step>.safetensors, the newest N of them (`seqgrad average` reads them).
+    int64_t keep_checkpoints = 0;
+    int64_t eval_max_len = 0;  // output tokens when decoding the dev split (0: the search's default)
+    int64_t dev_limit = 0;     // evaluate on the first N dev words only (0: all)
+    int64_t log_every = 100;   // steps between plain log lines
     uint64_t seed = 1;
 
     std::string to_json() const;

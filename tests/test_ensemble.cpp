@@ -1,0 +1,287 @@
+// Ensembles (models/ensemble.h, training/ensemble.h): several checkpoints decoding as one, the
+// Translator over them, and checkpoints averaged into one (train's keep_checkpoints, `average`).
+#include "helpers.h"
+
+#include <cmath>
+#include <filesystem>
+
+#include "seqgrad/inference/translator.h"
+#include "seqgrad/training.h"
+
+using namespace seqgrad;
+using namespace seqgrad::models;
+using namespace seqgrad::training;
+using seqgrad::inference::Translator;
+using seqgrad::testing::error_of;
+using seqgrad::testing::TempDir;
+using Catch::Matchers::Contains;
+namespace fs = std::filesystem;
+
+namespace {
+
+const fs::path& scratch() {
+    static const TempDir dir("ensemble");
+    return dir.path;
+}
+
+TrainingOptions reverse_task() {
+    TrainingOptions o;
+    o.task = "reverse";
+    o.synthetic.train_size = 300;
+    o.synthetic.dev_size = 40;
+    o.synthetic.test_size = 40;
+    o.synthetic.vocab_size = 6;
+    o.synthetic.min_length = 2;
+    o.synthetic.max_length = 6;
+    o.batches.max_sentences = 16;
+    o.schedule = "constant";
+    o.lr = 3e-3;
+    o.label_smoothing = 0;
+    o.eval_max_len = 12;
+    o.max_steps = 40;
+    o.eval_every_steps = 10;
+    return o;
+}
+
+ModelConfig small(const std::string& kind) {
+    ModelConfig c = model_kind(kind).recipe;
+    if (kind == "transformer") {
+        c.d_model = 16;
+        c.n_heads = 2;
+        c.n_layers = c.n_enc_layers = c.n_dec_layers = 1;
+        c.d_ff = 32;
+        c.max_seq_len = 32;
+    } else {
+        c.hidden_size = 16;
+        c.num_layers = 1;
+    }
+    return c;
+}
+
+// A short run of the reverse task (once per name and test program), keeping its last 3 evaluated
+// weights.
+std::string run(const std::string& kind, uint64_t seed = 1) {
+    const std::string dir = (scratch() / (kind + "-" + std::to_string(seed))).string();
+    if (!fs::exists(dir)) {
+        TrainingOptions o = reverse_task();
+        o.seed = seed;
+        o.keep_checkpoints = 3;
+        train(small(kind), o, dir);
+    }
+    return dir;
+}
+
+const std::vector<Example>& dev_examples() {
+    static const std::vector<Example> dev = [] {
+        DataRequest request;
+        request.train = false;
+        return prepare_data(reverse_task(), request).dev;
+    }();
+    return dev;
+}
+
+std::vector<float> flat_weights(const Model& model) {
+    std::vector<float> all;
+    for (const auto& [name, t] : model.state_dict())
+        for (const float v : t.to_vector()) all.push_back(v);
+    return all;
+}
+
+DecodingOptions beam(int64_t width, int64_t nbest) {
+    DecodingOptions o;
+    o.beam_size = width;
+    o.nbest = nbest;
+    o.max_len = 12;
+    return o;
+}
+
+}  // namespace
+
+TEST_CASE("an ensemble of one checkpoint decodes exactly as its model alone", "[ensemble]") {
+    const LoadedModel alone = load_model(run("transformer"));
+    Ensemble one({run("transformer")});
+    const std::vector<Example>& dev = dev_examples();
+    for (const DecodingOptions& options : {beam(1, 1), beam(4, 3)}) {
+        std::vector<std::vector<std::string>> a, b;
+        const EvalResult ra = evaluate(*alone.model, dev, alone.source_vocab, alone.target_vocab, options, &a);
+        const EvalResult rb = evaluate(one, dev, options, &b);
+        CHECK(ra.wer == rb.wer);
+        CHECK(ra.per == rb.per);
+        CHECK(a == b);
+    }
+    // The same hypotheses and the same scores, bit for bit, through the Translator.
+    const std::vector<std::string> inputs{"abc", "fedcb", "a", "cabbage"};
+    const auto direct = Translator(run("transformer")).translate(inputs, beam(4, 3));
+    const auto listed = Translator(std::vector<std::string>{run("transformer")}, {}).translate(inputs, beam(4, 3));
+    REQUIRE(direct.size() == listed.size());
+    for (size_t i = 0; i < direct.size(); ++i) {
+        REQUIRE(direct[i].size() == listed[i].size());
+        for (size_t j = 0; j < direct[i].size(); ++j) {
+            CHECK(direct[i][j].text == listed[i][j].text);
+            CHECK(direct[i][j].score == listed[i][j].score);
+        }
+    }
+}
+
+TEST_CASE("two copies of one checkpoint find the same hypotheses as one", "[ensemble]") {
+    const std::vector<std::string> inputs{"abc", "fedcb", "a", "ddeeff", "bad"};
+    for (const std::string kind : {"transformer", "attn_seq2seq"}) {
+        const Translator one(run(kind));
+        const Translator two(std::vector<std::string>{run(kind), run(kind)}, {});
+        for (const DecodingOptions& options : {beam(1, 1), beam(5, 5)}) {
+            const auto a = one.translate(inputs, options);
+            const auto b = two.translate(inputs, options);
+            for (size_t i = 0; i < inputs.size(); ++i) {
+                INFO(kind << " beam " << options.beam_size << " input " << inputs[i]);
+                REQUIRE(a[i].size() == b[i].size());
+                for (size_t j = 0; j < a[i].size(); ++j) {
+                    CHECK(a[i][j].text == b[i][j].text);
+                    CHECK(std::fabs(a[i][j].score - b[i][j].score) < 1e-5f);
+                }
+            }
+        }
+    }
+}
+
+TEST_CASE("each step of an ensemble is its models' weighted sum of log-probabilities", "[ensemble]") {
+    const LoadedModel a = load_model(run("transformer"));
+    const LoadedModel b = load_model(run("attn_seq2seq"));
+    NoGradGuard no_grad;
+    EnsembleDecoder ensemble({a.model.get(), b.model.get()}, {3, 1});
+    CHECK(ensemble.weights() == std::vector<double>{0.75, 0.25});
+    const IntTensor source = IntTensor::from_vector({5, 6, 7, 8, 6, 5, 0, 0}, {2, 4});  // the second row padded
+    auto state = ensemble.start_decoding(source);
+    auto state_a = a.model->start_decoding(source);
+    auto state_b = b.model->start_decoding(source);
+    const auto expected = [&](const Tensor& la, const Tensor& lb) {
+        return add(mul(log_softmax(la), 0.75f), mul(log_softmax(lb), 0.25f));
+    };
+    const IntTensor prefix = start_of_sequence(2);
+    Tensor got = ensemble.prefill(*state, prefix);
+    CHECK(testing::max_abs_diff(got, expected(a.model->prefill(*state_a, prefix), b.model->prefill(*state_b, prefix))) <
+          1e-5f);
+    // Steps, and a reordering of the rows that every model's state follows.
+    for (const std::vector<int64_t>& rows : {std::vector<int64_t>{0, 1}, std::vector<int64_t>{1, 1}}) {
+        state->select_rows(rows);
+        state_a->select_rows(rows);
+        state_b->select_rows(rows);
+        const IntTensor tokens = IntTensor::from_vector({6, 7}, {2});
+        got = ensemble.decode_step(*state, tokens);
+        const Tensor want = expected(a.model->decode_step(*state_a, tokens), b.model->decode_step(*state_b, tokens));
+        CHECK(testing::max_abs_diff(got, want) < 1e-5f);
+    }
+    CHECK(ensemble.max_decode_length() == std::min(a.model->max_decode_length(), b.model->max_decode_length()));
+}
+
+TEST_CASE("ensemble weights are normalised to sum to 1, and bad ones refused", "[ensemble][errors]") {
+    CHECK(normalised_weights({}, 4) == std::vector<double>(4, 0.25));
+    CHECK(normalised_weights({2, 6}, 2) == std::vector<double>{0.25, 0.75});
+    CHECK_THAT(error_of([] { normalised_weights({1}, 2); }), Contains("one weight per model"));
+    CHECK_THAT(error_of([] { normalised_weights({1, 0}, 2); }), Contains("weight 2 is 0"));
+    CHECK_THAT(error_of([] { normalised_weights({1, -1}, 2); }), Contains("must be positive"));
+    CHECK_THAT(error_of([] { normalised_weights({1, NAN}, 2); }), Contains("must be positive"));
+    CHECK_THAT(error_of([] { normalised_weights({}, 0); }), Contains("at least one model"));
+    // Equal weights given or not decode alike.
+    const std::vector<std::string> both{run("transformer"), run("attn_seq2seq")};
+    const auto a = Translator(both, {}).translate({"abcd", "fed"}, beam(3, 2));
+    const auto b = Translator(both, {7, 7}).translate({"abcd", "fed"}, beam(3, 2));
+    for (size_t i = 0; i < a.size(); ++i)
+        for (size_t j = 0; j < a[i].size(); ++j) CHECK(a[i][j].score == b[i][j].score);
+}
+
+TEST_CASE("models of different kinds decode together, and their ensemble scores the dev split", "[ensemble]") {
+    Ensemble both({run("transformer"), run("attn_seq2seq")});
+    const EvalResult r = evaluate(both, dev_examples(), beam(4, 1));
+    CHECK(r.words == static_cast<int64_t>(dev_examples().size()));
+    CHECK(r.wer >= 0);
+    CHECK(r.wer <= 100);
+}
+
+TEST_CASE("an ensemble refuses models whose target sides differ, naming the difference", "[ensemble][errors]") {
+    const auto loaded = [] { return load_model(run("transformer")); };
+    {
+        std::vector<LoadedModel> models{loaded(), loaded()};
+        // The last symbol replaced by one that sorts after every other: the same size, one id differs.
+        std::vector<std::string> symbols(models[0].target_vocab.symbols().begin() + 4,
+                                         models[0].target_vocab.symbols().end());
+        const std::string last = symbols.back();
+        symbols.back() = "~~";
+        models[1].target_vocab = Vocabulary::from_symbols(symbols);
+        const int64_t id = models[0].target_vocab.size() - 1;
+        CHECK_THAT(error_of([&] { Ensemble(std::move(models)); }),
+                   Contains("target vocabularies") &&
+                       Contains("id " + std::to_string(id) + " is \"" + last + "\" in one and \"~~\" in the other"));
+    }
+    {
+        std::vector<LoadedModel> models{loaded(), loaded()};
+        models[1].target_tokenizer = Tokenizer::bytes();
+        CHECK_THAT(error_of([&] { Ensemble(std::move(models)); }), Contains("target tokenizers differ"));
+    }
+    {
+        // A source side of its own is accepted: that model reads the inputs its own way.
+        std::vector<LoadedModel> models{loaded(), loaded()};
+        models[1].source_tokenizer = Tokenizer::bytes();
+        const Ensemble ensemble(std::move(models));
+        CHECK(!ensemble.shares_source(1));
+        const auto ids = ensemble.encode_sources({"ab\xc3\xa9"});
+        CHECK(ids[0][0].size() == 3);  // characters
+        CHECK(ids[1][0].size() == 4);  // bytes
+    }
+}
+
+TEST_CASE("train keeps the weights of its last evaluations, named by step", "[ensemble][training]") {
+    const CheckpointDir dir(run("transformer"));
+    const std::vector<std::string> kept = dir.kept_files();
+    REQUIRE(kept.size() == 3);  // of the evaluations at steps 10, 20, 30, 40
+    CHECK(fs::path(kept[0]).filename() == "step-000000020.safetensors");
+    CHECK(fs::path(kept[2]).filename() == "step-000000040.safetensors");
+    CHECK(load_model(kept[1]).step == 30);
+    // The last evaluation was at the end: its weights are the run's last.
+    CHECK(flat_weights(*load_model(kept[2]).model) == flat_weights(*load_model(dir.model_file()).model));
+}
+
+TEST_CASE("the mean of N copies of one checkpoint is that checkpoint, exactly", "[ensemble][average]") {
+    const std::string file = CheckpointDir(run("attn_seq2seq")).kept_files().back();
+    const LoadedModel one = load_model(file);
+    for (const size_t copies : {size_t{1}, size_t{3}, size_t{7}}) {
+        const LoadedModel mean = average_models(std::vector<std::string>(copies, file));
+        CHECK(flat_weights(*mean.model) == flat_weights(*one.model));
+        CHECK(mean.step == one.step);
+    }
+}
+
+TEST_CASE("average writes the mean of kept weights as a checkpoint that loads, decodes and resumes",
+          "[ensemble][average]") {
+    const std::string source = run("transformer", 2);
+    const std::vector<std::string> kept = CheckpointDir(source).kept_files();
+    REQUIRE(kept.size() == 3);
+    const std::string out = (scratch() / "averaged").string();
+    fs::remove_all(out);
+    write_averaged_checkpoint(kept, source, out);
+    // Element by element, the mean of the three.
+    std::vector<std::vector<float>> each;
+    for (const std::string& file : kept) each.push_back(flat_weights(*load_model(file).model));
+    const LoadedModel mean = load_model(out);
+    CHECK(mean.step == 40);
+    const std::vector<float> got = flat_weights(*mean.model);
+    REQUIRE(got.size() == each[0].size());
+    float worst = 0;
+    for (size_t i = 0; i < got.size(); ++i)
+        worst = std::max(worst, std::fabs(got[i] - (each[0][i] + each[1][i] + each[2][i]) / 3));
+    CHECK(worst < 1e-6f);
+    // It evaluates as any checkpoint does.
+    const EvalResult r = evaluate(*mean.model, dev_examples(), mean.source_vocab, mean.target_vocab, beam(1, 1));
+    CHECK(r.words == static_cast<int64_t>(dev_examples().size()));
+    CHECK(Translator(out).translate({"abc"})[0].size() == 1);
+    // The run goes on from the mean, with the run's options and optimizer.
+    const TrainingResult resumed = resume(out, 0, 0, 45);
+    CHECK(resumed.stop_reason == "budget");
+    CHECK(load_model(CheckpointDir(out).model_file()).step == 45);
+    // A directory that holds a checkpoint is not overwritten.
+    CHECK_THAT(error_of([&] { write_averaged_checkpoint(kept, source, out); }), Contains("holds a checkpoint already"));
+}
+
+TEST_CASE("averaging checkpoints of different models is refused", "[ensemble][average][errors]") {
+    const std::vector<std::string> files{run("transformer"), run("attn_seq2seq")};
+    CHECK_THAT(error_of([&] { average_models(files); }), Contains("differ in their model configs"));
+}
