@@ -23,10 +23,6 @@ std::string vocabulary_difference(const Vocabulary& a, const Vocabulary& b) {
     return detail::concat("one has ", a.size(), " symbols, the other ", b.size());
 }
 
-}  // namespace
-
-namespace {
-
 std::vector<LoadedModel> load_models(const std::vector<std::string>& checkpoints) {
     std::vector<LoadedModel> models;
     for (const std::string& path : checkpoints) models.push_back(load_model(path));

@@ -69,7 +69,8 @@ LoadedModel average_models(const std::vector<std::string>& files);
 // A checkpoint directory `out` (created; an Error if it holds a checkpoint already) with the mean
 // of `files` as model.safetensors and, when checkpoint directory `training_from` has a training
 // state, training.safetensors: that state (options, progress, optimizer) with the mean as its
-// weights (and as its moving average of the weights, if it keeps one), so that `seqgrad train --resume out` continues the run from the averaged weights.
+// weights (and as its moving average of the weights, if it keeps one), so that
+// `seqgrad train --resume out` continues the run from the averaged weights.
 void write_averaged_checkpoint(const std::vector<std::string>& files, const std::string& training_from,
                                const std::string& out);
 
