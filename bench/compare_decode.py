@@ -37,6 +37,7 @@ SEQGRAD = {  # benchmark -> row
     "beam4": "seqgrad float32 (packed)",
     "beam4_sgemm": "seqgrad float32 (sgemm)",
     "beam4_int8": "seqgrad int8",
+    "beam4_bf16": "seqgrad bf16",
     "beam4_eos": "seqgrad float32, to </s>",
     "beam1_latency": "seqgrad, 1 sentence greedy (ms)",
     "beam1_latency_int8": "seqgrad int8, 1 sentence greedy (ms)",
@@ -58,6 +59,9 @@ def run_seqgrad(bench, threads, min_time):
     report = json.loads(out.stdout)
     rows, labels = {}, {}
     for b in report["benchmarks"]:
+        if b.get("error_occurred"):  # e.g. bf16 on a CPU without it: the row shows "-"
+            print(f"compare_decode.py: {b['name']}: {b.get('error_message', '?')}", file=sys.stderr)
+            continue
         name = b["name"].split("/")[2]
         row = SEQGRAD[name]
         rows[row] = b["ms_per_batch"] if row.endswith(LATENCY) else b["tokens_per_second"]
@@ -188,6 +192,7 @@ def print_table(measured, settings):
          lambda t: seqgrad(t, "seqgrad float32 (packed)", True)),
         ("seqgrad, float32 through OpenBLAS's sgemm (`beam4_sgemm`)", lambda t: seqgrad(t, "seqgrad float32 (sgemm)")),
         ("seqgrad, int8 (`--int8`, `beam4_int8`)", lambda t: seqgrad(t, "seqgrad int8")),
+        ("seqgrad, bf16 (`--bf16`, `beam4_bf16`)", lambda t: seqgrad(t, "seqgrad bf16")),
         ("PyTorch 1.13, key/value cache, at its best", lambda t: at_best(t, "PyTorch cached", " tok/s")),
         (f"PyTorch 1.13, key/value cache: {names}", lambda t: each(t, "PyTorch cached", " tok/s")),
         ("PyTorch 1.13, `nn.Transformer` recomputing the prefix, at its best",

@@ -10,7 +10,9 @@
 // The weights are packed for oneDNN's kernels as seqgrad's Translator packs them, in float32
 // (core/packed.h; where oneDNN has no such kernel for the CPU, or the build has no oneDNN, the
 // products stay on sgemm and the label says so). Variants: `_sgemm` never packs (every product
-// through OpenBLAS's sgemm), `_int8` packs int8 weights (the option `seqgrad predict --int8`).
+// through OpenBLAS's sgemm), `_int8` packs int8 weights (the option `seqgrad predict --int8`),
+// `_bf16` bfloat16 ones (`seqgrad predict --bf16`; skipped, saying why, on a CPU without
+// AVX512_BF16 or AMX).
 //
 // The model: d_model 512, 8 heads, 6 + 6 layers, d_ff 2048, Post-LN, ReLU, 32,000 symbols on each
 // side, no dropout (eval mode). Weights and sources come from transformer_base.safetensors beside
@@ -114,8 +116,8 @@ const Workload& workload() {
 }
 
 // How the model's weights are held while decoding: packed as the Translator packs them (float32 by
-// default), packed in int8, or not packed (every product through sgemm).
-enum class Weights { packed, int8, sgemm };
+// default), packed in int8 or bf16, or not packed (every product through sgemm).
+enum class Weights { packed, int8, bf16, sgemm };
 
 // Puts the shared model's weights back unpacked when a benchmark ends.
 struct UnpackAtEnd {
@@ -132,9 +134,16 @@ void decode_base(benchmark::State& state, int64_t beam, bool fixed_length, int64
         for (auto _ : state) {}
         return;
     }
+    if (weights == Weights::bf16 && !seqgrad::packing_available(Precision::bf16)) {
+        state.SkipWithError(seqgrad::bf16_unavailable_reason().c_str());
+        for (auto _ : state) {}
+        return;
+    }
     const UnpackAtEnd unpack{*w.model};
     if (weights != Weights::sgemm) {
-        const Precision precision = weights == Weights::int8 ? Precision::int8 : Precision::float32;
+        const Precision precision = weights == Weights::int8   ? Precision::int8
+                                    : weights == Weights::bf16 ? Precision::bf16
+                                                               : Precision::float32;
         w.model->pack_weights(precision);
         state.SetLabel(w.model->weights_packed() ? seqgrad::packed_kernel_name(precision) : "sgemm");
     } else {
@@ -268,6 +277,10 @@ void register_decode_benchmarks() {
         ->Unit(benchmark::kMillisecond);
     benchmark::RegisterBenchmark("decode/transformer_base/beam4_int8",
                                  [](benchmark::State& s) { decode_base(s, 4, true, kSentences, Weights::int8); })
+        ->UseRealTime()
+        ->Unit(benchmark::kMillisecond);
+    benchmark::RegisterBenchmark("decode/transformer_base/beam4_bf16",
+                                 [](benchmark::State& s) { decode_base(s, 4, true, kSentences, Weights::bf16); })
         ->UseRealTime()
         ->Unit(benchmark::kMillisecond);
     benchmark::RegisterBenchmark("decode/transformer_base/beam4_sgemm",

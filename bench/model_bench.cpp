@@ -4,13 +4,19 @@
 //   train_step/<model>/<shape>   one training step: zero_grad, forward, the loss (cross-entropy
 //                                with label smoothing 0.1, ignoring padding), backward, Adam
 //                                (lr 1e-4). model: transformer, attn_seq2seq, seq2seq.
+//   train_step/<model>/<shape>/bf16  the same step with "precision": "bf16" (the products'
+//                                operands in bfloat16, float32 sums; everything else float32), for
+//                                the Transformer and the GPT; skipped, saying why, on a CPU without
+//                                AVX512_BF16 or AMX. mfu stays relative to the float32 sgemm peak,
+//                                so it can pass 100%.
 //   train_step/gpt/<cpu|baby>    one step of the GPT on random windows of context + 1 tokens:
 //                                zero_grad, forward, the loss, backward, gradient clipping at 1,
 //                                AdamW (lr 1e-3, betas 0.9 and 0.99, weight decay 0.1 on the
 //                                matrices and embeddings). Counters as train_step's.
 //   generate/gpt/baby            the baby shape continuing a one-token prompt by 256 tokens,
 //                                sampled at temperature 0.8, batch 1, weights packed as the
-//                                TextGenerator packs them: tokens_per_second
+//                                TextGenerator packs them: tokens_per_second; `/bf16` with
+//                                bfloat16 weights (`seqgrad generate --bf16`)
 // GPT shapes (batch, context, width, heads, d_ff, layers, dropout), nanoGPT's, with the 65
 // characters of tinyshakespeare (and seqgrad's four special tokens: a vocabulary of 69):
 //   cpu     12,  64, 128, 4,  512, 4, 0     (its CPU recipe)
@@ -72,6 +78,7 @@
 #include "seqgrad/core/allocator.h"
 #include "seqgrad/core/autograd.h"
 #include "seqgrad/core/ops.h"
+#include "seqgrad/core/precision.h"
 #include "seqgrad/core/random.h"
 #include "seqgrad/core/tensor.h"
 #include "seqgrad/models/model.h"
@@ -83,6 +90,10 @@
 namespace seqgrad_bench {
 namespace {
 
+using seqgrad::MatmulPrecisionScope;
+using seqgrad::Precision;
+using seqgrad::bf16_available;
+using seqgrad::bf16_unavailable_reason;
 using seqgrad::Generator;
 using seqgrad::IntTensor;
 using seqgrad::Tensor;
@@ -187,7 +198,17 @@ void time_training_steps(benchmark::State& state, const Step& step, double flops
     state.counters["max_rss_mib"] = max_rss_mib();
 }
 
-void train_step(benchmark::State& state, const std::string& model_name, const BenchShape& shape) {
+// Whether the step can run in `precision`; if not, the benchmark is skipped with the reason.
+bool precision_runs(benchmark::State& state, Precision precision) {
+    if (precision != Precision::bf16 || bf16_available()) return true;
+    state.SkipWithError(bf16_unavailable_reason().c_str());
+    for (auto _ : state) {}
+    return false;
+}
+
+void train_step(benchmark::State& state, const std::string& model_name, const BenchShape& shape, Precision precision) {
+    if (!precision_runs(state, precision)) return;
+    const MatmulPrecisionScope products(precision);
     Generator gen(7);
     const ModelConfig config = bench_config(model_name, shape);
     auto model = seqgrad::models::make_model(config, gen);
@@ -271,7 +292,9 @@ ModelConfig gpt_config(const GptShape& s) {
     return c;
 }
 
-void gpt_train_step(benchmark::State& state, const GptShape& shape) {
+void gpt_train_step(benchmark::State& state, const GptShape& shape, Precision precision) {
+    if (!precision_runs(state, precision)) return;
+    const MatmulPrecisionScope products(precision);
     Generator gen(7);
     const ModelConfig config = gpt_config(shape);
     auto model = seqgrad::models::make_model(config, gen);
@@ -300,11 +323,16 @@ void gpt_train_step(benchmark::State& state, const GptShape& shape) {
     time_training_steps(state, step, flops, shape.batch * shape.context);
 }
 
-void gpt_generate(benchmark::State& state, const GptShape& shape) {
+void gpt_generate(benchmark::State& state, const GptShape& shape, Precision precision) {
+    if (precision == Precision::bf16 && !seqgrad::packing_available(precision)) {
+        state.SkipWithError(bf16_unavailable_reason().c_str());
+        for (auto _ : state) {}
+        return;
+    }
     Generator gen(11);
     auto model = seqgrad::models::make_model(gpt_config(shape), gen);
     model->eval();
-    model->pack_weights(seqgrad::Precision::float32);  // as the TextGenerator does
+    model->pack_weights(precision);  // as the TextGenerator does (float32, or `generate --bf16`)
     seqgrad::models::DecodingOptions sampling;
     sampling.max_len = kGeneratedTokens;
     sampling.min_len = kGeneratedTokens;  // every iteration writes all of them
@@ -406,10 +434,15 @@ void register_model_benchmarks() {
         for (const seqgrad::models::ModelKind& kind : seqgrad::models::model_kinds()) {
             if (kind.vocabularies.size() != 2) continue;  // the GPT has shapes of its own, below
             const std::string name = "train_step/" + kind.name + "/" + shape.name, model = kind.name;
-            benchmark::RegisterBenchmark(name.c_str(),
-                                         [model, &shape](benchmark::State& state) { train_step(state, model, shape); })
-                ->UseRealTime()
-                ->Unit(benchmark::kMillisecond);
+            for (const Precision precision : {Precision::float32, Precision::bf16}) {
+                if (precision == Precision::bf16 && model != "transformer") continue;
+                const std::string suffix = precision == Precision::bf16 ? "/bf16" : "";
+                benchmark::RegisterBenchmark(
+                    (name + suffix).c_str(),
+                    [model, &shape, precision](benchmark::State& state) { train_step(state, model, shape, precision); })
+                    ->UseRealTime()
+                    ->Unit(benchmark::kMillisecond);
+            }
         }
     }
     for (const BenchShape& shape : kShapes) {
@@ -423,15 +456,19 @@ void register_model_benchmarks() {
         }
     }
     for (const GptShape& shape : kGptShapes) {
-        benchmark::RegisterBenchmark((std::string("train_step/gpt/") + shape.name).c_str(),
-                                     [&shape](benchmark::State& state) { gpt_train_step(state, shape); })
-            ->UseRealTime()
-            ->Unit(benchmark::kMillisecond);
-        if (std::string(shape.name) == "baby")
-            benchmark::RegisterBenchmark("generate/gpt/baby",
-                                         [&shape](benchmark::State& state) { gpt_generate(state, shape); })
+        for (const Precision precision : {Precision::float32, Precision::bf16})
+            benchmark::RegisterBenchmark(
+                (std::string("train_step/gpt/") + shape.name + (precision == Precision::bf16 ? "/bf16" : "")).c_str(),
+                [&shape, precision](benchmark::State& state) { gpt_train_step(state, shape, precision); })
                 ->UseRealTime()
                 ->Unit(benchmark::kMillisecond);
+        if (std::string(shape.name) == "baby")
+            for (const Precision precision : {Precision::float32, Precision::bf16})
+                benchmark::RegisterBenchmark(
+                    precision == Precision::bf16 ? "generate/gpt/baby/bf16" : "generate/gpt/baby",
+                    [&shape, precision](benchmark::State& state) { gpt_generate(state, shape, precision); })
+                    ->UseRealTime()
+                    ->Unit(benchmark::kMillisecond);
     }
     // Fixed iteration counts: every rank must make the same collective calls.
     for (const BenchShape& shape : kShapes) {

@@ -48,6 +48,7 @@
 #include <vector>
 
 #include "seqgrad/core/ops.h"
+#include "seqgrad/core/precision.h"
 #include "seqgrad/core/random.h"
 #include "seqgrad/core/tensor.h"
 #include "seqgrad/core/threads.h"
@@ -420,6 +421,8 @@ void configure_and_describe(int requested_threads) {
     benchmark::AddCustomContext("openblas_threads", std::to_string(openblas_get_num_threads()));
     const double peak_gflops = sgemm_peak_flops() * 1e-9;
     benchmark::AddCustomContext("sgemm_peak_gflops", std::to_string(peak_gflops));
+    benchmark::AddCustomContext("bf16_kernel", seqgrad::bf16_available() ? seqgrad::bf16_kernel_name()
+                                                                         : seqgrad::bf16_unavailable_reason());
 
     std::fprintf(stderr,
                  "seqgrad_bench: OpenBLAS core %s, %d thread(s), OPENBLAS_CORETYPE %s, sgemm peak %.0f GFLOP/s "

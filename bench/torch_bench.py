@@ -8,13 +8,16 @@ fixtures (tests/fixtures/make_fixtures.py), so both sides run exactly the same c
 
     /usr/bin/python3 bench/torch_bench.py --model transformer --shape g2p [--threads 2]
                                           [--setting default|threads|passive]
+                                          [--precision float32|bf16]
 
 prints one JSON object: seconds per step (the mean over the timed steps, as Google Benchmark
 reports), tokens_per_second, the process's peak resident memory (max_rss_mib), and the thread
 setting it ran in with its OpenMP and OpenBLAS threads and OpenBLAS's kernels
 (bench/torch_settings.py: `default` is PyTorch as it comes, `threads` torch.set_num_threads(N),
-`passive` that with OMP_WAIT_POLICY=PASSIVE; bench/compare.py times all three). Needs
-python3-torch (Debian's build).
+`passive` that with OMP_WAIT_POLICY=PASSIVE; bench/compare.py times all three). With
+--precision bf16 the forward pass and the loss run under torch.autocast("cpu", torch.bfloat16),
+PyTorch's own mixed precision (its products in bfloat16, weights and optimizer in float32), the
+counterpart of seqgrad's "precision": "bf16". Needs python3-torch (Debian's build).
 """
 import argparse
 import json
@@ -61,6 +64,8 @@ def main():
     parser.add_argument("--setting", choices=torch_settings.SETTINGS, default="passive",
                         help="PyTorch's thread setting (bench/torch_settings.py)")
     parser.add_argument("--min-time", type=float, default=3.0, help="seconds of timed steps (at least 3 steps)")
+    parser.add_argument("--precision", choices=("float32", "bf16"), default="float32",
+                        help="bf16: the forward pass and loss under torch.autocast(\"cpu\", torch.bfloat16)")
     args = parser.parse_args()
 
     try:
@@ -81,9 +86,12 @@ def main():
     tgt[:, 0] = SOS
     tgt_in, tgt_out = tgt[:, :-1], tgt[:, 1:]
 
+    autocast = args.precision == "bf16"
+
     def step():
         optimizer.zero_grad()
-        loss = loss_fn(model(src, tgt_in), tgt_out, LABEL_SMOOTHING)
+        with torch.autocast(device_type="cpu", dtype=torch.bfloat16, enabled=autocast):
+            loss = loss_fn(model(src, tgt_in), tgt_out, LABEL_SMOOTHING)
         loss.backward()
         optimizer.step()
         return loss.item()
@@ -97,7 +105,8 @@ def main():
         steps += 1
     seconds = (time.perf_counter() - start) / steps
     print(json.dumps({
-        "name": f"train_step/{args.model}/{args.shape}",
+        "name": f"train_step/{args.model}/{args.shape}" + ("/bf16" if autocast else ""),
+        "precision": args.precision,
         "torch_version": torch.__version__,
         **setting,
         "steps": steps,

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "seqgrad/core/precision.h"
 #include "seqgrad/models/search.h"
 
 namespace seqgrad::cli {
@@ -21,11 +22,15 @@ struct DecodingFlags {
     int64_t max_len = 0;  // 0: the search's default
     int threads = 0;
     bool int8 = false;
+    bool bf16 = false;
 };
 
-// --checkpoint (one or several), --weights, --beam, --alpha, --threads, --int8 (each command adds
+// --checkpoint (one or several), --weights, --beam, --alpha, --threads, --int8, --bf16 (each command adds
 // its own --max-len, whose help says what it decodes).
 void add_decoding_flags(CLI::App* cmd, DecodingFlags& f);
+
+// The precision of the packed weights the flags ask for: --int8, --bf16, or float32.
+Precision precision_of(const DecodingFlags& f);
 
 // The search the flags ask for.
 models::DecodingOptions decoding_of(const DecodingFlags& f);

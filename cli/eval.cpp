@@ -97,7 +97,7 @@ int run_eval(const EvalFlags& f) {
     std::vector<training::LoadedModel> models;
     for (const std::string& path : f.checkpoints) {
         models.push_back(training::load_model(path));
-        models.back().model->pack_weights(f.int8 ? Precision::int8 : Precision::float32);
+        models.back().model->pack_weights(precision_of(f));
     }
     if (!models::reads_source(models.front().model->config())) return eval_language_model(f, models.front());
     // Several checkpoints decode together; the first one's run names the data and its tokenizers

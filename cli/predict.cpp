@@ -54,7 +54,7 @@ int run_predict(const PredictFlags& f) {
     if (f.threads > 0) set_num_threads(f.threads);
     check(f.nbest <= f.beam, "predict", "--nbest ", f.nbest, " needs a beam at least as wide (--beam ", f.beam, ")");
     check(f.chunk >= 1, "predict", "--chunk must be positive, got ", f.chunk);
-    const inference::Translator translator(f.checkpoints, f.weights, f.int8 ? Precision::int8 : Precision::float32);
+    const inference::Translator translator(f.checkpoints, f.weights, precision_of(f));
     const models::DecodingOptions options = decoding_of(f);
 
     InputLines input(f);

@@ -1,13 +1,18 @@
-// The one place seqgrad calls sgemm. OpenBLAS runs single-threaded (threads.cpp); a product large
-// enough to be worth it is split here into one block of rows (or columns) per thread of the pool,
-// while attention's per-head products (already spread over the pool) come as single blocks.
+// The one place seqgrad calls sgemm, and, in bf16 mode, oneDNN's bfloat16 products (bf16.cpp).
+// OpenBLAS runs single-threaded (threads.cpp); a product large enough to be worth it is split here
+// into one block of rows (or columns) per thread of the pool, while attention's per-head products
+// (already spread over the pool) come as single blocks.
 #include "blas.h"
 
 #include <algorithm>
 #include <climits>
+#include <mutex>
+#include <string>
+#include <vector>
 
 #include "parallel.h"
 #include "seqgrad/core/error.h"
+#include "seqgrad/core/precision.h"
 
 namespace seqgrad::detail {
 namespace {
@@ -33,6 +38,59 @@ void check_blas_size(int64_t n, const char* op) {
     check(n <= INT_MAX, op, "a matrix extent of ", n, " exceeds what BLAS can index");
 }
 
+namespace {
+
+// Runs C = op(A) op(B) (+ C) as `block` calls (gemm_block's arguments, on A's and B's element type):
+// one call for a small product, else the longer side of C cut into blocks of whole 16-row (or
+// column) tiles, one per thread of the pool.
+template <typename T, typename Block>
+void split_product(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a, const T* b, float* c, bool accumulate,
+                   const Block& block) {
+    const int64_t lda = ta ? m : k, ldb = tb ? k : n, ldc = n;
+    const double work = static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
+    if (work < kSplitWork || get_num_threads() == 1 || ThreadPool::in_worker()) {
+        block(ta, tb, m, n, k, a, lda, b, ldb, c, ldc, accumulate);
+        return;
+    }
+    const bool by_rows = m >= n;
+    const int64_t side = by_rows ? m : n;
+    const int64_t tiles = (side + 15) / 16;
+    parallel_for(tiles, 1, [&](int64_t first_tile, int64_t end_tile) {
+        const int64_t begin = first_tile * 16, end = std::min(side, end_tile * 16);
+        if (by_rows)  // rows [begin, end) of A (or of A^T) and C
+            block(ta, tb, end - begin, n, k, ta ? a + begin : a + begin * lda, lda, b, ldb, c + begin * ldc, ldc,
+                  accumulate);
+        else  // columns [begin, end) of B (or of B^T) and C
+            block(ta, tb, m, end - begin, k, a, lda, tb ? b + begin * ldb : b + begin, ldb, c + begin, ldc, accumulate);
+    });
+}
+
+// The same product with A and B rounded to bfloat16 first (into this thread's buffers, which the
+// pool's threads read during the call). An error on a worker is carried back to the caller.
+void gemm_bf16(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, const float* b, float* c,
+               bool accumulate) {
+    thread_local std::vector<uint16_t> half_a, half_b;
+    half_a.resize(static_cast<size_t>(m * k));
+    half_b.resize(static_cast<size_t>(k * n));
+    round_to_bf16(a, m * k, half_a.data());
+    round_to_bf16(b, k * n, half_b.data());
+    std::mutex failure_mutex;
+    std::string failure;
+    split_product(ta, tb, m, n, k, half_a.data(), half_b.data(), c, accumulate,
+                  [&](bool ta_, bool tb_, int64_t m_, int64_t n_, int64_t k_, const uint16_t* a_, int64_t lda,
+                      const uint16_t* b_, int64_t ldb, float* c_, int64_t ldc, bool acc) {
+        try {
+            gemm_block_bf16(ta_, tb_, m_, n_, k_, a_, lda, b_, ldb, c_, ldc, acc);
+        } catch (const std::exception& e) {
+            std::lock_guard<std::mutex> lock(failure_mutex);
+            if (failure.empty()) failure = e.what();
+        }
+    });
+    if (!failure.empty()) throw Error(failure);
+}
+
+}  // namespace
+
 void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, const float* b, float* c,
           bool accumulate) {
     if (m == 0 || n == 0) return;
@@ -40,25 +98,11 @@ void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, con
         if (!accumulate) std::fill_n(c, m * n, 0.0f);
         return;
     }
-    const int64_t lda = ta ? m : k, ldb = tb ? k : n, ldc = n;
-    const double work = static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
-    if (work < kSplitWork || get_num_threads() == 1 || ThreadPool::in_worker()) {
-        gemm_block(ta, tb, m, n, k, a, lda, b, ldb, c, ldc, accumulate);
+    if (matmul_precision() == Precision::bf16) {
+        gemm_bf16(ta, tb, m, n, k, a, b, c, accumulate);
         return;
     }
-    // Split the longer side of C into blocks of whole 16-row (or column) tiles, one per thread.
-    const bool by_rows = m >= n;
-    const int64_t side = by_rows ? m : n;
-    const int64_t tiles = (side + 15) / 16;
-    parallel_for(tiles, 1, [&](int64_t first_tile, int64_t end_tile) {
-        const int64_t begin = first_tile * 16, end = std::min(side, end_tile * 16);
-        if (by_rows)  // rows [begin, end) of A (or of A^T) and C
-            gemm_block(ta, tb, end - begin, n, k, ta ? a + begin : a + begin * lda, lda, b, ldb, c + begin * ldc, ldc,
-                       accumulate);
-        else  // columns [begin, end) of B (or of B^T) and C
-            gemm_block(ta, tb, m, end - begin, k, a, lda, tb ? b + begin * ldb : b + begin, ldb, c + begin, ldc,
-                       accumulate);
-    });
+    split_product(ta, tb, m, n, k, a, b, c, accumulate, gemm_block);
 }
 
 }  // namespace seqgrad::detail

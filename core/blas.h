@@ -16,8 +16,10 @@ namespace seqgrad::detail {
 // Throws Error naming `op` if a matrix extent does not fit BLAS's int.
 void check_blas_size(int64_t n, const char* op);
 
-// C[m, n] = op(A) op(B), or C += op(A) op(B) when accumulate; row-major, A stored [m, k] (or
-// [k, m] when ta), B stored [k, n] (or [n, k] when tb). Extents may be zero.
+// C[m, n] = op(A) op(B), or C += op(A) op(B) when accumulate; in float32, or with both operands
+// rounded to bfloat16 when matmul_precision() is bf16 (precision.h; the sums and C stay float32);
+// row-major, A stored [m, k] (or [k, m] when ta), B stored [k, n] (or [n, k] when tb). Extents may
+// be zero.
 void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, const float* b, float* c, bool accumulate);
 
 // The same on the calling thread alone, with row strides of its own (lda, ldb, ldc): a block of
@@ -25,5 +27,12 @@ void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, con
 // positive.
 void gemm_block(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
                 int64_t ldb, float* c, int64_t ldc, bool accumulate);
+
+// The bfloat16 side (bf16.cpp): x [n] rounded to bfloat16 (to_bf16, on the pool's threads), and
+// gemm_block on bfloat16 operands through oneDNN, on the calling thread (Error if oneDNN fails or
+// is missing).
+void round_to_bf16(const float* x, int64_t n, uint16_t* out);
+void gemm_block_bf16(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const uint16_t* a, int64_t lda,
+                     const uint16_t* b, int64_t ldb, float* c, int64_t ldc, bool accumulate);
 
 }  // namespace seqgrad::detail

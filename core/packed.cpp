@@ -15,14 +15,13 @@
 #include <utility>
 #include <vector>
 
+#include "blas.h"
 #include "parallel.h"
 #include "seqgrad/core/autograd.h"
 #include "seqgrad/core/error.h"
 
 #ifdef SEQGRAD_HAVE_DNNL
-#include <dlfcn.h>
-
-#include <oneapi/dnnl/dnnl.hpp>
+#include "onednn.h"
 #endif
 
 namespace seqgrad {
@@ -68,8 +67,6 @@ constexpr const char* kOp = "linear_packed";
 
 }  // namespace
 
-const char* precision_name(Precision precision) { return precision == Precision::int8 ? "int8" : "float32"; }
-
 #ifdef SEQGRAD_HAVE_DNNL
 
 namespace {
@@ -77,27 +74,16 @@ namespace {
 using dt = dnnl::memory::data_type;
 using tag = dnnl::memory::format_tag;
 
-dnnl::engine& cpu_engine() {
-    static dnnl::engine engine(dnnl::engine::kind::cpu, 0);
-    return engine;
-}
-
-// oneDNN sizes its OpenMP team by omp_get_max_threads() of the calling thread. Setting that to 1
-// once on each thread that calls keeps a product on its thread; the symbol comes with libgomp,
-// which libdnnl loads, so it is looked up rather than linked (no OpenMP flags for any compiler).
-void keep_on_this_thread() {
-    thread_local bool done = false;
-    if (done) return;
-    done = true;
-    using SetThreads = void (*)(int);
-    if (auto set = reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "omp_set_num_threads"))) set(1);
-}
+dnnl::engine& cpu_engine() { return detail::onednn_engine(); }
 
 constexpr int64_t kLayoutRows = 64;  // rows at which the layout is chosen (oneDNN keeps it for any)
 constexpr size_t kMaxKernels = 64;   // kernels kept per block, one per row count; then they start over
 constexpr int64_t kBlockAlign = 16;  // column blocks start at multiples of this
 
-dt input_type(Precision p) { return p == Precision::int8 ? dt::s8 : dt::f32; }
+// What x and the packed W hold; W's rows are read from float32 for bf16 (the reorder rounds them).
+dt input_type(Precision p) { return p == Precision::int8 ? dt::s8 : p == Precision::bf16 ? dt::bf16 : dt::f32; }
+dt plain_type(Precision p) { return p == Precision::int8 ? dt::s8 : dt::f32; }
+size_t input_bytes(Precision p) { return p == Precision::int8 ? 1 : p == Precision::bf16 ? 2 : sizeof(float); }
 
 // rows of x [rows, in] times one column block of W: the output's rows are `ld` apart (the whole
 // output's width). Float32 adds the bias block itself; int8 adds it when scaling back.
@@ -105,13 +91,13 @@ dnnl::matmul::primitive_desc describe(Precision p, int64_t rows, int64_t in, int
                                       const dnnl::memory::desc& weights, bool bias) {
     const dnnl::memory::desc src({rows, in}, input_type(p), tag::ab);
     // Int8 sums go to a dense [rows, cols] part (oneDNN writes int32 to strided rows slowly);
-    // float32 straight into the output's columns.
+    // float32 and bf16's float32 sums straight into the output's columns.
     const dnnl::memory::desc dst = p == Precision::int8
                                        ? dnnl::memory::desc({rows, cols}, dt::s32, tag::ab)
                                        : dnnl::memory::desc({rows, cols}, dt::f32, dnnl::memory::dims{ld, 1});
     dnnl::primitive_attr attr;
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);  // each thread its own, so calls can overlap
-    if (bias && p == Precision::float32)
+    if (bias && p != Precision::int8)
         return dnnl::matmul::primitive_desc(
             dnnl::matmul::desc(src, weights, dnnl::memory::desc({1, cols}, dt::f32, tag::ab), dst), attr, cpu_engine());
     return dnnl::matmul::primitive_desc(dnnl::matmul::desc(src, weights, dst), attr, cpu_engine());
@@ -170,7 +156,7 @@ struct PackedMatrix::Impl {
     // scales), on the calling thread. Int8 sums go to the block's dense part of `parts` first.
     void run(Block& block, int64_t rows, const void* x, const float* row_scales, const float* bias, int32_t* parts,
              float* y) const {
-        keep_on_this_thread();
+        detail::onednn_on_this_thread();
         thread_local std::vector<uint8_t> scratch;
         thread_local std::vector<uint8_t> padded_x;
         thread_local std::vector<int32_t> padded_sums;
@@ -183,7 +169,7 @@ struct PackedMatrix::Impl {
         int32_t* sums = int8 ? parts + rows * block.first : nullptr;  // int8: this block's dense part
         float* y_block = y + block.first;                             // float32: rows `out` apart
         if (n > rows) {  // zero rows after x's; results into buffers of n rows
-            const size_t row_bytes = static_cast<size_t>(in) * (int8 ? 1 : sizeof(float));
+            const size_t row_bytes = static_cast<size_t>(in) * input_bytes(precision);
             padded_x.assign(static_cast<size_t>(n) * row_bytes, 0);
             std::memcpy(padded_x.data(), x, static_cast<size_t>(rows) * row_bytes);
             x = padded_x.data();
@@ -231,16 +217,18 @@ struct PackedMatrix::Impl {
 bool packing_available(Precision precision) {
     if (!packing_enabled.load(std::memory_order_relaxed)) return false;
     // Float32 pays only with a kernel that reads the packed layout as it is (brgemm, AVX-512 and
-    // newer); oneDNN's other float32 kernels copy panels at every product, as sgemm does.
+    // newer); oneDNN's other float32 kernels copy panels at every product, as sgemm does. Bf16 needs
+    // the CPU's bfloat16 instructions (precision.h).
+    if (precision == Precision::bf16) return bf16_available();
     return precision == Precision::int8 || packed_kernel_name(Precision::float32).rfind("brg", 0) == 0;
 }
 
 void set_packing_enabled(bool enabled) { packing_enabled.store(enabled, std::memory_order_relaxed); }
 
 std::string packed_kernel_name(Precision precision) {
-    static std::string names[2];
-    static std::once_flag once[2];
-    const int i = precision == Precision::int8 ? 1 : 0;
+    static std::string names[3];
+    static std::once_flag once[3];
+    const int i = static_cast<int>(precision);
     std::call_once(once[i], [&] {
         try {
             names[i] =
@@ -273,7 +261,7 @@ PackedMatrix::PackedMatrix(const Tensor& weight, Precision precision) : impl_(st
         }
         plain_data = q.data();
     }
-    const size_t element = precision == Precision::int8 ? 1 : sizeof(float);
+    const size_t element = precision == Precision::int8 ? 1 : sizeof(float);  // of the plain rows
     // One block of columns per thread, in multiples of kBlockAlign.
     const int64_t threads = std::max<int64_t>(1, std::min<int64_t>(get_num_threads(), m.out / kBlockAlign));
     const int64_t width = (m.out + threads - 1) / threads;
@@ -289,7 +277,7 @@ PackedMatrix::PackedMatrix(const Tensor& weight, Precision precision) : impl_(st
                                 .weights_desc();
             // Rows [first, first + cols) of W: oneDNN's [in, cols] with row stride in ("ba").
             const auto* start = static_cast<const char*>(plain_data) + static_cast<size_t>(first * m.in) * element;
-            dnnl::memory plain({{m.in, block->cols}, input_type(precision), tag::ba}, cpu_engine(),
+            dnnl::memory plain({{m.in, block->cols}, plain_type(precision), tag::ba}, cpu_engine(),
                                const_cast<char*>(start));
             block->packed = dnnl::memory(block->layout, cpu_engine());
             dnnl::reorder(plain, block->packed).execute(stream, plain, block->packed);
@@ -346,12 +334,19 @@ Tensor linear_packed(const Tensor& x, const PackedMatrix& weight, const Tensor& 
 #ifdef SEQGRAD_HAVE_DNNL
     const PackedMatrix::Impl& m = weight.impl();
     const bool int8 = m.precision == Precision::int8;
+    const bool bf16 = m.precision == Precision::bf16;
     const float* pb = bias.defined() ? bias.data() : nullptr;
     // Int8: the rows of x quantized once, for every block, and room for the blocks' int32 sums.
     thread_local std::vector<int8_t> qx;
     thread_local std::vector<int32_t> int_parts;
     thread_local std::vector<float> row_scales;
+    thread_local std::vector<uint16_t> half_x;  // bf16: x rounded once, for every block
     const void* input = x.data();
+    if (bf16) {
+        half_x.resize(static_cast<size_t>(rows * in));
+        detail::round_to_bf16(x.data(), rows * in, half_x.data());
+        input = half_x.data();
+    }
     if (int8) {
         qx.resize(static_cast<size_t>(rows * in));
         int_parts.resize(static_cast<size_t>(rows * out));

@@ -34,13 +34,24 @@ TensorCheck compare(const std::string& name, const Tensor& actual, const Tensor&
     }
     const float* a = actual.data();
     const float* b = expected.data();
+    double diff_squares = 0, squares = 0;
     for (int64_t i = 0; i < actual.numel(); ++i) {
         const double err = std::fabs(static_cast<double>(a[i]) - b[i]);
         const double mag = std::fabs(static_cast<double>(b[i]));
         if (!(err <= tol.atol + tol.rtol * mag)) c.ok = false;  // also catches NaN
         c.max_abs_error = std::max(c.max_abs_error, std::isnan(err) ? INFINITY : err);
         if (mag >= tol.atol) c.max_rel_error = std::max(c.max_rel_error, err / mag);
+        diff_squares += err * err;
+        squares += mag * mag;
     }
+    c.rel_l2_error = squares > 0 ? std::sqrt(diff_squares / squares) : diff_squares > 0 ? INFINITY : 0;
+    if (std::isnan(c.rel_l2_error)) c.rel_l2_error = INFINITY;
+    // As a whole: within rel_l2 of the expected norm, or an error whose root mean square is at most
+    // atol (a gradient that is zero in exact arithmetic, such as a key bias's, is float noise in
+    // both programs, and its relative error means nothing).
+    if (tol.rel_l2 > 0)
+        c.ok = std::sqrt(diff_squares) <=
+               tol.rel_l2 * std::sqrt(squares) + tol.atol * std::sqrt(static_cast<double>(actual.numel()));
     return c;
 }
 
@@ -240,7 +251,8 @@ bool FixtureResult::ok() const {
     return !checks.empty();
 }
 
-FixtureResult check_fixture(const std::string& path, const Tolerance& tolerance) {
+FixtureResult check_fixture(const std::string& path, const Tolerance& tolerance, Precision precision) {
+    const MatmulPrecisionScope products(precision);
     const SafetensorsFile file = SafetensorsFile::load(path);
     FixtureResult result;
     result.path = path;

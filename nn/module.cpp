@@ -135,6 +135,10 @@ void Module::train(bool on) {
 void Module::pack_weights(Precision precision) {
     check(precision != Precision::int8 || packing_available(Precision::int8), "Module::pack_weights",
           "int8 weights need oneDNN, and this build of seqgrad has none (install Debian's libdnnl-dev and rebuild)");
+    if (precision == Precision::bf16) {
+        const std::string why = bf16_unavailable_reason();
+        check(why.empty(), "Module::pack_weights", why);
+    }
     if (!packing_available(precision)) {  // float32 on a CPU or build where sgemm is as good
         unpack_weights();
         return;

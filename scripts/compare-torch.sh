@@ -4,10 +4,12 @@
 # ratios to its best. Needs Debian's python3-torch. Run it on a quiet machine: the sides alternate,
 # but anything else running moves both.
 #
-#   bash scripts/compare-torch.sh [train] [decode] [g2p] [gpt]     (default: all four)
+#   bash scripts/compare-torch.sh [train] [bf16] [decode] [g2p] [gpt]     (default: all five)
 #
 #   train   bench/compare.py: one training step of each model at each shape, 2 threads
 #           (about 15 minutes)
+#   bf16    bench/compare.py --bf16: the Transformer's step in float32 and bfloat16 on both sides
+#           (PyTorch: torch.autocast), 2 threads (about 15 minutes; a CPU with AVX512_BF16 or AMX)
 #   decode  bench/compare_decode.py: beam search of a Transformer-base, 1 and 2 threads
 #           (about 30 minutes: PyTorch's nn.Transformer recomputing the prefix is most of it)
 #   g2p     bench/torch_g2p_predict.py: `seqgrad predict` on the G2P test words, beam 5, float32 and
@@ -26,11 +28,11 @@ python=/usr/bin/python3
 out=runs/compare-torch
 checkpoint=${G2P_CHECKPOINT:-runs/g2p-transformer-20min}
 parts=("$@")
-[ ${#parts[@]} -gt 0 ] || parts=(train decode g2p gpt)
+[ ${#parts[@]} -gt 0 ] || parts=(train bf16 decode g2p gpt)
 for part in "${parts[@]}"; do
   case "$part" in
-    train | decode | g2p | gpt) ;;
-    *) echo "compare-torch.sh: unknown part '$part' (train, decode, g2p, gpt)" >&2 && exit 2 ;;
+    train | bf16 | decode | g2p | gpt) ;;
+    *) echo "compare-torch.sh: unknown part '$part' (train, bf16, decode, g2p, gpt)" >&2 && exit 2 ;;
   esac
 done
 if ! "$python" -c 'import torch' 2>/dev/null; then
@@ -48,6 +50,10 @@ for part in "${parts[@]}"; do
     train)
       echo "== training steps (bench/compare.py) -> $out/train.md" >&2
       "$python" bench/compare.py --bench build/bench/seqgrad_bench --threads 2 --rounds 2 | tee "$out/train.md"
+      ;;
+    bf16)
+      echo "== training steps in float32 and bfloat16 (bench/compare.py --bf16) -> $out/bf16.md" >&2
+      "$python" bench/compare.py --bench build/bench/seqgrad_bench --threads 2 --rounds 2 --bf16 | tee "$out/bf16.md"
       ;;
     gpt)
       echo "== a GPT's training steps and sampling (bench/compare_gpt.py) -> $out/gpt.md" >&2

@@ -111,6 +111,11 @@ const OptionTable<TrainingOptions>& table() {
             .add("overlap_gradients",
                  "under mpirun: sum each bucket of gradients over the ranks during the backward pass, not after it",
                  &O::overlap_gradients)
+            .add("precision",
+                 "the products of training: float32, or bf16 (bfloat16 operands, float32 sums; CPUs with "
+                 "AVX512_BF16 or AMX)",
+                 &O::precision)
+            .one_of({"float32", "bf16"})
             .add("epochs", "budget: epochs in all (0: no limit)", &O::epochs)
             .at_least(0)
             .add("minutes", "budget: minutes in this session (0: no limit)", &O::minutes)

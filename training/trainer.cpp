@@ -17,6 +17,7 @@
 #include "seqgrad/core/files.h"
 #include "seqgrad/core/hash.h"
 #include "seqgrad/core/ops.h"
+#include "seqgrad/core/precision.h"
 #include "seqgrad/models/registry.h"
 #include "seqgrad/nn/distributed.h"
 #include "seqgrad/nn/optim.h"
@@ -221,6 +222,7 @@ bool Trainer::step() {
     const TrainingOptions& o = run_.options;
     const auto t0 = Clock::now();
     const Batch batch = run_.stream->next();
+    const MatmulPrecisionScope products(parse_precision(o.precision, "training options"));
     // This rank's rows (all of them in a run of one process). The loss is the mean over the
     // batch's target tokens: each rank's mean over its own tokens, weighted by its share of them.
     const Batch share = group_.size() == 1 ? Batch{} : share_of_batch(batch, group_.rank(), group_.size());
@@ -462,12 +464,21 @@ double Trainer::budget_fraction() const {
     return std::min(f, 1.0);
 }
 
+// "precision": "bf16" on a CPU (or build) without bfloat16 products: refused before anything is
+// read or written.
+void check_precision_available(const TrainingOptions& options) {
+    if (options.precision != "bf16") return;
+    const std::string why = bf16_unavailable_reason();
+    check(why.empty(), "training options", "\"precision\": \"bf16\": ", why, "; train in float32 instead");
+}
+
 }  // namespace
 
 TrainingResult train(const models::ModelConfig& model_config, const TrainingOptions& options,
                      const std::string& out_dir, const TrainingListener& listener,
                      const std::atomic<bool>* stop_requested) {
     options.validate();
+    check_precision_available(options);
     const nn::Distributed& group = nn::Distributed::current();
     Run run;
     run.options = options;
@@ -528,6 +539,7 @@ TrainingResult resume(const std::string& dir, int64_t epochs, double minutes, in
         run.options.max_steps = max_steps;
     }
     run.options.validate();
+    check_precision_available(run.options);
     run.progress = saved.progress;
     LoadedModel loaded = load_model(run.dir.model_file());
     if (saved.weights.empty())  // a checkpoint from before the training state held the weights

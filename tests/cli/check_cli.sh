@@ -20,6 +20,21 @@ grep -q "FAIL /nonexistent.safetensors: .*nonexistent.safetensors" <<< "$out" \
   || fail "no message naming the missing file"
 [ "$(echo "$out" | tail -n 1)" = "1 passed, 1 failed" ] || fail "wrong summary for a missing file"
 
+# In bfloat16, judged by relative L2 error (a CPU with AVX512_BF16 or AMX); elsewhere refused.
+out=$("$seqgrad" check --bf16 "$fixtures"/gpt_learned.safetensors "$fixtures"/transformer_pre_gelu_ls.safetensors 2>&1)
+status=$?
+if grep -q "bfloat16 instructions" <<< "$out"; then
+  refused "check --bf16 without bfloat16 instructions" $status "$out" "AVX512_BF16"
+  echo "SKIPPED: this CPU has no bfloat16 instructions; check --bf16 was only seen refusing"
+else
+  [ $status -eq 0 ] || fail "check --bf16 exited $status: $out"
+  grep -q "products in bf16" <<< "$out" || fail "check --bf16 does not say its products are bf16: $out"
+  [ "$(echo "$out" | tail -n 1)" = "2 passed, 0 failed" ] || fail "check --bf16: wrong summary: $out"
+  # The elementwise float32 bound would fail these products: they were rounded.
+  out=$("$seqgrad" check --bf16 --rel-l2 1e-7 "$fixtures"/gpt_learned.safetensors 2>&1); status=$?
+  [ $status -eq 1 ] || fail "check --bf16 --rel-l2 1e-7 should fail, got $status: $out"
+fi
+
 out=$("$seqgrad" check --atol 2>&1); status=$?
 refused "a flag without its value" $status "$out" "--atol"
 out=$("$seqgrad" check 2>&1); status=$?

@@ -1,31 +1,32 @@
 // Weights packed once for inference: y = x W^T + b through oneDNN's matmul kernels, with W
 // reordered, at packing time, into the blocked layout those kernels read, instead of being copied
-// into panels at every product as sgemm does. Two precisions:
+// into panels at every product as sgemm does. Three precisions:
 //
 //   float32  the same arithmetic as linear(), summed in another order (results agree to float
 //            rounding); about 1.3-1.5x sgemm's speed at decoding's shapes (64-128 rows).
 //   int8     W quantized per output row and x per row as it arrives, summed exactly in int32 on
 //            AMX or AVX-512 VNNI where the CPU has them, and scaled back to float32. Faster still,
 //            and it changes results: an option, never the default.
+//   bf16     W rounded to bfloat16 once and x as it arrives (precision.h), the products summed in
+//            float32: on CPUs with AVX512_BF16 or AMX only (elsewhere an Error). Within bfloat16's
+//            rounding of float32 (about 0.2% of each operand), and an option too.
 //
 // Int8 quantization is symmetric: row r of W is stored as round(W[r, :] / s_r) in [-127, 127] with
 // s_r = max |W[r, :]| / 127, and row i of x likewise with its own s_i, so
 //     y[i, r] = s_i * s_r * sum_k qx[i, k] * qW[r, k] + b[r].
 //
 // Packing needs oneDNN (Debian's libdnnl-dev, found at build time). Without it, float32 packing is
-// not done (Module::pack_weights leaves layers on sgemm) and int8 is an Error.
+// not done (Module::pack_weights leaves layers on sgemm) and int8 and bf16 are Errors.
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <string>
 
+#include "seqgrad/core/precision.h"
 #include "seqgrad/core/tensor.h"
 
 namespace seqgrad {
-
-enum class Precision { float32, int8 };
-const char* precision_name(Precision precision);  // "float32", "int8"
 
 // Whether weights can be packed in this precision: the build has oneDNN and, for float32, oneDNN
 // has a kernel for this CPU that reads the packed layout as it is (brgemm: AVX-512 and newer; on

@@ -72,6 +72,12 @@ struct TrainingOptions {
     // false sums them all after the pass (nn::all_reduce_gradients). The results are the same.
     bool overlap_gradients = true;
 
+    // The matrix products of the forward and backward passes: "float32", or "bf16" (mixed
+    // precision: each product's operands rounded to bfloat16 and summed in float32; the weights,
+    // gradients, optimizer state, norms, softmax and loss stay float32; evaluation runs in float32).
+    // bf16 needs a CPU with bfloat16 instructions (precision.h); elsewhere training refuses to start.
+    std::string precision = "float32";
+
     // Budgets (0 = no limit; at least one must be set). minutes counts this session only.
     int64_t epochs = 0;
     double minutes = 0;
