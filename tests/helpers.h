@@ -68,6 +68,39 @@ inline Tensor parameter(const nn::Module& module, const std::string& name) {
     return Tensor();
 }
 
+// The synthetic "reverse" task at a test's size: words of 2 to 6 symbols over 6, `held_out` dev and
+// as many test words, batches of `batch` words, dev decoded to at most 12 tokens. The caller sets
+// the budget, the schedule and whatever else its test is about.
+inline training::TrainingOptions reverse_words(int64_t train_size, int64_t held_out, int64_t batch) {
+    training::TrainingOptions o;
+    o.task = "reverse";
+    o.synthetic.train_size = train_size;
+    o.synthetic.dev_size = held_out;
+    o.synthetic.test_size = held_out;
+    o.synthetic.vocab_size = 6;
+    o.synthetic.min_length = 2;
+    o.synthetic.max_length = 6;
+    o.batches.max_sentences = batch;
+    o.eval_max_len = 12;
+    return o;
+}
+
+// A Pre-LN Transformer as small as a test needs: as many encoder as decoder layers, no dropout
+// unless the test sets it. Vocabulary sizes are left for training to set.
+inline models::ModelConfig small_transformer(int64_t d_model, int64_t heads, int64_t layers, int64_t d_ff,
+                                             int64_t max_len) {
+    models::ModelConfig c;
+    c.model = "transformer";
+    c.d_model = d_model;
+    c.n_heads = heads;
+    c.n_layers = c.n_enc_layers = c.n_dec_layers = layers;
+    c.d_ff = d_ff;
+    c.max_seq_len = max_len;
+    c.norm = "pre";
+    c.dropout = 0;
+    return c;
+}
+
 // Packing turned off (set_packing_enabled) while it lives, as on a CPU or build without oneDNN's
 // kernels, so that the sgemm fallback runs on every machine.
 struct PackingDisabled {

@@ -73,33 +73,13 @@ struct Bf16Disabled {
 };
 
 training::TrainingOptions reverse_task() {
-    training::TrainingOptions o;
-    o.task = "reverse";
-    o.synthetic.train_size = 2000;
-    o.synthetic.dev_size = 50;
-    o.synthetic.test_size = 50;
-    o.synthetic.vocab_size = 6;
-    o.synthetic.min_length = 2;
-    o.synthetic.max_length = 6;
-    o.batches.max_sentences = 32;
+    training::TrainingOptions o = reverse_words(2000, 50, 32);
     o.warmup_steps = 50;
     o.lr = 0.5;
-    o.eval_max_len = 12;
     return o;
 }
 
-models::ModelConfig small_transformer() {
-    models::ModelConfig c;
-    c.model = "transformer";
-    c.d_model = 32;
-    c.n_heads = 2;
-    c.n_layers = c.n_enc_layers = c.n_dec_layers = 1;
-    c.d_ff = 64;
-    c.max_seq_len = 16;
-    c.norm = "pre";
-    c.dropout = 0;
-    return c;
-}
+models::ModelConfig tiny_model() { return small_transformer(32, 2, 1, 64, 16); }
 
 }  // namespace
 
@@ -236,8 +216,7 @@ TEST_CASE("a Transformer trained in bf16 learns as the float32 one does", "[bf16
     for (int i = 0; i < 2; ++i) {
         o.precision = i == 0 ? "float32" : "bf16";
         std::vector<double> losses;
-        training::train(small_transformer(), o, (root.path / o.precision).string(),
-                        [&](const training::TrainingEvent& e) {
+        training::train(tiny_model(), o, (root.path / o.precision).string(), [&](const training::TrainingEvent& e) {
             if (e.kind == training::TrainingEvent::Kind::step) losses.push_back(e.loss);
         });
         REQUIRE(losses.size() == 400);
@@ -264,12 +243,12 @@ TEST_CASE("without bfloat16 instructions, bf16 training, packing and checking ar
     o.max_steps = 5;
     o.precision = "bf16";
     const std::string out = (root.path / "run").string();
-    const std::string message = error_of([&] { training::train(small_transformer(), o, out); });
+    const std::string message = error_of([&] { training::train(tiny_model(), o, out); });
     CHECK(message.find("bf16") != std::string::npos);
     CHECK(message.find("float32") != std::string::npos);
     CHECK_FALSE(fs::exists(out));
     CHECK(error_of([] { MatmulPrecisionScope s(Precision::bf16); }).find("turned off") != std::string::npos);
-    models::ModelConfig config = small_transformer();
+    models::ModelConfig config = tiny_model();
     config.src_vocab = config.tgt_vocab = 10;
     Generator gen(1);
     auto model = models::make_model(config, gen);

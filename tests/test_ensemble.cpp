@@ -25,19 +25,10 @@ const fs::path& scratch() {
 }
 
 TrainingOptions reverse_task() {
-    TrainingOptions o;
-    o.task = "reverse";
-    o.synthetic.train_size = 300;
-    o.synthetic.dev_size = 40;
-    o.synthetic.test_size = 40;
-    o.synthetic.vocab_size = 6;
-    o.synthetic.min_length = 2;
-    o.synthetic.max_length = 6;
-    o.batches.max_sentences = 16;
+    TrainingOptions o = seqgrad::testing::reverse_words(300, 40, 16);
     o.schedule = "constant";
     o.lr = 3e-3;
     o.label_smoothing = 0;
-    o.eval_max_len = 12;
     o.max_steps = 40;
     o.eval_every_steps = 10;
     return o;

@@ -28,31 +28,15 @@ std::string fresh_dir(const std::string& name) {
 }
 
 ModelConfig tiny_transformer() {
-    ModelConfig c;
-    c.model = "transformer";
+    ModelConfig c = seqgrad::testing::small_transformer(16, 2, 1, 32, 32);
     c.src_vocab = c.tgt_vocab = 4;
-    c.d_model = 16;
-    c.n_heads = 2;
-    c.n_layers = c.n_enc_layers = c.n_dec_layers = 1;
-    c.d_ff = 32;
-    c.max_seq_len = 32;
-    c.norm = "pre";
     c.dropout = 0.1f;  // so that resuming must restore the dropout generator too
     return c;
 }
 
 TrainingOptions reverse_task(int64_t train_size) {
-    TrainingOptions o;
-    o.task = "reverse";
-    o.synthetic.train_size = train_size;
-    o.synthetic.dev_size = 50;
-    o.synthetic.test_size = 50;
-    o.synthetic.vocab_size = 6;
-    o.synthetic.min_length = 2;
-    o.synthetic.max_length = 6;
-    o.batches.max_sentences = 16;
+    TrainingOptions o = seqgrad::testing::reverse_words(train_size, 50, 16);
     o.warmup_steps = 20;
-    o.eval_max_len = 12;
     return o;
 }
 
@@ -408,15 +392,7 @@ double reverse_test_wer(const ModelConfig& model, TrainingOptions o, const std::
 }  // namespace
 
 TEST_CASE("the Transformer learns to reverse sequences to 99% exact match", "[training][learning]") {
-    ModelConfig c;
-    c.model = "transformer";
-    c.d_model = 64;
-    c.n_heads = 4;
-    c.n_layers = c.n_enc_layers = c.n_dec_layers = 2;
-    c.d_ff = 128;
-    c.max_seq_len = 16;
-    c.norm = "pre";
-    c.dropout = 0;
+    const ModelConfig c = seqgrad::testing::small_transformer(64, 4, 2, 128, 16);
     TrainingOptions o;
     o.batches.max_sentences = 64;
     o.warmup_steps = 200;
