@@ -95,9 +95,7 @@ def main():
                         context, result = run_seqgrad(args.bench, model, shape, args.threads, args.min_time)
                     else:
                         result = run_torch(model, shape, args.threads, side, args.min_time)
-                    key = (model, shape, side)
-                    if key not in best or result["tokens_per_second"] > best[key]["tokens_per_second"]:
-                        best[key] = result
+                    torch_settings.keep_faster(best, (model, shape, side), result)
 
     print(f"seqgrad vs PyTorch {torch_version}, one training step (forward, loss, backward, Adam), "
           f"{args.threads} threads, best of {args.rounds} alternating runs; PyTorch in each setting of "
@@ -140,9 +138,7 @@ def compare_bf16(args, torch_version):
                                                   precision)
                 else:
                     result = run_torch("transformer", shape, args.threads, side, args.min_time, precision)
-                key = (shape, side, precision)
-                if key not in best or result["tokens_per_second"] > best[key]["tokens_per_second"]:
-                    best[key] = result
+                torch_settings.keep_faster(best, (shape, side, precision), result)
 
     print(f"seqgrad vs PyTorch {torch_version}, the Transformer's training step in float32 and in bfloat16 "
           f"(seqgrad \"precision\": \"bf16\", PyTorch torch.autocast), {args.threads} threads, best of "

@@ -90,9 +90,7 @@ def main():
                         continue
                 else:
                     result = run_torch(name, args.threads, side, args.min_time)
-                key = (name, side)
-                if key not in best or result["tokens_per_second"] > best[key]["tokens_per_second"]:
-                    best[key] = result
+                torch_settings.keep_faster(best, (name, side), result)
 
     print(f"seqgrad vs PyTorch {torch_version}, a GPT (bench/torch_gpt.py): training steps (forward, loss, "
           f"backward, clipping, AdamW) and sampling with a key/value cache, {args.threads} threads, best of "

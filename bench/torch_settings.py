@@ -166,6 +166,13 @@ def preflight(script, bench):
     return torch.__version__
 
 
+def keep_faster(best, key, result):
+    """Keeps `result` as best[key] if there is none yet or it has more tokens per second: the best of
+    a comparison's alternating runs."""
+    if key not in best or result["tokens_per_second"] > best[key]["tokens_per_second"]:
+        best[key] = result
+
+
 def tokens_per_second_cells(runs, threads):
     """(the winning setting, its run, one table cell per setting) for runs {setting: counters}
     measured in tokens per second, the winner's figure in bold."""
