@@ -17,6 +17,10 @@
 //                                sampled at temperature 0.8, batch 1, weights packed as the
 //                                TextGenerator packs them: tokens_per_second; `/bf16` with
 //                                bfloat16 weights (`seqgrad generate --bf16`)
+//   phases/transformer/<shape>, phases/gpt/<cpu|baby>   the same steps timed by phase (zero_grad,
+//                                forward, backward, clipping and the optimizer) and by operation
+//                                inside the passes (core/profile.h); bench/phases.py prints the
+//                                table of where the time goes
 // GPT shapes (batch, context, width, heads, d_ff, layers, dropout), nanoGPT's, with the 65
 // characters of tinyshakespeare (and seqgrad's four special tokens: a vocabulary of 69):
 //   cpu     12,  64, 128, 4,  512, 4, 0     (its CPU recipe)
@@ -70,6 +74,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -79,6 +84,7 @@
 #include "seqgrad/core/autograd.h"
 #include "seqgrad/core/ops.h"
 #include "seqgrad/core/precision.h"
+#include "seqgrad/core/profile.h"
 #include "seqgrad/core/random.h"
 #include "seqgrad/core/tensor.h"
 #include "seqgrad/models/model.h"
@@ -178,7 +184,7 @@ double max_rss_mib() {
 // optimizer's state exists and the allocator's cache is warm), and sets the counters every
 // training step reports from its FLOPs and its tokens.
 template <typename Step>
-void time_training_steps(benchmark::State& state, const Step& step, double flops, int64_t tokens) {
+void time_training_steps(benchmark::State& state, Step& step, double flops, int64_t tokens) {
     for (int i = 0; i < 2; ++i) step();
     const seqgrad::AllocatorStats before = seqgrad::allocator_stats();
     seqgrad::reset_peak_bytes_in_use();
@@ -206,28 +212,53 @@ bool precision_runs(benchmark::State& state, Precision precision) {
     return false;
 }
 
+// One training step of a model, in the phases the phases/ benchmarks time apart.
+struct TrainingStep {
+    std::shared_ptr<seqgrad::models::Model> model;
+    std::unique_ptr<seqgrad::nn::Optimizer> optimizer;
+    std::function<Tensor()> loss;  // the forward pass and the loss
+    float clip = 0;                // clip the gradients' norm to this first (0: never)
+    std::vector<Tensor> clipped;   // the parameters clipping reads
+    double flops = 0;              // model FLOPs of the step (3x the forward products)
+    int64_t tokens = 0;            // target tokens of the step
+
+    void update() {
+        if (clip > 0) seqgrad::nn::clip_grad_norm(clipped, clip);
+        optimizer->step();
+    }
+    float operator()() {
+        optimizer->zero_grad();
+        Tensor value = loss();
+        value.backward();
+        update();
+        return value.item();
+    }
+};
+
+// A sequence-to-sequence model's step: cross-entropy with label smoothing 0.1, Adam at 1e-4.
+TrainingStep seq2seq_step(const std::string& model_name, const BenchShape& shape) {
+    Generator gen(7);
+    const ModelConfig config = bench_config(model_name, shape);
+    TrainingStep step;
+    step.model = seqgrad::models::make_model(config, gen);
+    step.model->train();
+    seqgrad::nn::AdamOptions adam;
+    adam.lr = 1e-4;
+    step.optimizer = std::make_unique<seqgrad::nn::Adam>(step.model->named_parameters(), adam);
+    step.loss = [model = step.model.get(), batch = random_batch(shape, gen)] {
+        return seqgrad::models::sequence_loss(model->logits(batch.src, batch.tgt_in), batch.tgt_out, kLabelSmoothing);
+    };
+    step.flops =
+        3 * seqgrad::models::model_kind(config.model).forward_flops(config, shape.batch, shape.src_len, shape.tgt_len);
+    step.tokens = shape.batch * shape.tgt_len;
+    return step;
+}
+
 void train_step(benchmark::State& state, const std::string& model_name, const BenchShape& shape, Precision precision) {
     if (!precision_runs(state, precision)) return;
     const MatmulPrecisionScope products(precision);
-    Generator gen(7);
-    const ModelConfig config = bench_config(model_name, shape);
-    auto model = seqgrad::models::make_model(config, gen);
-    model->train();
-    seqgrad::nn::AdamOptions adam;
-    adam.lr = 1e-4;
-    seqgrad::nn::Adam optimizer(model->named_parameters(), adam);
-    const Batch batch = random_batch(shape, gen);
-    const auto step = [&] {
-        optimizer.zero_grad();
-        Tensor loss =
-            seqgrad::models::sequence_loss(model->logits(batch.src, batch.tgt_in), batch.tgt_out, kLabelSmoothing);
-        loss.backward();
-        optimizer.step();
-        return loss.item();
-    };
-    const double flops =
-        3 * seqgrad::models::model_kind(config.model).forward_flops(config, shape.batch, shape.src_len, shape.tgt_len);
-    time_training_steps(state, step, flops, shape.batch * shape.tgt_len);
+    TrainingStep step = seq2seq_step(model_name, shape);
+    time_training_steps(state, step, step.flops, step.tokens);
 }
 
 // Greedy decoding for `steps` steps (never stopping early), the incremental way.
@@ -292,35 +323,94 @@ ModelConfig gpt_config(const GptShape& s) {
     return c;
 }
 
-void gpt_train_step(benchmark::State& state, const GptShape& shape, Precision precision) {
-    if (!precision_runs(state, precision)) return;
-    const MatmulPrecisionScope products(precision);
+// The GPT's step on random windows: AdamW (lr 1e-3, betas 0.9 and 0.99, weight decay 0.1 on the
+// matrices and embeddings), gradients clipped at 1.
+TrainingStep gpt_step(const GptShape& shape) {
     Generator gen(7);
     const ModelConfig config = gpt_config(shape);
-    auto model = seqgrad::models::make_model(config, gen);
-    model->train();
+    TrainingStep step;
+    step.model = seqgrad::models::make_model(config, gen);
+    step.model->train();
     seqgrad::nn::AdamOptions adam;
     adam.lr = 1e-3;
     adam.beta2 = 0.99;
     adam.weight_decay = 0.1;
     adam.decay_matrices_only = true;
-    seqgrad::nn::AdamW optimizer(model->named_parameters(), adam);
-    const std::vector<Tensor> params = model->parameters();
+    step.optimizer = std::make_unique<seqgrad::nn::AdamW>(step.model->named_parameters(), adam);
     std::vector<int64_t> ids(static_cast<size_t>(shape.batch * (shape.context + 1)));
     for (auto& id : ids)
         id = kFirstRealToken + static_cast<int64_t>(gen.below(static_cast<uint64_t>(kGptVocab - kFirstRealToken)));
-    const IntTensor windows = IntTensor::from_vector(std::move(ids), {shape.batch, shape.context + 1});
-    const IntTensor no_source = IntTensor::zeros({shape.batch, 0});
-    const auto step = [&] {
-        optimizer.zero_grad();
-        Tensor loss = model->loss(no_source, windows, 0.0f);
-        loss.backward();
-        seqgrad::nn::clip_grad_norm(params, 1.0f);
-        optimizer.step();
-        return loss.item();
-    };
-    const double flops = 3 * seqgrad::models::model_kind("gpt").forward_flops(config, shape.batch, 0, shape.context);
-    time_training_steps(state, step, flops, shape.batch * shape.context);
+    step.loss = [model = step.model.get(),
+                 windows = IntTensor::from_vector(std::move(ids), {shape.batch, shape.context + 1}),
+                 no_source = IntTensor::zeros({shape.batch, 0})] { return model->loss(no_source, windows, 0.0f); };
+    step.clip = 1.0f;
+    step.clipped = step.model->parameters();
+    step.flops = 3 * seqgrad::models::model_kind("gpt").forward_flops(config, shape.batch, 0, shape.context);
+    step.tokens = shape.batch * shape.context;
+    return step;
+}
+
+void gpt_train_step(benchmark::State& state, const GptShape& shape, Precision precision) {
+    if (!precision_runs(state, precision)) return;
+    const MatmulPrecisionScope products(precision);
+    TrainingStep step = gpt_step(shape);
+    time_training_steps(state, step, step.flops, step.tokens);
+}
+
+// The step's time by phase (zero_grad, forward, backward, clipping and the optimizer) and, inside
+// the forward and backward passes, by operation (core/profile.h). Counters, in milliseconds per
+// step: step_ms, zero_grad_ms, forward_ms, backward_ms, update_ms (clipping and the optimizer),
+// and one per operation and pass, named "<fwd|bwd>/<kind>/<operation>_ms" (kind: op_kind());
+// the backward pass's sums of gradients are "bwd/accumulate/accumulate_ms". Forward time not
+// inside any operation (the loss's last steps, the model's set-up) is "fwd/other/unattributed_ms",
+// and likewise for backward (the engine's walk of the graph). mfu as train_step's.
+// bench/phases.py prints the counters as a table.
+void phases(benchmark::State& state, TrainingStep& step) {
+    for (int i = 0; i < 2; ++i) step();
+    seqgrad::OpProfile profile;
+    double zero_grad = 0, forward = 0, backward = 0, update = 0;
+    for (auto _ : state) {
+        const double t0 = seqgrad::profile_clock();
+        step.optimizer->zero_grad();
+        const double t1 = seqgrad::profile_clock();
+        Tensor loss;
+        double t2 = 0;
+        {
+            const seqgrad::OpProfileGuard guard(profile);
+            loss = step.loss();
+            t2 = seqgrad::profile_clock();
+            loss.backward();
+        }
+        const double t3 = seqgrad::profile_clock();
+        step.update();
+        const double t4 = seqgrad::profile_clock();
+        zero_grad += t1 - t0;
+        forward += t2 - t1;
+        backward += t3 - t2;
+        update += t4 - t3;
+        benchmark::DoNotOptimize(loss.item());
+    }
+    const double steps = static_cast<double>(std::max<benchmark::IterationCount>(1, state.iterations()));
+    const auto ms = [&](double seconds) { return 1e3 * seconds / steps; };
+    state.counters["step_ms"] = ms(zero_grad + forward + backward + update);
+    state.counters["zero_grad_ms"] = ms(zero_grad);
+    state.counters["forward_ms"] = ms(forward);
+    state.counters["backward_ms"] = ms(backward);
+    state.counters["update_ms"] = ms(update);
+    double forward_ops = 0, backward_ops = profile.accumulate().seconds;
+    for (const auto& [name, timing] : profile.forward()) {
+        state.counters["fwd/" + std::string(seqgrad::op_kind(name)) + "/" + name + "_ms"] = ms(timing.seconds);
+        forward_ops += timing.seconds;
+    }
+    for (const auto& [name, timing] : profile.backward()) {
+        state.counters["bwd/" + std::string(seqgrad::op_kind(name)) + "/" + name + "_ms"] = ms(timing.seconds);
+        backward_ops += timing.seconds;
+    }
+    state.counters["bwd/accumulate/accumulate_ms"] = ms(profile.accumulate().seconds);
+    state.counters["fwd/other/unattributed_ms"] = ms(forward - forward_ops);
+    state.counters["bwd/other/unattributed_ms"] = ms(backward - backward_ops);
+    state.counters["mfu"] = step.flops * steps / (zero_grad + forward + backward + update) / sgemm_peak_flops();
+    state.counters["products_gflop"] = step.flops * 1e-9;
 }
 
 void gpt_generate(benchmark::State& state, const GptShape& shape, Precision precision) {
@@ -470,6 +560,24 @@ void register_model_benchmarks() {
                     ->UseRealTime()
                     ->Unit(benchmark::kMillisecond);
     }
+    for (const BenchShape& shape : kShapes)
+        benchmark::RegisterBenchmark(
+            (std::string("phases/transformer/") + shape.name).c_str(),
+            [&shape](benchmark::State& state) {
+            TrainingStep step = seq2seq_step("transformer", shape);
+            phases(state, step);
+            })
+            ->UseRealTime()
+            ->Unit(benchmark::kMillisecond);
+    for (const GptShape& shape : kGptShapes)
+        benchmark::RegisterBenchmark(
+            (std::string("phases/gpt/") + shape.name).c_str(),
+            [&shape](benchmark::State& state) {
+            TrainingStep step = gpt_step(shape);
+            phases(state, step);
+            })
+            ->UseRealTime()
+            ->Unit(benchmark::kMillisecond);
     // Fixed iteration counts: every rank must make the same collective calls.
     for (const BenchShape& shape : kShapes) {
         if (std::string(shape.name) == "small") continue;

@@ -9,6 +9,7 @@
 #include <unordered_set>
 
 #include "seqgrad/core/ops.h"
+#include "seqgrad/core/profile.h"
 
 namespace seqgrad {
 namespace {
@@ -73,6 +74,8 @@ bool needs_grad(std::span<const Tensor> inputs) {
 std::vector<Tensor> record(const char* name, std::vector<Tensor> outputs, std::vector<Tensor> inputs,
                            BackwardFn backward) {
     if (!needs_grad(std::span<const Tensor>(inputs))) return outputs;
+    if (detail::active_op_profile != nullptr) [[unlikely]]
+        detail::active_op_profile->note_forward(name);
     auto node = std::make_shared<Node>();
     node->name = name;
     node->inputs = std::move(inputs);
@@ -200,7 +203,11 @@ void run_backward(const Tensor& self, const Tensor& grad_output, bool retain_gra
         node.grad_outputs.resize(node.output_shapes.size());
         for (size_t i = 0; i < node.grad_outputs.size(); ++i)  // an output no path used
             if (!node.grad_outputs[i].defined()) node.grad_outputs[i] = Tensor::zeros(node.output_shapes[i]);
+        OpProfile* const profile = detail::active_op_profile;
+        const double started = profile != nullptr ? profile_clock() : 0.0;
         std::vector<Tensor> grads = node.backward(node.grad_outputs);
+        const double accumulating = profile != nullptr ? profile_clock() : 0.0;
+        if (profile != nullptr) profile->note_backward(node.name, accumulating - started);
         check(grads.size() == node.inputs.size(), node.name, "internal error: backward returned ", grads.size(),
               " gradients for ", node.inputs.size(), " inputs");
         node.grad_outputs.clear();
@@ -221,6 +228,7 @@ void run_backward(const Tensor& self, const Tensor& grad_output, bool retain_gra
                 accumulate(target->grad, grads[i]);
             }
         }
+        if (profile != nullptr) profile->note_accumulate(profile_clock() - accumulating);
         if (leaf_ready)
             for (const Tensor& input : node.inputs)
                 if (input.defined() && input.requires_grad() && !input.impl()->grad_fn &&

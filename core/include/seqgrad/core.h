@@ -10,6 +10,7 @@
 #include "seqgrad/core/packed.h"
 #include "seqgrad/core/ops.h"
 #include "seqgrad/core/precision.h"
+#include "seqgrad/core/profile.h"
 #include "seqgrad/core/random.h"
 #include "seqgrad/core/safetensors.h"
 #include "seqgrad/core/shape.h"
