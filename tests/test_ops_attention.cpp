@@ -108,6 +108,45 @@ TEST_CASE("attention equals its composition from primitives, gradients and dropo
     }
 }
 
+TEST_CASE("attention over blocks of queries that skip masked keys equals its composition", "[ops][attention]") {
+    // More queries than one block (32), the last block partial; a causal mask (keys past each
+    // query never computed), a padding mask (the last keys of some rows), one with a query that
+    // attends to nothing inside a block (the block falls back to every key), with dropout.
+    const int64_t b = 2, tq = 70, d = 8, heads = 2;
+    for (const int64_t tk : {70, 90}) {
+        IntTensor causal = IntTensor::zeros({1, 1, tq, tk});
+        for (int64_t i = 0; i < tq; ++i)
+            for (int64_t j = 0; j < tk; ++j) causal.data()[i * tk + j] = j <= i ? 1 : 0;
+        IntTensor padding = IntTensor::zeros({b, 1, 1, tk});
+        for (int64_t j = 0; j < tk; ++j) padding.data()[j] = j < tk - 25 ? 1 : 0;
+        for (int64_t j = 0; j < tk; ++j) padding.data()[tk + j] = 1;
+        IntTensor hole = mixed_mask(b, tq, tk);
+        for (int64_t j = 0; j < tk; ++j) hole.data()[40 * tk + j] = 0;  // query 40 of batch row 0
+        for (const IntTensor& mask : {causal, padding, hole}) {
+            for (float p : {0.0f, 0.2f}) {
+                INFO("keys " << tk << " mask " << mask.shape() << " dropout " << p);
+                auto q1 = random_tensor({b, tq, d}, 41), k1 = random_tensor({b, tk, d}, 42),
+                     v1 = random_tensor({b, tk, d}, 43);
+                auto q2 = random_tensor({b, tq, d}, 41), k2 = random_tensor({b, tk, d}, 42),
+                     v2 = random_tensor({b, tk, d}, 43);
+                const auto r = random_tensor({b, tq, d}, 44, -1, 1, false);
+                const auto rw = random_tensor({b, heads, tq, tk}, 45, -1, 1, false);
+                Generator gen1(6), gen2(6);
+                Tensor weights;
+                const Tensor fused = attention(q1, k1, v1, heads, mask, p, true, &gen1, &weights);
+                const Composed reference = composed_attention(q2, k2, v2, heads, mask, p, true, &gen2);
+                CHECK(max_abs_diff(fused, reference.context) < 1e-6f);
+                CHECK(max_abs_diff(weights, reference.weights) < 1e-6f);
+                ((fused * r).sum() + (weights * rw).sum()).backward();
+                ((reference.context * r).sum() + (reference.weights * rw).sum()).backward();
+                CHECK(max_abs_diff(q1.grad(), q2.grad()) < 1e-5f);
+                CHECK(max_abs_diff(k1.grad(), k2.grad()) < 1e-5f);
+                CHECK(max_abs_diff(v1.grad(), v2.grad()) < 1e-5f);
+            }
+        }
+    }
+}
+
 TEST_CASE("attention broadcasts per-head and per-query masks", "[ops][attention]") {
     const int64_t b = 2, tq = 3, tk = 4, d = 4, heads = 2;
     auto q = random_tensor({b, tq, d}, 21), k = random_tensor({b, tk, d}, 22), v = random_tensor({b, tk, d}, 23);

@@ -3,7 +3,9 @@
 // problem whose matrices are strided views of q, k and v (leading dimension heads * head_size),
 // so heads are never split out or merged back by copies; its scores stay in one small buffer
 // that the scaling, the mask, the softmax and dropout pass over once. Pairs run in parallel,
-// each with serial sgemm calls.
+// each with serial sgemm calls, over blocks of query rows whose products stop at the last key the
+// block attends to: with a causal mask about half the products are never computed, and their
+// weights are exact zeros, as the full softmax would make them.
 //
 // The composition it replaces, per head h (the Transformer's multi-head attention):
 //   weights_h = softmax(where(mask, q_h k_h^T / sqrt(head_size), -1e9))
@@ -13,6 +15,7 @@
 #include <cmath>
 #include <memory>
 #include <span>
+#include <vector>
 
 #if defined(__AVX512F__)
 #include <immintrin.h>
@@ -36,6 +39,10 @@ void attention_weights_row(float* row, int64_t n, float sqrt_head_size, Masked&&
     for (int64_t j = 0; j < n; ++j) row[j] *= inv;
 }
 
+// Query rows per block: each block's products stop at the last key one of its rows attends to,
+// so a causal mask skips about half of the products, and padding masks the padded keys' share.
+constexpr int64_t kQueryBlock = 32;
+
 // Everything about one call that the forward and backward loops share.
 struct Problem {
     int64_t batch, heads, tq, tk, width, head_size;
@@ -55,10 +62,35 @@ struct Problem {
         return mask && mask[(p / heads) * mask_strides[0] + (p % heads) * mask_strides[1] + i * mask_strides[2] +
                             j * mask_strides[3]] == 0;
     }
-    // Pair p's weights (or their gradient) after dropout, into out [tq, tk], which may be weights.
-    void drop(const float* weights, int64_t p, float* out) const {
-        if (out == weights) dropout_mask.apply_in_place(out, tq * tk, p * tq * tk);
-        else dropout_mask.apply(weights, out, tq * tk, p * tq * tk);
+    // Offset of pair p's [tq, tk] slice of the mask (pairs that broadcast one slice share it).
+    int64_t mask_slice(int64_t p) const { return (p / heads) * mask_strides[0] + (p % heads) * mask_strides[1]; }
+    // For each block of kQueryBlock query rows of pair p, how many leading keys its products need:
+    // one past the last key any of its rows attends to (a causal mask's lower triangle, a padding
+    // mask's real keys); every key when there is no mask or a row attends to none (its weights are
+    // then uniform over all tk keys, as the unblocked softmax makes them).
+    void block_keys(int64_t p, std::vector<int64_t>& keys) const {
+        const int64_t blocks = (tq + kQueryBlock - 1) / kQueryBlock;
+        keys.assign(static_cast<size_t>(blocks), tk);
+        if (!mask) return;
+        for (int64_t b = 0; b < blocks; ++b) {
+            int64_t needed = 0;
+            for (int64_t i = b * kQueryBlock; i < std::min(tq, (b + 1) * kQueryBlock); ++i) {
+                int64_t last = tk;
+                while (last > 0 && masked(p, i, last - 1)) --last;
+                if (last == 0) {  // a row attending to nothing
+                    needed = tk;
+                    break;
+                }
+                needed = std::max(needed, last);
+            }
+            keys[static_cast<size_t>(b)] = needed;
+        }
+    }
+    // Row i of pair p's weights (or their gradient) after dropout, its first n entries.
+    void drop_row(const float* weights, int64_t p, int64_t i, int64_t n, float* out) const {
+        const int64_t first = (p * tq + i) * tk;
+        if (out == weights) dropout_mask.apply_in_place(out, n, first);
+        else dropout_mask.apply(weights, out, n, first);
     }
     // Pairs per chunk of work for parallel_for.
     int64_t grain() const { return std::max<int64_t>(1, (1 << 17) / std::max<int64_t>(1, tq * tk * head_size)); }
@@ -122,20 +154,29 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t head
         float* pc = context.data();
         float* pd = pr.dropout ? dropped.data() : nullptr;
         detail::parallel_for(pr.pairs(), pr.grain(), [&](int64_t begin, int64_t end) {
+            std::vector<int64_t> keys;
+            int64_t keys_slice = -1;
             for (int64_t p = begin; p < end; ++p) {
-                float* w = pw + p * pr.tq * pr.tk;
-                small_gemm(false, true, pr.tq, pr.tk, pr.head_size, pq + pr.query_offset(p), pr.width,
-                           pk + pr.key_offset(p), pr.width, w, pr.tk);
-                for (int64_t i = 0; i < pr.tq; ++i)
-                    attention_weights_row(w + i * pr.tk, pr.tk, pr.sqrt_head_size,
-                                          [&](int64_t j) { return pr.masked(p, i, j); });
-                const float* used = w;
-                if (pr.dropout) {
-                    pr.drop(w, p, pd + p * pr.tq * pr.tk);
-                    used = pd + p * pr.tq * pr.tk;
+                if (pr.mask_slice(p) != keys_slice || !pr.mask) {  // pairs sharing a mask slice share these
+                    pr.block_keys(p, keys);
+                    keys_slice = pr.mask_slice(p);
                 }
-                small_gemm(false, false, pr.tq, pr.head_size, pr.tk, used, pr.tk, pv + pr.key_offset(p), pr.width,
-                           pc + pr.query_offset(p), pr.width);
+                float* w = pw + p * pr.tq * pr.tk;
+                float* dropped_w = pr.dropout ? pd + p * pr.tq * pr.tk : w;
+                for (int64_t i0 = 0; i0 < pr.tq; i0 += kQueryBlock) {
+                    const int64_t rows = std::min(kQueryBlock, pr.tq - i0),
+                                  n = keys[static_cast<size_t>(i0 / kQueryBlock)];
+                    small_gemm(false, true, rows, n, pr.head_size, pq + pr.query_offset(p) + i0 * pr.width, pr.width,
+                               pk + pr.key_offset(p), pr.width, w + i0 * pr.tk, pr.tk);
+                    for (int64_t i = i0; i < i0 + rows; ++i) {
+                        float* row = w + i * pr.tk;
+                        attention_weights_row(row, n, pr.sqrt_head_size, [&](int64_t j) { return pr.masked(p, i, j); });
+                        std::fill(row + n, row + pr.tk, 0.0f);  // keys no row of the block attends to
+                        if (pr.dropout) pr.drop_row(row, p, i, n, dropped_w + i * pr.tk);
+                    }
+                    small_gemm(false, false, rows, pr.head_size, n, dropped_w + i0 * pr.tk, pr.tk,
+                               pv + pr.key_offset(p), pr.width, pc + pr.query_offset(p) + i0 * pr.width, pr.width);
+                }
             }
         });
     }
@@ -172,39 +213,59 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t head
         float* gv_data = gv.data();
         float* ps = scratch.data();
         detail::parallel_for(b.pairs(), b.grain(), [&](int64_t begin, int64_t end) {
+            std::vector<int64_t> keys;
+            int64_t keys_slice = -1;
             for (int64_t p = begin; p < end; ++p) {
+                if (b.mask_slice(p) != keys_slice || !b.mask) {
+                    b.block_keys(p, keys);
+                    keys_slice = b.mask_slice(p);
+                }
                 const float* w = pw + p * b.tq * b.tk;
                 float* s = ps + p * b.tq * b.tk;
-                const float* dropped = w;
-                if (b.dropout) {
-                    b.drop(w, p, s);
-                    dropped = s;
-                }
                 const float* g_context = pg + b.query_offset(p);
-                // d v = dropout(weights)^T d context
-                small_gemm(true, false, b.tk, b.head_size, b.tq, dropped, b.tk, g_context, b.width,
-                           gv_data + b.key_offset(p), b.width);
-                // d dropout(weights) = d context v^T, then back through dropout
-                small_gemm(false, true, b.tq, b.tk, b.head_size, g_context, b.width, pv + b.key_offset(p), b.width, s,
-                           b.tk);
-                if (b.dropout) b.drop(s, p, s);
-                // d weights gains the weights' own gradient; then d scores = weights * (d weights -
-                // sum(d weights * weights)), 0 where masked (the fill replaced those scores), and
-                // / sqrt(head_size)
                 const float* gw = pgw + p * b.tq * b.tk;
-                for (int64_t e = 0; e < b.tq * b.tk; ++e) s[e] += gw[e];
-                for (int64_t i = 0; i < b.tq; ++i) {
-                    const float* wr = w + i * b.tk;
-                    float* sr = s + i * b.tk;
-                    const float d = detail::dot(sr, wr, b.tk);
-                    for (int64_t j = 0; j < b.tk; ++j)
-                        sr[j] = b.masked(p, i, j) ? 0.0f : wr[j] * (sr[j] - d) / b.sqrt_head_size;
+                // d v and d k sum over the blocks: start them at zero
+                for (int64_t j = 0; j < b.tk; ++j) {
+                    std::fill_n(gv_data + b.key_offset(p) + j * b.width, b.head_size, 0.0f);
+                    std::fill_n(gk_data + b.key_offset(p) + j * b.width, b.head_size, 0.0f);
                 }
-                // d q = d scores k;  d k = d scores^T q
-                small_gemm(false, false, b.tq, b.head_size, b.tk, s, b.tk, pk + b.key_offset(p), b.width,
-                           gq_data + b.query_offset(p), b.width);
-                small_gemm(true, false, b.tk, b.head_size, b.tq, s, b.tk, pq + b.query_offset(p), b.width,
-                           gk_data + b.key_offset(p), b.width);
+                for (int64_t i0 = 0; i0 < b.tq; i0 += kQueryBlock) {
+                    const int64_t rows = std::min(kQueryBlock, b.tq - i0),
+                                  n = keys[static_cast<size_t>(i0 / kQueryBlock)];
+                    float* sb = s + i0 * b.tk;
+                    const float* wb = w + i0 * b.tk;
+                    const float* gcb = g_context + i0 * b.width;
+                    const float* dropped = wb;
+                    if (b.dropout) {
+                        for (int64_t i = i0; i < i0 + rows; ++i) b.drop_row(w + i * b.tk, p, i, n, s + i * b.tk);
+                        dropped = sb;
+                    }
+                    // d v += dropout(weights)^T d context
+                    detail::gemm_block(true, false, n, b.head_size, rows, dropped, b.tk, gcb, b.width,
+                                       gv_data + b.key_offset(p), b.width, true);
+                    // d dropout(weights) = d context v^T, then back through dropout
+                    small_gemm(false, true, rows, n, b.head_size, gcb, b.width, pv + b.key_offset(p), b.width, sb,
+                               b.tk);
+                    // d weights gains the weights' own gradient; then d scores = weights * (d weights -
+                    // sum(d weights * weights)), 0 where masked (the fill replaced those scores), and
+                    // / sqrt(head_size). Keys past n have weight 0 in every row of the block.
+                    for (int64_t i = i0; i < i0 + rows; ++i) {
+                        float* sr = s + i * b.tk;
+                        const float* wr = w + i * b.tk;
+                        const float* gwr = gw + i * b.tk;
+                        if (b.dropout) b.drop_row(sr, p, i, n, sr);
+                        for (int64_t j = 0; j < n; ++j) sr[j] += gwr[j];
+                        const float d = detail::dot(sr, wr, n);
+                        for (int64_t j = 0; j < n; ++j)
+                            sr[j] = b.masked(p, i, j) ? 0.0f : wr[j] * (sr[j] - d) / b.sqrt_head_size;
+                    }
+                    // d q = d scores k;  d k += d scores^T q
+                    small_gemm(false, false, rows, b.head_size, n, sb, b.tk, pk + b.key_offset(p), b.width,
+                               gq_data + b.query_offset(p) + i0 * b.width, b.width);
+                    detail::gemm_block(true, false, n, b.head_size, rows, sb, b.tk,
+                                       pq + b.query_offset(p) + i0 * b.width, b.width, gk_data + b.key_offset(p),
+                                       b.width, true);
+                }
             }
         });
         return std::vector<Tensor>{gq, gk, gv};
