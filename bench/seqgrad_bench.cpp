@@ -421,13 +421,14 @@ void configure_and_describe(int requested_threads) {
     benchmark::AddCustomContext("openblas_threads", std::to_string(openblas_get_num_threads()));
     const double peak_gflops = sgemm_peak_flops() * 1e-9;
     benchmark::AddCustomContext("sgemm_peak_gflops", std::to_string(peak_gflops));
+    benchmark::AddCustomContext("float32_products", seqgrad::float32_products_kernel());
     benchmark::AddCustomContext("bf16_kernel", seqgrad::bf16_available() ? seqgrad::bf16_kernel_name()
                                                                          : seqgrad::bf16_unavailable_reason());
 
     std::fprintf(stderr,
                  "seqgrad_bench: OpenBLAS core %s, %d thread(s), OPENBLAS_CORETYPE %s, sgemm peak %.0f GFLOP/s "
-                 "(2048^3)\n",
-                 core.c_str(), threads, coretype_text.c_str(), peak_gflops);
+                 "(2048^3); float32 products of weights: %s\n",
+                 core.c_str(), threads, coretype_text.c_str(), peak_gflops, seqgrad::float32_products_kernel().c_str());
     if (coretype)
         std::fprintf(stderr,
                      "seqgrad_bench: warning: OPENBLAS_CORETYPE=%s overrides OpenBLAS's own choice of kernels "

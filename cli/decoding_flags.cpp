@@ -19,17 +19,21 @@ void add_decoding_flags(CLI::App* cmd, DecodingFlags& f) {
         ->check(CLI::Range(int64_t{1}, kMaxBeam));
     cmd->add_option("--alpha", f.alpha, "Beam search length penalty ((5+len)/6)^alpha")->capture_default_str();
     cmd->add_option("--threads", f.threads, "Threads (default: the number of cores)")->check(kPositive);
-    CLI::Option* int8 = cmd->add_flag("--int8", f.int8,
-                                      "Int8 weights and products (oneDNN): faster on CPUs with AMX or AVX-512 VNNI, "
-                                      "within rounding of float32");
-    cmd->add_flag("--bf16", f.bf16,
-                  "Bfloat16 weights and products with float32 sums (oneDNN; CPUs with AVX512_BF16 or AMX), within "
-                  "rounding of float32")
-        ->excludes(int8);
+    add_precision_flags(cmd, f.int8, f.bf16);
 }
 
-Precision precision_of(const DecodingFlags& f) {
-    return f.int8 ? Precision::int8 : f.bf16 ? Precision::bf16 : Precision::float32;
+void add_precision_flags(CLI::App* cmd, bool& int8, bool& bf16) {
+    CLI::Option* int8_flag = cmd->add_flag("--int8", int8,
+                                           "Int8 weights and products (oneDNN): faster on CPUs with AMX or AVX-512 "
+                                           "VNNI, within rounding of float32");
+    cmd->add_flag("--bf16", bf16,
+                  "Bfloat16 weights and products with float32 sums (oneDNN; CPUs with AVX512_BF16 or AMX), within "
+                  "rounding of float32")
+        ->excludes(int8_flag);
+}
+
+Precision packed_precision(bool int8, bool bf16) {
+    return int8 ? Precision::int8 : bf16 ? Precision::bf16 : Precision::float32;
 }
 
 models::DecodingOptions decoding_of(const DecodingFlags& f) {

@@ -29,8 +29,12 @@ struct DecodingFlags {
 // its own --max-len, whose help says what it decodes).
 void add_decoding_flags(CLI::App* cmd, DecodingFlags& f);
 
-// The precision of the packed weights the flags ask for: --int8, --bf16, or float32.
-Precision precision_of(const DecodingFlags& f);
+// --int8 and --bf16 (excluding each other), the packed weights' precision, for every command that
+// decodes (eval, predict, generate).
+void add_precision_flags(CLI::App* cmd, bool& int8, bool& bf16);
+// The precision of the packed weights those flags ask for: int8, bf16, or float32.
+Precision packed_precision(bool int8, bool bf16);
+inline Precision precision_of(const DecodingFlags& f) { return packed_precision(f.int8, f.bf16); }
 
 // The search the flags ask for.
 models::DecodingOptions decoding_of(const DecodingFlags& f);

@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "commands.h"
+#include "decoding_flags.h"
 #include "seqgrad/core/threads.h"
 #include "seqgrad/inference/text_generator.h"
 #include "seqgrad/training/text.h"
@@ -36,9 +37,7 @@ int run_generate(const GenerateFlags& f) {
     check(f.max_tokens >= 0, "generate", "--max-tokens must be 0 or more, got ", f.max_tokens);
     check(f.num_samples >= 1, "generate", "--num-samples must be 1 or more, got ", f.num_samples);
     const std::string prompt = f.prompt_file.empty() ? f.prompt : training::read_file(f.prompt_file);
-    const inference::TextGenerator generator(f.checkpoint, f.int8   ? Precision::int8
-                                                           : f.bf16 ? Precision::bf16
-                                                                    : Precision::float32);
+    const inference::TextGenerator generator(f.checkpoint, packed_precision(f.int8, f.bf16));
     inference::GenerationOptions options;
     options.max_tokens = f.max_tokens;
     options.decoding.temperature = f.temperature;
@@ -97,9 +96,7 @@ void add_generate_command(CLI::App& app, int& exit_status) {
     cmd->add_option("--num-samples", f->num_samples, "Texts to write, one after another")->capture_default_str();
     cmd->add_option("--context", f->context, "The window the model reads (default: its context)")->check(kPositive);
     cmd->add_flag("--strict", f->strict, "Refuse a prompt with symbols the vocabulary lacks (else they read as <unk>)");
-    CLI::Option* int8 = cmd->add_flag("--int8", f->int8, "Int8 weights and products (oneDNN)");
-    cmd->add_flag("--bf16", f->bf16, "Bfloat16 weights and products, float32 sums (oneDNN; AVX512_BF16 or AMX)")
-        ->excludes(int8);
+    add_precision_flags(cmd, f->int8, f->bf16);
     cmd->add_option("--threads", f->threads, "Threads (default: the number of cores)")->check(kPositive);
     cmd->callback([f, &exit_status] { exit_status = run_generate(*f); });
 }

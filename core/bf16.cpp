@@ -1,10 +1,12 @@
-// bfloat16: the rounding (precision.h), and the matrix products of mixed-precision training
-// through oneDNN's bfloat16 kernels (blas.h's gemm_block_bf16). The operands are rounded once per
-// product (blas.cpp), then each thread of the pool runs its block of rows or columns as one
-// oneDNN matmul on bfloat16 operands with a float32 result: written, or added to with a "sum"
-// post-op when the product accumulates into a gradient.
+// oneDNN's matmul for the products of training: bfloat16 (the rounding, precision.h, and the
+// products of mixed-precision training, blas.h's gemm_block_bf16) and float32 (gemm_block_onednn,
+// where it runs instead of sgemm: float32_products()). bfloat16 operands are rounded once per
+// product (blas.cpp); then each thread of the pool runs its block of rows or columns as one oneDNN
+// matmul with a float32 result: written, or added to with a "sum" post-op when the product
+// accumulates into a gradient.
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -17,12 +19,43 @@
 #include "parallel.h"
 #include "seqgrad/core/error.h"
 #include "seqgrad/core/precision.h"
+#include "seqgrad/core/threads.h"
 
 namespace seqgrad {
 namespace {
 
 std::atomic<int> matmul_mode{static_cast<int>(Precision::float32)};
 std::atomic<bool> bf16_enabled{true};
+
+// float32_products(): set_float32_products's choice, or kAuto for the default's rule.
+enum Float32Products : int { kAuto, kSgemm, kOnednn };
+std::atomic<int> float32_choice{kAuto};
+std::atomic<int64_t> onednn_float32_blocks{0};
+
+bool onednn_float32_is_avx512();  // below, with oneDNN
+
+Float32Products parse_float32_products(const std::string& which, const char* what) {
+    if (which == "sgemm") return kSgemm;
+    if (which == "auto") return kAuto;
+    check(which == "onednn", what, "\"", which, "\" is not one of sgemm, onednn, auto");
+#ifndef SEQGRAD_HAVE_DNNL
+    throw Error(std::string(what) + ": onednn, but seqgrad was built without oneDNN (install libdnnl-dev and rebuild)");
+#endif
+    return kOnednn;
+}
+
+// The choice in force: the set one, else SEQGRAD_FLOAT32_PRODUCTS's, else the rule's (decided once).
+Float32Products float32_choice_now() {
+    const int set = float32_choice.load(std::memory_order_relaxed);
+    if (set != kAuto) return static_cast<Float32Products>(set);
+    static const Float32Products by_default = [] {
+        const char* env = std::getenv("SEQGRAD_FLOAT32_PRODUCTS");
+        const Float32Products asked = env && *env ? parse_float32_products(env, "SEQGRAD_FLOAT32_PRODUCTS") : kAuto;
+        if (asked != kAuto) return asked;
+        return onednn_float32_is_avx512() ? kOnednn : kSgemm;
+    }();
+    return by_default;
+}
 
 }  // namespace
 
@@ -75,6 +108,17 @@ void round_to_bf16(const float* x, int64_t n, uint16_t* out) {
 
 }  // namespace detail
 
+std::string float32_products() { return float32_choice_now() == kOnednn ? "onednn" : "sgemm"; }
+
+void set_float32_products(const std::string& which) {
+    float32_choice.store(parse_float32_products(which, "set_float32_products"), std::memory_order_relaxed);
+}
+
+namespace detail {
+bool float32_products_on_onednn() { return float32_choice_now() == kOnednn; }
+int64_t onednn_float32_blocks_run() { return onednn_float32_blocks.load(std::memory_order_relaxed); }
+}  // namespace detail
+
 Precision matmul_precision() { return static_cast<Precision>(matmul_mode.load(std::memory_order_relaxed)); }
 
 MatmulPrecisionScope::MatmulPrecisionScope(Precision precision) : previous_(matmul_precision()) {
@@ -115,7 +159,8 @@ using dt = dnnl::memory::data_type;
 struct Shape3 {
     int64_t m, n, k, lda, ldb, ldc;
     bool ta, tb, accumulate;
-    auto tie() const { return std::tie(m, n, k, lda, ldb, ldc, ta, tb, accumulate); }
+    bool float32 = false;  // float32 operands, else bfloat16
+    auto tie() const { return std::tie(m, n, k, lda, ldb, ldc, ta, tb, accumulate, float32); }
     bool operator<(const Shape3& o) const { return tie() < o.tie(); }
 };
 
@@ -129,8 +174,9 @@ struct Kernel {
 // through its strides, as sgemm does through its flags.
 dnnl::matmul::primitive_desc describe(const Shape3& s) {
     using dims = dnnl::memory::dims;
-    const dnnl::memory::desc a({s.m, s.k}, dt::bf16, s.ta ? dims{1, s.lda} : dims{s.lda, 1});
-    const dnnl::memory::desc b({s.k, s.n}, dt::bf16, s.tb ? dims{1, s.ldb} : dims{s.ldb, 1});
+    const dt operands = s.float32 ? dt::f32 : dt::bf16;
+    const dnnl::memory::desc a({s.m, s.k}, operands, s.ta ? dims{1, s.lda} : dims{s.lda, 1});
+    const dnnl::memory::desc b({s.k, s.n}, operands, s.tb ? dims{1, s.ldb} : dims{s.ldb, 1});
     const dnnl::memory::desc c({s.m, s.n}, dt::f32, dims{s.ldc, 1});
     dnnl::primitive_attr attr;
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);  // each thread its own, so calls can overlap
@@ -160,38 +206,76 @@ std::shared_ptr<const Kernel> kernel(const Shape3& s) {
     return kernels.emplace(s, made).first->second;
 }
 
+// The implementation oneDNN picks for a typical product of training, or "none (why)".
+std::string onednn_kernel(bool float32) {
+    try {
+        Shape3 s{64, 512, 512, 512, 512, 512, false, true, false};
+        s.float32 = float32;
+        return std::string(describe(s).impl_info_str());
+    } catch (const dnnl::error& e) {
+        return std::string("none (oneDNN: ") + e.what() + ")";
+    }
+}
+
+const std::string& onednn_float32_kernel() {
+    static const std::string name = onednn_kernel(true);
+    return name;
+}
+
+bool onednn_float32_is_avx512() { return onednn_float32_kernel().find("avx512") != std::string::npos; }
+
+// Runs one block through oneDNN: a and b point at float32 or bfloat16 operands as s says.
+void run_block(const Shape3& s, const void* a, const void* b, float* c) {
+    detail::onednn_on_this_thread();
+    thread_local std::vector<uint8_t> scratch;
+    thread_local dnnl::stream stream(detail::onednn_engine());
+    const std::shared_ptr<const Kernel> kern = kernel(s);
+    scratch.resize(std::max<size_t>(kern->scratchpad.get_size(), 1));
+    const dnnl::engine& engine = detail::onednn_engine();
+    kern->matmul.execute(stream, {{DNNL_ARG_SRC, dnnl::memory(kern->a, engine, const_cast<void*>(a))},
+                                  {DNNL_ARG_WEIGHTS, dnnl::memory(kern->b, engine, const_cast<void*>(b))},
+                                  {DNNL_ARG_DST, dnnl::memory(kern->c, engine, c)},
+                                  {DNNL_ARG_SCRATCHPAD, dnnl::memory(kern->scratchpad, engine, scratch.data())}});
+    stream.wait();
+}
+
+std::string product_error(const char* what, int64_t m, int64_t n, int64_t k, const dnnl::error& e) {
+    return std::string(what) + " matrix product [" + std::to_string(m) + ", " + std::to_string(k) + "] x [" +
+           std::to_string(k) + ", " + std::to_string(n) + "]: oneDNN: " + e.what();
+}
+
 }  // namespace
 
 std::string bf16_kernel_name() {
-    static const std::string name = [] {
-        try {
-            return std::string(describe(Shape3{64, 512, 512, 512, 512, 512, false, true, false}).impl_info_str());
-        } catch (const dnnl::error& e) {
-            return std::string("none (oneDNN: ") + e.what() + ")";
-        }
-    }();
+    static const std::string name = onednn_kernel(false);
     return name;
+}
+
+std::string float32_products_kernel() {
+    if (float32_choice_now() == kOnednn) return "oneDNN " + onednn_float32_kernel();
+    return "OpenBLAS sgemm (" + blas_core_name() + ")";
 }
 
 namespace detail {
 
 void gemm_block_bf16(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const uint16_t* a, int64_t lda,
                      const uint16_t* b, int64_t ldb, float* c, int64_t ldc, bool accumulate) {
-    onednn_on_this_thread();
-    thread_local std::vector<uint8_t> scratch;
-    thread_local dnnl::stream stream(onednn_engine());
     try {
-        const std::shared_ptr<const Kernel> kern = kernel(Shape3{m, n, k, lda, ldb, ldc, ta, tb, accumulate});
-        scratch.resize(std::max<size_t>(kern->scratchpad.get_size(), 1));
-        const dnnl::engine& engine = onednn_engine();
-        kern->matmul.execute(stream, {{DNNL_ARG_SRC, dnnl::memory(kern->a, engine, const_cast<uint16_t*>(a))},
-                                      {DNNL_ARG_WEIGHTS, dnnl::memory(kern->b, engine, const_cast<uint16_t*>(b))},
-                                      {DNNL_ARG_DST, dnnl::memory(kern->c, engine, c)},
-                                      {DNNL_ARG_SCRATCHPAD, dnnl::memory(kern->scratchpad, engine, scratch.data())}});
-        stream.wait();
+        run_block(Shape3{m, n, k, lda, ldb, ldc, ta, tb, accumulate}, a, b, c);
     } catch (const dnnl::error& e) {
-        throw Error(std::string("bf16 matrix product [") + std::to_string(m) + ", " + std::to_string(k) + "] x [" +
-                    std::to_string(k) + ", " + std::to_string(n) + "]: oneDNN: " + e.what());
+        throw Error(product_error("bf16", m, n, k, e));
+    }
+}
+
+void gemm_block_onednn(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
+                       int64_t ldb, float* c, int64_t ldc, bool accumulate) {
+    onednn_float32_blocks.fetch_add(1, std::memory_order_relaxed);
+    Shape3 s{m, n, k, lda, ldb, ldc, ta, tb, accumulate};
+    s.float32 = true;
+    try {
+        run_block(s, a, b, c);
+    } catch (const dnnl::error& e) {
+        throw Error(product_error("float32", m, n, k, e));
     }
 }
 
@@ -201,11 +285,22 @@ void gemm_block_bf16(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const ui
 
 std::string bf16_kernel_name() { return "none (built without oneDNN: install libdnnl-dev and rebuild)"; }
 
+namespace {
+bool onednn_float32_is_avx512() { return false; }
+}  // namespace
+
+std::string float32_products_kernel() { return "OpenBLAS sgemm (" + blas_core_name() + ")"; }
+
 namespace detail {
 
 void gemm_block_bf16(bool, bool, int64_t, int64_t, int64_t, const uint16_t*, int64_t, const uint16_t*, int64_t, float*,
                      int64_t, bool) {
     throw Error("bf16 matrix products need oneDNN, and seqgrad was built without it");
+}
+
+void gemm_block_onednn(bool, bool, int64_t, int64_t, int64_t, const float*, int64_t, const float*, int64_t, float*,
+                       int64_t, bool) {
+    throw Error("float32 products on oneDNN need oneDNN, and seqgrad was built without it");
 }
 
 }  // namespace detail

@@ -1,4 +1,6 @@
-// The one place seqgrad calls sgemm, and, in bf16 mode, oneDNN's bfloat16 products (bf16.cpp).
+// The one place seqgrad calls sgemm, or for the products of weight matrices oneDNN's float32 matmul
+// in its stead (float32_products(), precision.h), and, in bf16 mode, oneDNN's bfloat16 products
+// (bf16.cpp).
 // OpenBLAS runs single-threaded (threads.cpp); a product large enough to be worth it is split here
 // into one block of rows (or columns) per thread of the pool, while attention's per-head products
 // (already spread over the pool) come as single blocks.
@@ -91,8 +93,10 @@ void gemm_bf16(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a
 
 }  // namespace
 
-void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, const float* b, float* c,
-          bool accumulate) {
+namespace {
+
+void product(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, const float* b, float* c,
+             bool accumulate, bool onednn_allowed) {
     if (m == 0 || n == 0) return;
     if (k == 0) {  // an empty sum: BLAS implementations differ on whether they touch C
         if (!accumulate) std::fill_n(c, m * n, 0.0f);
@@ -102,7 +106,24 @@ void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, con
         gemm_bf16(ta, tb, m, n, k, a, b, c, accumulate);
         return;
     }
+    // One row (decoding one sentence) stays on gemm_block's sgemv.
+    if (onednn_allowed && !(m == 1 && !ta) && float32_products_on_onednn()) {
+        split_product(ta, tb, m, n, k, a, b, c, accumulate, gemm_block_onednn);
+        return;
+    }
     split_product(ta, tb, m, n, k, a, b, c, accumulate, gemm_block);
+}
+
+}  // namespace
+
+void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, const float* b, float* c,
+          bool accumulate) {
+    product(ta, tb, m, n, k, a, b, c, accumulate, false);
+}
+
+void gemm_weights(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, const float* b, float* c,
+                  bool accumulate) {
+    product(ta, tb, m, n, k, a, b, c, accumulate, true);
 }
 
 }  // namespace seqgrad::detail

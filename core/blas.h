@@ -22,6 +22,14 @@ void check_blas_size(int64_t n, const char* op);
 // be zero.
 void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, const float* b, float* c, bool accumulate);
 
+// gemm for the products of a weight matrix (linear layers, the LSTM's gates): in float32 on
+// oneDNN's matmul instead of sgemm where float32_products() is "onednn" (precision.h). Plain
+// matmul and attention stay on sgemm, whose sum for an element does not depend on the shape of the
+// product around it: the traced attention (a composition of matmuls) then equals the fused one bit
+// for bit.
+void gemm_weights(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, const float* b, float* c,
+                  bool accumulate);
+
 // The same on the calling thread alone, with row strides of its own (lda, ldb, ldc): a block of
 // larger matrices, such as one attention head's columns (ops/attention.cpp). Extents must be
 // positive.
@@ -32,6 +40,12 @@ void gemm_block(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* 
 // gemm_block on bfloat16 operands through oneDNN, on the calling thread (Error if oneDNN fails or
 // is missing).
 void round_to_bf16(const float* x, int64_t n, uint16_t* out);
+// gemm_block on oneDNN's float32 matmul (bf16.cpp), and whether gemm_weights runs on it.
+void gemm_block_onednn(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
+                       int64_t ldb, float* c, int64_t ldc, bool accumulate);
+bool float32_products_on_onednn();
+// How many blocks gemm_block_onednn has run in this process (tests check the dispatch with it).
+int64_t onednn_float32_blocks_run();
 void gemm_block_bf16(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const uint16_t* a, int64_t lda,
                      const uint16_t* b, int64_t ldb, float* c, int64_t ldc, bool accumulate);
 

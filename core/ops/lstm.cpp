@@ -92,8 +92,8 @@ LstmState lstm_cell(const Tensor& x, const LstmState& state, const Tensor& w_ih,
     // Pre-activations x W_ih^T + h W_hh^T, then, in place, the activations after the
     // nonlinearities: [B, 4H] in the order i, f, g, o.
     Tensor gates = Tensor::empty({batch, g4});
-    detail::gemm(false, true, batch, g4, in, x.data(), w_ih.data(), gates.data(), false);
-    detail::gemm(false, true, batch, g4, hidden, h.data(), w_hh.data(), gates.data(), true);
+    detail::gemm_weights(false, true, batch, g4, in, x.data(), w_ih.data(), gates.data(), false);
+    detail::gemm_weights(false, true, batch, g4, hidden, h.data(), w_hh.data(), gates.data(), true);
 
     Tensor h_next = Tensor::empty({batch, hidden});
     Tensor c_next = Tensor::empty({batch, hidden});
@@ -132,19 +132,19 @@ LstmState lstm_cell(const Tensor& x, const LstmState& state, const Tensor& w_ih,
         Tensor dx, dh_prev, dw_ih, dw_hh, db;
         if (x.requires_grad()) {
             dx = Tensor::empty(x.shape());
-            detail::gemm(false, false, batch, in, g4, pd, w_ih.data(), dx.data(), false);
+            detail::gemm_weights(false, false, batch, in, g4, pd, w_ih.data(), dx.data(), false);
         }
         if (h.requires_grad()) {
             dh_prev = Tensor::empty(h.shape());
-            detail::gemm(false, false, batch, hidden, g4, pd, w_hh.data(), dh_prev.data(), false);
+            detail::gemm_weights(false, false, batch, hidden, g4, pd, w_hh.data(), dh_prev.data(), false);
         }
         if (w_ih.requires_grad()) {
             dw_ih = Tensor::empty(w_ih.shape());
-            detail::gemm(true, false, g4, in, batch, pd, x.data(), dw_ih.data(), false);
+            detail::gemm_weights(true, false, g4, in, batch, pd, x.data(), dw_ih.data(), false);
         }
         if (w_hh.requires_grad()) {
             dw_hh = Tensor::empty(w_hh.shape());
-            detail::gemm(true, false, g4, hidden, batch, pd, h.data(), dw_hh.data(), false);
+            detail::gemm_weights(true, false, g4, hidden, batch, pd, h.data(), dw_hh.data(), false);
         }
         if (b_ih.requires_grad() || b_hh.requires_grad()) db = sum(dgates, {0});
         return std::vector<Tensor>{dx,
@@ -192,7 +192,7 @@ LstmSequence lstm_sequence(const Tensor& input_gates, const Tensor& h0, const Te
         const int64_t t = reverse ? steps - 1 - s : s;
         float* a = acts.data() + s * batch * g4;
         for (int64_t b = 0; b < batch; ++b) std::copy_n(px + (b * steps + t) * g4, g4, a + b * g4);
-        detail::gemm(false, true, batch, g4, hidden, hs.data() + s * batch * hidden, w_hh.data(), a, true);
+        detail::gemm_weights(false, true, batch, g4, hidden, hs.data() + s * batch * hidden, w_hh.data(), a, true);
         const float* h_prev = hs.data() + s * batch * hidden;
         const float* c_prev = cs.data() + s * batch * hidden;
         float* h_new = hs.data() + (s + 1) * batch * hidden;
@@ -258,11 +258,11 @@ LstmSequence lstm_sequence(const Tensor& input_gates, const Tensor& h0, const Te
             });
             // dh before the step: d gates W_hh on real rows (padded rows have zero d gates and
             // keep the dh that passed through).
-            detail::gemm(false, false, batch, hidden, g4, dg, w_hh.data(), pdh, true);
+            detail::gemm_weights(false, false, batch, hidden, g4, dg, w_hh.data(), pdh, true);
         }
         // W_hh's gradient over every step at once: sum_s d gates_s^T h_s.
         Tensor d_w_hh = Tensor::empty(w_hh.shape());
-        detail::gemm(true, false, g4, hidden, steps * batch, d_steps.data(), hs.data(), d_w_hh.data(), false);
+        detail::gemm_weights(true, false, g4, hidden, steps * batch, d_steps.data(), hs.data(), d_w_hh.data(), false);
         return std::vector<Tensor>{d_gates, dh, dc, d_w_hh};
     });
     return {results[0], results[1], results[2]};

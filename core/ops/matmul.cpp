@@ -99,18 +99,19 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
             for (int64_t r = begin; r < end; ++r) std::copy_n(pb, out_features, po + r * out_features);
         });
     }
-    detail::gemm(false, true, rows, out_features, in_features, x.data(), weight.data(), po, bias.defined());
+    detail::gemm_weights(false, true, rows, out_features, in_features, x.data(), weight.data(), po, bias.defined());
 
     return record("linear", out, {x, weight, bias},
                   [x, weight, bias, rows, in_features, out_features](const Tensor& g) {
         Tensor gx, gw, gb;
         if (x.requires_grad()) {  // dX = dY W
             gx = Tensor::empty(x.shape());
-            detail::gemm(false, false, rows, in_features, out_features, g.data(), weight.data(), gx.data(), false);
+            detail::gemm_weights(false, false, rows, in_features, out_features, g.data(), weight.data(), gx.data(),
+                                 false);
         }
         if (weight.requires_grad()) {  // dW = dY^T X
             gw = Tensor::empty(weight.shape());
-            detail::gemm(true, false, out_features, in_features, rows, g.data(), x.data(), gw.data(), false);
+            detail::gemm_weights(true, false, out_features, in_features, rows, g.data(), x.data(), gw.data(), false);
         }
         if (bias.defined() && bias.requires_grad()) gb = sum(reshape(g, {rows, out_features}), {0});
         return std::vector<Tensor>{gx, gw, gb};

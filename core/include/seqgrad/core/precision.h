@@ -41,6 +41,21 @@ std::string bf16_unavailable_reason();
 // stays float32). Attention's per-head products stay float32 either way.
 Precision matmul_precision();
 
+// Which library runs the float32 products of weight matrices in training and evaluation (linear
+// layers, the LSTM's gates; plain matmul and attention's per-head products stay on sgemm, and
+// decoding's packed weights are oneDNN's already): "sgemm" (OpenBLAS) or "onednn" (oneDNN's
+// float32 matmul, 5-10% faster at training's shapes on AVX-512).
+// Each thread of the pool runs its own block with one thread of the library either way, so a
+// result is bit-identical run to run at a given thread count. The default is "onednn" where
+// oneDNN's float32 kernel on this CPU is an AVX-512 one, else "sgemm"; the environment variable
+// SEQGRAD_FLOAT32_PRODUCTS=sgemm|onednn|auto sets it for a process (read at the first product).
+std::string float32_products();  // "sgemm" or "onednn"
+// The kernel behind it: "OpenBLAS sgemm (Cooperlake)", "oneDNN brg:avx512_core", ...
+std::string float32_products_kernel();
+// "sgemm", "onednn" or "auto" (the default's rule), process-wide; Error for any other name, and
+// for "onednn" in a build without oneDNN.
+void set_float32_products(const std::string& which);
+
 // Sets matmul_precision() for its lifetime and restores the previous one after. Throws Error for
 // int8, and for bf16 where bf16_available() is false (saying why).
 class MatmulPrecisionScope {
