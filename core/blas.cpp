@@ -8,7 +8,6 @@
 
 #include <algorithm>
 #include <climits>
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -76,19 +75,13 @@ void gemm_bf16(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a
     half_b.resize(static_cast<size_t>(k * n));
     round_to_bf16(a, m * k, half_a.data());
     round_to_bf16(b, k * n, half_b.data());
-    std::mutex failure_mutex;
-    std::string failure;
+    FirstFailure failure;
     split_product(ta, tb, m, n, k, half_a.data(), half_b.data(), c, accumulate,
                   [&](bool ta_, bool tb_, int64_t m_, int64_t n_, int64_t k_, const uint16_t* a_, int64_t lda,
                       const uint16_t* b_, int64_t ldb, float* c_, int64_t ldc, bool acc) {
-        try {
-            gemm_block_bf16(ta_, tb_, m_, n_, k_, a_, lda, b_, ldb, c_, ldc, acc);
-        } catch (const std::exception& e) {
-            std::lock_guard<std::mutex> lock(failure_mutex);
-            if (failure.empty()) failure = e.what();
-        }
+        failure.run([&] { gemm_block_bf16(ta_, tb_, m_, n_, k_, a_, lda, b_, ldb, c_, ldc, acc); });
     });
-    if (!failure.empty()) throw Error(failure);
+    if (!failure.message().empty()) throw Error(failure.message());
 }
 
 }  // namespace

@@ -359,26 +359,18 @@ Tensor linear_packed(const Tensor& x, const PackedMatrix& weight, const Tensor& 
         });
         input = qx.data();
     }
-    // One block per thread; an error on a worker is carried back here (the pool does not carry
-    // exceptions).
-    std::mutex failure_mutex;
-    std::string failure;
+    // One block per thread; an error on a worker is carried back here.
+    detail::FirstFailure failure;
     const int64_t blocks = static_cast<int64_t>(m.blocks.size());
     const float* scales_of_rows = row_scales.data();  // this thread's buffers, used by the workers
     int32_t* parts = int8 ? int_parts.data() : nullptr;
     float* py = y.data();
     const double work = static_cast<double>(rows) * static_cast<double>(in) * static_cast<double>(out);
     detail::parallel_for(blocks, work < (1 << 18) ? blocks : 1, [&](int64_t first, int64_t end) {
-        for (int64_t b = first; b < end; ++b) {
-            try {
-                m.run(*m.blocks[static_cast<size_t>(b)], rows, input, scales_of_rows, pb, parts, py);
-            } catch (const std::exception& e) {
-                std::lock_guard<std::mutex> lock(failure_mutex);
-                if (failure.empty()) failure = e.what();
-            }
-        }
+        for (int64_t b = first; b < end; ++b)
+            failure.run([&] { m.run(*m.blocks[static_cast<size_t>(b)], rows, input, scales_of_rows, pb, parts, py); });
     });
-    check(failure.empty(), kOp, "oneDNN failed: ", failure);
+    check(failure.message().empty(), kOp, "oneDNN failed: ", failure.message());
 #endif
     return y;
 }

@@ -5,6 +5,9 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <exception>
+#include <mutex>
+#include <string>
 
 #include "seqgrad/core/threads.h"
 #include "thread_pool.h"
@@ -27,5 +30,26 @@ void parallel_for(int64_t n, int64_t grain, const Body& body) {
         if (begin < end) body(begin, end);
     });
 }
+
+// The first failure among work spread over the pool's threads, which carry no exceptions (a throw
+// on a worker would end the program): each piece runs through run(), and the caller throws after
+// the work if message() is not empty.
+class FirstFailure {
+public:
+    template <typename Work>
+    void run(Work&& work) noexcept {
+        try {
+            work();
+        } catch (const std::exception& e) {
+            const std::lock_guard<std::mutex> lock(mutex_);
+            if (message_.empty()) message_ = e.what();
+        }
+    }
+    const std::string& message() const { return message_; }
+
+private:
+    std::mutex mutex_;
+    std::string message_;
+};
 
 }  // namespace seqgrad::detail

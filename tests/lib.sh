@@ -6,6 +6,11 @@ fail() {
   exit 1
 }
 
+# fresh_dir DIR: DIR exists and is empty (whatever an earlier run left there is gone).
+fresh_dir() {
+  rm -rf "$1" && mkdir -p "$1" || fail "cannot create $1"
+}
+
 # refused NAME STATUS OUTPUT PATTERN: a command that should fail did so with a status from 1 to
 # 127 (an error it reported, not a crash, a sanitizer abort or a signal) and said PATTERN.
 refused() {

@@ -9,7 +9,7 @@ work=$2
 # shellcheck source=../lib.sh
 source "$(dirname "$0")/../lib.sh"
 
-rm -rf "$work" && mkdir -p "$work" || fail "cannot create $work"
+fresh_dir "$work"
 cat > "$work/tiny.json" <<'JSON'
 {"d_model": 16, "n_heads": 2, "n_layers": 1, "d_ff": 32, "norm": "pre",
  "hidden_size": 16, "num_layers": 1,

@@ -12,7 +12,7 @@ work=$2
 # shellcheck source=../lib.sh
 source "$(dirname "$0")/../lib.sh"
 
-rm -rf "$work" && mkdir -p "$work" || fail "cannot create $work"
+fresh_dir "$work"
 for i in $(seq 1 400); do echo "the cat sat on the mat, and the dog ran after it; line $((i % 17))."; done \
   > "$work/text.txt"
 tiny=(--model gpt --n-layers 1 --d-model 32 --n-heads 2 --d-ff 64 --context 32 --batch-size 8 --threads 1)

@@ -12,7 +12,7 @@ with_dnnl=${4:-0}  # 1: the build has oneDNN, so --int8 works
 # shellcheck source=../lib.sh
 source "$(dirname "$0")/../lib.sh"
 
-rm -rf "$work" && mkdir -p "$work" || fail "cannot create $work"
+fresh_dir "$work"
 cat > "$work/tiny.json" <<'EOF'
 {"model": "transformer", "d_model": 32, "n_heads": 2, "n_layers": 1, "d_ff": 64, "norm": "pre",
  "training": {"synthetic": {"train_size": 400, "dev_size": 40, "test_size": 40, "max_length": 6},

@@ -9,7 +9,7 @@ work=$2
 # shellcheck source=../lib.sh
 source "$(dirname "$0")/../lib.sh"
 
-rm -rf "$work" && mkdir -p "$work" || fail "cannot create $work"
+fresh_dir "$work"
 
 # ---- score ----
 # Four words, "read" with two references. By hand: "dog" has 1 substitution in 3 phones, "bird" 1

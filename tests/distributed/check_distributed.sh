@@ -30,7 +30,7 @@ TOLERANCE=1e-4
 # gradients' scale, so a tighter bound catches a share weighted 1% off.
 SGD_TOLERANCE=1e-5
 
-rm -rf "$work" && mkdir -p "$work" || fail "cannot create $work"
+fresh_dir "$work"
 # One thread per process; Open MPI as root needs --allow-run-as-root; --oversubscribe in case the
 # machine has fewer cores than ranks.
 export OMP_NUM_THREADS=1

@@ -13,7 +13,7 @@ work=$3
 # shellcheck source=../lib.sh
 source "$(dirname "$0")/../lib.sh"
 
-rm -rf "$work" && mkdir -p "$work" || fail "cannot create $work"
+fresh_dir "$work"
 cat > "$work/tiny.json" <<'JSON'
 {"model": "transformer", "d_model": 32, "n_heads": 2, "n_layers": 1, "d_ff": 64, "dropout": 0,
  "training": {"schedule": "constant", "lr": 0.003, "batch_sentences": 32, "save_every_steps": 3}}

@@ -17,7 +17,7 @@ work=$3
 # shellcheck source=../lib.sh
 source "$(dirname "$0")/../lib.sh"
 
-rm -rf "$work" && mkdir -p "$work" || fail "cannot create $work"
+fresh_dir "$work"
 cat > "$work/tiny.json" <<'JSON'
 {"model": "transformer", "d_model": 32, "n_heads": 2, "n_layers": 1, "d_ff": 64, "dropout": 0,
  "training": {"synthetic": {"train_size": 2000, "dev_size": 20, "test_size": 20, "max_length": 6},

@@ -18,7 +18,7 @@ source "$(dirname "$0")/../lib.sh"
 RANDOM=$seed
 echo "kill moments drawn with seed $seed (run again with it to repeat them)"
 
-rm -rf "$work" && mkdir -p "$work" || fail "cannot create $work"
+fresh_dir "$work"
 cat > "$work/tiny.json" <<'JSON'
 {"model": "transformer", "d_model": 32, "n_heads": 2, "n_layers": 1, "d_ff": 64, "norm": "pre", "dropout": 0.1,
  "training": {"synthetic": {"train_size": 2000, "dev_size": 30, "test_size": 30, "max_length": 6},

@@ -20,7 +20,7 @@ intact() {  # DIR STEP: the committed checkpoint is from STEP, it loads, and not
   [ -z "$leftovers" ] || fail "files left behind in $1: $leftovers"
 }
 
-rm -rf "$work" && mkdir -p "$work" || fail "cannot create $work"
+fresh_dir "$work"
 cat > "$work/tiny.json" <<'JSON'
 {"model": "transformer", "d_model": 32, "n_heads": 2, "n_layers": 1, "d_ff": 64, "norm": "pre",
  "training": {"synthetic": {"train_size": 400, "dev_size": 20, "test_size": 20, "max_length": 6},
