@@ -35,6 +35,16 @@ else
   [ $status -eq 1 ] || fail "check --bf16 --rel-l2 1e-7 should fail, got $status: $out"
 fi
 
+# The products of weights on either library pass the parity check (SEQGRAD_FLOAT32_PRODUCTS); an
+# unknown library is refused, naming the choices.
+for library in sgemm onednn; do
+  out=$(SEQGRAD_FLOAT32_PRODUCTS=$library "$seqgrad" check "$fixtures"/transformer_pre_gelu_ls.safetensors \
+        "$fixtures"/seq2seq_init_state_1layer.safetensors 2>&1); status=$?
+  [ $status -eq 0 ] || fail "check with the products of weights on $library exited $status: $out"
+done
+out=$(SEQGRAD_FLOAT32_PRODUCTS=mkl "$seqgrad" check "$fixtures"/transformer_pre_gelu_ls.safetensors 2>&1); status=$?
+refused "an unknown SEQGRAD_FLOAT32_PRODUCTS" $status "$out" "not one of sgemm, onednn, auto"
+
 out=$("$seqgrad" check --atol 2>&1); status=$?
 refused "a flag without its value" $status "$out" "--atol"
 out=$("$seqgrad" check 2>&1); status=$?
