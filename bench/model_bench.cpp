@@ -560,24 +560,21 @@ void register_model_benchmarks() {
                     ->UseRealTime()
                     ->Unit(benchmark::kMillisecond);
     }
+    const auto register_phases = [](const std::string& name, std::function<TrainingStep()> make) {
+        benchmark::RegisterBenchmark(
+            name.c_str(),
+            [make](benchmark::State& state) {
+            TrainingStep step = make();
+            phases(state, step);
+            })
+            ->UseRealTime()
+            ->Unit(benchmark::kMillisecond);
+    };
     for (const BenchShape& shape : kShapes)
-        benchmark::RegisterBenchmark(
-            (std::string("phases/transformer/") + shape.name).c_str(),
-            [&shape](benchmark::State& state) {
-            TrainingStep step = seq2seq_step("transformer", shape);
-            phases(state, step);
-            })
-            ->UseRealTime()
-            ->Unit(benchmark::kMillisecond);
+        register_phases(std::string("phases/transformer/") + shape.name,
+                        [&shape] { return seq2seq_step("transformer", shape); });
     for (const GptShape& shape : kGptShapes)
-        benchmark::RegisterBenchmark(
-            (std::string("phases/gpt/") + shape.name).c_str(),
-            [&shape](benchmark::State& state) {
-            TrainingStep step = gpt_step(shape);
-            phases(state, step);
-            })
-            ->UseRealTime()
-            ->Unit(benchmark::kMillisecond);
+        register_phases(std::string("phases/gpt/") + shape.name, [&shape] { return gpt_step(shape); });
     // Fixed iteration counts: every rank must make the same collective calls.
     for (const BenchShape& shape : kShapes) {
         if (std::string(shape.name) == "small") continue;

@@ -38,6 +38,31 @@ IntTensor mixed_mask(int64_t b, int64_t tq, int64_t tk) {
     return mask;
 }
 
+// The fused attention and its composition on the same operands (from `seed`), mask and dropout
+// draws: the context, the weights, the generators' draws and every gradient agree.
+void check_against_composition(int64_t b, int64_t tq, int64_t tk, int64_t d, int64_t heads, const IntTensor& mask,
+                               float p, uint64_t seed) {
+    auto q1 = random_tensor({b, tq, d}, seed), k1 = random_tensor({b, tk, d}, seed + 1),
+         v1 = random_tensor({b, tk, d}, seed + 2);
+    auto q2 = random_tensor({b, tq, d}, seed), k2 = random_tensor({b, tk, d}, seed + 1),
+         v2 = random_tensor({b, tk, d}, seed + 2);
+    const auto r = random_tensor({b, tq, d}, seed + 3, -1, 1, false);
+    const auto rw = random_tensor({b, heads, tq, tk}, seed + 4, -1, 1, false);
+    Generator gen1(seed + 5), gen2(seed + 5);
+    Tensor weights;
+    const Tensor fused = attention(q1, k1, v1, heads, mask, p, true, &gen1, &weights);
+    const Composed reference = composed_attention(q2, k2, v2, heads, mask, p, true, &gen2);
+    CHECK(max_abs_diff(fused, reference.context) < 1e-6f);
+    CHECK(max_abs_diff(weights, reference.weights) < 1e-6f);
+    CHECK(gen1.next_u64() == gen2.next_u64());  // both drew the same number of times
+    // A loss on the context and on the weights, which are differentiable too.
+    ((fused * r).sum() + (weights * rw).sum()).backward();
+    ((reference.context * r).sum() + (reference.weights * rw).sum()).backward();
+    CHECK(max_abs_diff(q1.grad(), q2.grad()) < 1e-5f);
+    CHECK(max_abs_diff(k1.grad(), k2.grad()) < 1e-5f);
+    CHECK(max_abs_diff(v1.grad(), v2.grad()) < 1e-5f);
+}
+
 }  // namespace
 
 TEST_CASE("attention's weights pass gradcheck as an output of their own", "[ops][attention][gradcheck]") {
@@ -83,26 +108,7 @@ TEST_CASE("attention equals its composition from primitives, gradients and dropo
         for (float p : {0.0f, 0.25f}) {
             for (bool with_mask : {false, true}) {
                 INFO("heads " << heads << " dropout " << p << " mask " << with_mask);
-                const IntTensor mask = with_mask ? mixed_mask(b, tq, tk) : IntTensor();
-                auto q1 = random_tensor({b, tq, d}, 11), k1 = random_tensor({b, tk, d}, 12),
-                     v1 = random_tensor({b, tk, d}, 13);
-                auto q2 = random_tensor({b, tq, d}, 11), k2 = random_tensor({b, tk, d}, 12),
-                     v2 = random_tensor({b, tk, d}, 13);
-                const auto r = random_tensor({b, tq, d}, 14, -1, 1, false);
-                const auto rw = random_tensor({b, heads, tq, tk}, 15, -1, 1, false);
-                Generator gen1(5), gen2(5);
-                Tensor weights;
-                const Tensor fused = attention(q1, k1, v1, heads, mask, p, true, &gen1, &weights);
-                const Composed reference = composed_attention(q2, k2, v2, heads, mask, p, true, &gen2);
-                CHECK(max_abs_diff(fused, reference.context) < 1e-6f);
-                CHECK(max_abs_diff(weights, reference.weights) < 1e-6f);
-                CHECK(gen1.next_u64() == gen2.next_u64());  // both drew the same number of times
-                // A loss on the context and on the weights, which are differentiable too.
-                ((fused * r).sum() + (weights * rw).sum()).backward();
-                ((reference.context * r).sum() + (reference.weights * rw).sum()).backward();
-                CHECK(max_abs_diff(q1.grad(), q2.grad()) < 1e-5f);
-                CHECK(max_abs_diff(k1.grad(), k2.grad()) < 1e-5f);
-                CHECK(max_abs_diff(v1.grad(), v2.grad()) < 1e-5f);
+                check_against_composition(b, tq, tk, d, heads, with_mask ? mixed_mask(b, tq, tk) : IntTensor(), p, 11);
             }
         }
     }
@@ -125,23 +131,7 @@ TEST_CASE("attention over blocks of queries that skip masked keys equals its com
         for (const IntTensor& mask : {causal, padding, hole}) {
             for (float p : {0.0f, 0.2f}) {
                 INFO("keys " << tk << " mask " << mask.shape() << " dropout " << p);
-                auto q1 = random_tensor({b, tq, d}, 41), k1 = random_tensor({b, tk, d}, 42),
-                     v1 = random_tensor({b, tk, d}, 43);
-                auto q2 = random_tensor({b, tq, d}, 41), k2 = random_tensor({b, tk, d}, 42),
-                     v2 = random_tensor({b, tk, d}, 43);
-                const auto r = random_tensor({b, tq, d}, 44, -1, 1, false);
-                const auto rw = random_tensor({b, heads, tq, tk}, 45, -1, 1, false);
-                Generator gen1(6), gen2(6);
-                Tensor weights;
-                const Tensor fused = attention(q1, k1, v1, heads, mask, p, true, &gen1, &weights);
-                const Composed reference = composed_attention(q2, k2, v2, heads, mask, p, true, &gen2);
-                CHECK(max_abs_diff(fused, reference.context) < 1e-6f);
-                CHECK(max_abs_diff(weights, reference.weights) < 1e-6f);
-                ((fused * r).sum() + (weights * rw).sum()).backward();
-                ((reference.context * r).sum() + (reference.weights * rw).sum()).backward();
-                CHECK(max_abs_diff(q1.grad(), q2.grad()) < 1e-5f);
-                CHECK(max_abs_diff(k1.grad(), k2.grad()) < 1e-5f);
-                CHECK(max_abs_diff(v1.grad(), v2.grad()) < 1e-5f);
+                check_against_composition(b, tq, tk, d, heads, mask, p, 41);
             }
         }
     }
