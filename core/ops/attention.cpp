@@ -96,6 +96,24 @@ struct Problem {
     int64_t grain() const { return std::max<int64_t>(1, (1 << 17) / std::max<int64_t>(1, tq * tk * head_size)); }
 };
 
+// One thread's Problem::block_keys, recomputed only when a pair reads another slice of the mask
+// (pairs that broadcast one slice, or a call without a mask, share the first answer).
+class BlockKeys {
+public:
+    const std::vector<int64_t>& of(const Problem& pr, int64_t p) {
+        const int64_t slice = pr.mask_slice(p);
+        if (slice != slice_) {
+            pr.block_keys(p, keys_);
+            slice_ = slice;
+        }
+        return keys_;
+    }
+
+private:
+    std::vector<int64_t> keys_;
+    int64_t slice_ = -1;
+};
+
 // C [m, n] (row stride ldc) = op(A) op(B), one thread, row-major.
 void small_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
                 int64_t ldb, float* c, int64_t ldc) {
@@ -154,13 +172,9 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t head
         float* pc = context.data();
         float* pd = pr.dropout ? dropped.data() : nullptr;
         detail::parallel_for(pr.pairs(), pr.grain(), [&](int64_t begin, int64_t end) {
-            std::vector<int64_t> keys;
-            int64_t keys_slice = -1;
+            BlockKeys block_keys;
             for (int64_t p = begin; p < end; ++p) {
-                if (pr.mask_slice(p) != keys_slice || !pr.mask) {  // pairs sharing a mask slice share these
-                    pr.block_keys(p, keys);
-                    keys_slice = pr.mask_slice(p);
-                }
+                const std::vector<int64_t>& keys = block_keys.of(pr, p);
                 float* w = pw + p * pr.tq * pr.tk;
                 float* dropped_w = pr.dropout ? pd + p * pr.tq * pr.tk : w;
                 for (int64_t i0 = 0; i0 < pr.tq; i0 += kQueryBlock) {
@@ -213,13 +227,9 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t head
         float* gv_data = gv.data();
         float* ps = scratch.data();
         detail::parallel_for(b.pairs(), b.grain(), [&](int64_t begin, int64_t end) {
-            std::vector<int64_t> keys;
-            int64_t keys_slice = -1;
+            BlockKeys block_keys;
             for (int64_t p = begin; p < end; ++p) {
-                if (b.mask_slice(p) != keys_slice || !b.mask) {
-                    b.block_keys(p, keys);
-                    keys_slice = b.mask_slice(p);
-                }
+                const std::vector<int64_t>& keys = block_keys.of(b, p);
                 const float* w = pw + p * b.tq * b.tk;
                 float* s = ps + p * b.tq * b.tk;
                 const float* g_context = pg + b.query_offset(p);
