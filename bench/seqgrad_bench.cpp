@@ -18,6 +18,14 @@
 //   cross_entropy/{forward,forward_backward}/R/V  fused cross_entropy of logits [R, V], with
 //                                                 ignore_index 0 on every 8th position and label
 //                                                 smoothing 0.1
+//   attention/forward_backward/B/H/T/S   the fused attention() of a causal self-attention, batch B,
+//                                        H heads of S, T positions, dropout 0.2 on the weights (the
+//                                        baby GPT's shape is 64/6/256/64); GFLOP/s counts the six
+//                                        products' operations (two forward, four backward) over the
+//                                        scores a causal mask keeps, T (T + 1) / 2 per head: against
+//                                        the sgemm peak, the rest is attention's own work
+//   dropout/forward_backward/N           dropout(p = 0.2) of N floats and its backward; GB/s counts
+//                                        the input read and the output written each way (16 N)
 //   The GB/s column counts compulsory memory traffic only: each input read once, each output
 //   written once (the byte counts are spelled out beside each benchmark below). Rows are small
 //   enough to stay in cache between an operation's passes over them, so this is the traffic
@@ -52,6 +60,7 @@
 #include "seqgrad/core/random.h"
 #include "seqgrad/core/tensor.h"
 #include "seqgrad/core/threads.h"
+#include "seqgrad/nn/attention.h"
 #include "seqgrad/nn/distributed.h"
 #include "bench_common.h"
 
@@ -303,6 +312,47 @@ void cross_entropy_forward_backward(benchmark::State& state) {
     set_rate_counter(state, "GB/s", 12.0 * static_cast<double>(rows * vocab) + 24.0 * static_cast<double>(rows));
 }
 
+// ---- attention and dropout ----
+
+void attention_forward_backward(benchmark::State& state) {
+    const int64_t batch = state.range(0), heads = state.range(1), length = state.range(2), size = state.range(3);
+    Generator gen(6);
+    const Shape shape{batch, length, heads * size};
+    Tensor q = random_tensor(shape, gen, /*requires_grad=*/true);
+    Tensor k = random_tensor(shape, gen, /*requires_grad=*/true);
+    Tensor v = random_tensor(shape, gen, /*requires_grad=*/true);
+    const Tensor grad_context = random_tensor(shape, gen);
+    const IntTensor causal = seqgrad::nn::causal_mask(length);
+    for (auto _ : state) {
+        {
+            Tensor context = seqgrad::attention(q, k, v, heads, causal, 0.2f, true, &gen);
+            context.backward(grad_context);
+        }
+        benchmark::DoNotOptimize(q.grad().data());
+        benchmark::ClobberMemory();
+        for (Tensor* t : {&q, &k, &v}) t->zero_grad();
+    }
+    const double scores = static_cast<double>(batch * heads) * static_cast<double>(length * (length + 1) / 2);
+    set_rate_counter(state, "GFLOP/s", 6 * 2 * scores * static_cast<double>(size));
+}
+
+void dropout_forward_backward(benchmark::State& state) {
+    const int64_t n = state.range(0);
+    Generator gen(7);
+    Tensor x = random_tensor({n}, gen, /*requires_grad=*/true);
+    const Tensor grad_y = random_tensor({n}, gen);
+    for (auto _ : state) {
+        {
+            Tensor y = seqgrad::dropout(x, 0.2f, true, gen);
+            y.backward(grad_y);
+        }
+        benchmark::DoNotOptimize(x.grad().data());
+        benchmark::ClobberMemory();
+        x.zero_grad();
+    }
+    set_rate_counter(state, "GB/s", 16.0 * static_cast<double>(n));
+}
+
 // ---- registration and start-up ----
 
 using BenchmarkFn = void (*)(benchmark::State&);
@@ -337,6 +387,9 @@ void register_op_benchmarks() {
     register_rows("layer_norm/forward_backward", layer_norm_forward_backward, kNormShapes);
     register_rows("cross_entropy/forward", cross_entropy_forward, kRowShapes);
     register_rows("cross_entropy/forward_backward", cross_entropy_forward_backward, kRowShapes);
+    register_rows("attention/forward_backward", attention_forward_backward, {{64, 6, 256, 64}, {12, 4, 64, 32}});
+    // a baby GPT's [64, 256, 384] activation; one that stays in the caches
+    register_rows("dropout/forward_backward", dropout_forward_backward, {{64 * 256 * 384}, {64 * 1024}});
 }
 
 double sgemm_peak_flops() {

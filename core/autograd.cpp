@@ -72,7 +72,7 @@ bool needs_grad(std::span<const Tensor> inputs) {
 }
 
 std::vector<Tensor> record(const char* name, std::vector<Tensor> outputs, std::vector<Tensor> inputs,
-                           BackwardFn backward) {
+                           BackwardFn backward, UnusedGradients unused) {
     if (!needs_grad(std::span<const Tensor>(inputs))) return outputs;
     if (detail::active_op_profile != nullptr) [[unlikely]]
         detail::active_op_profile->note_forward(name);
@@ -80,6 +80,7 @@ std::vector<Tensor> record(const char* name, std::vector<Tensor> outputs, std::v
     node->name = name;
     node->inputs = std::move(inputs);
     node->backward = std::move(backward);
+    node->unused = unused;
     std::vector<Tensor> recorded;
     recorded.reserve(outputs.size());
     for (size_t i = 0; i < outputs.size(); ++i) {
@@ -201,8 +202,9 @@ void run_backward(const Tensor& self, const Tensor& grad_output, bool retain_gra
     for (auto it = order.rbegin(); it != order.rend(); ++it) {
         Node& node = **it;
         node.grad_outputs.resize(node.output_shapes.size());
-        for (size_t i = 0; i < node.grad_outputs.size(); ++i)  // an output no path used
-            if (!node.grad_outputs[i].defined()) node.grad_outputs[i] = Tensor::zeros(node.output_shapes[i]);
+        if (node.unused == UnusedGradients::zeros)
+            for (size_t i = 0; i < node.grad_outputs.size(); ++i)  // an output no path used
+                if (!node.grad_outputs[i].defined()) node.grad_outputs[i] = Tensor::zeros(node.output_shapes[i]);
         OpProfile* const profile = detail::active_op_profile;
         const double started = profile != nullptr ? profile_clock() : 0.0;
         std::vector<Tensor> grads = node.backward(node.grad_outputs);

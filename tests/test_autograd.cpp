@@ -75,6 +75,27 @@ TEST_CASE("an output that a multi-output operation left unused gets a zero gradi
     CHECK(x.grad().to_vector() == std::vector<float>{0, 4, 6, 8});
 }
 
+TEST_CASE("an operation may ask for no gradient of an unused output instead of zeros", "[autograd]") {
+    // Two outputs, x * 2 and x * 3; backward reports what it was handed for each.
+    auto x = Tensor::from_vector({1, 2}, {2}, true);
+    for (const UnusedGradients unused : {UnusedGradients::zeros, UnusedGradients::undefined}) {
+        std::vector<bool> defined;
+        auto outputs = record(
+            "pair", {x.detach() * Tensor::scalar(2), x.detach() * Tensor::scalar(3)}, {x},
+            [&defined](std::span<const Tensor> grads) {
+            defined = {grads[0].defined(), grads[1].defined()};
+            const Tensor g0 = grads[0].defined() ? grads[0] * Tensor::scalar(2) : Tensor::zeros({2});
+            const Tensor g1 = grads[1].defined() ? grads[1] * Tensor::scalar(3) : Tensor::zeros({2});
+            return std::vector<Tensor>{g0 + g1};
+            },
+            unused);
+        x.zero_grad();
+        outputs[1].sum().backward();
+        CHECK(defined == std::vector<bool>{unused == UnusedGradients::zeros, true});
+        CHECK(x.grad().to_vector() == std::vector<float>{3, 3});
+    }
+}
+
 TEST_CASE("a chain of 100,000 operations neither overflows in backward nor when freed", "[autograd]") {
     auto x = Tensor::from_vector({1.0f}, {1}, true);
     {

@@ -1,4 +1,7 @@
 // Dropout: seeded, identity in evaluation, scaled in training, gradient through the same mask.
+#include <cmath>
+#include <limits>
+
 #include "helpers.h"
 
 using namespace seqgrad;
@@ -20,6 +23,34 @@ TEST_CASE("dropout zeroes about p of the elements and scales the rest", "[ops][d
         else REQUIRE(v == Approx(1 / 0.7f));
     }
     CHECK(static_cast<double>(zeros) / 100000 == Approx(0.3).margin(0.01));
+}
+
+TEST_CASE("dropout multiplies every element by its factor, as PyTorch does", "[ops][dropout]") {
+    // Each element is multiplied by 1 / (1 - p) or by 0, never skipped: a dropped infinity or NaN
+    // becomes NaN (as torch.nn.functional.dropout makes it), a kept one stays what it was scaled.
+    Generator gen(5);
+    const float inf = std::numeric_limits<float>::infinity();
+    std::vector<float> values(1000, inf);
+    for (size_t i = 0; i < values.size(); i += 2) values[i] = -2.0f;
+    const auto y = dropout(Tensor::from_vector(values, {1000}), 0.5f, true, gen).to_vector();
+    int64_t dropped_inf = 0, kept_inf = 0, dropped_finite = 0;
+    for (size_t i = 0; i < y.size(); ++i) {
+        if (values[i] == inf) {
+            if (std::isnan(y[i])) {
+                ++dropped_inf;
+            } else {
+                REQUIRE(y[i] == inf);
+                ++kept_inf;
+            }
+        } else if (y[i] == 0) {
+            ++dropped_finite;
+        } else {
+            REQUIRE(y[i] == -4.0f);
+        }
+    }
+    CHECK(dropped_inf > 200);
+    CHECK(kept_inf > 200);
+    CHECK(dropped_finite > 200);
 }
 
 TEST_CASE("dropout's decisions are independent between neighbours and between calls", "[ops][dropout]") {

@@ -39,6 +39,28 @@ void attention_weights_row(float* row, int64_t n, float sqrt_head_size, Masked&&
     for (int64_t j = 0; j < n; ++j) row[j] *= inv;
 }
 
+// Row loops of the backward pass, as plain functions with __restrict rows so that they vectorise:
+// out[j] = a[j] * b[j]; x[j] *= f[j]; x[j] += y[j] (for j < n).
+void multiply_rows(const float* __restrict a, const float* __restrict b, float* __restrict out, int64_t n) {
+    for (int64_t j = 0; j < n; ++j) out[j] = a[j] * b[j];
+}
+void scale_row(float* __restrict x, const float* __restrict f, int64_t n) {
+    for (int64_t j = 0; j < n; ++j) x[j] *= f[j];
+}
+void add_row(float* __restrict x, const float* __restrict y, int64_t n) {
+    for (int64_t j = 0; j < n; ++j) x[j] += y[j];
+}
+
+// One row of the scores' gradient from the weights' (d weights in ds, replaced; its first n
+// entries): ds[j] = w[j] (ds[j] - sum_j' ds[j'] w[j']) / sqrt(head_size), 0 where masked(j), since
+// the fill replaced those scores.
+template <typename Masked>
+void score_gradient_row(float* __restrict ds, const float* __restrict w, int64_t n, float sqrt_head_size,
+                        Masked&& masked) {
+    const float d = detail::dot(ds, w, n);
+    for (int64_t j = 0; j < n; ++j) ds[j] = masked(j) ? 0.0f : w[j] * (ds[j] - d) / sqrt_head_size;
+}
+
 // Query rows per block: each block's products stop at the last key one of its rows attends to,
 // so a causal mask skips about half of the products, and padding masks the padded keys' share.
 constexpr int64_t kQueryBlock = 32;
@@ -64,6 +86,16 @@ struct Problem {
     }
     // Offset of pair p's [tq, tk] slice of the mask (pairs that broadcast one slice share it).
     int64_t mask_slice(int64_t p) const { return (p / heads) * mask_strides[0] + (p % heads) * mask_strides[1]; }
+    // Calls f(masked_j), where masked_j(j) is masked(p, i, j), in a form whose loops vectorise:
+    // the row's entries read in place when the mask's last axis is not broadcast (a causal or a
+    // full mask), a constant without a mask.
+    template <typename F>
+    void with_mask_row(int64_t p, int64_t i, F&& f) const {
+        if (!mask) return f([](int64_t) { return false; });
+        const int64_t* row = mask + mask_slice(p) + i * mask_strides[2];
+        if (mask_strides[3] == 1) return f([row](int64_t j) { return row[j] == 0; });
+        return f([row, step = mask_strides[3]](int64_t j) { return row[j * step] == 0; });
+    }
     // For each block of kQueryBlock query rows of pair p, how many leading keys its products need:
     // one past the last key any of its rows attends to (a causal mask's lower triangle, a padding
     // mask's real keys); every key when there is no mask or a row attends to none (its weights are
@@ -86,12 +118,8 @@ struct Problem {
             keys[static_cast<size_t>(b)] = needed;
         }
     }
-    // Row i of pair p's weights (or their gradient) after dropout, its first n entries.
-    void drop_row(const float* weights, int64_t p, int64_t i, int64_t n, float* out) const {
-        const int64_t first = (p * tq + i) * tk;
-        if (out == weights) dropout_mask.apply_in_place(out, n, first);
-        else dropout_mask.apply(weights, out, n, first);
-    }
+    // Element (i, 0) of pair p's weights in the dropout mask's count.
+    int64_t dropout_first(int64_t p, int64_t i) const { return (p * tq + i) * tk; }
     // Pairs per chunk of work for parallel_for.
     int64_t grain() const { return std::max<int64_t>(1, (1 << 17) / std::max<int64_t>(1, tq * tk * head_size)); }
 };
@@ -184,9 +212,11 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t head
                                pk + pr.key_offset(p), pr.width, w + i0 * pr.tk, pr.tk);
                     for (int64_t i = i0; i < i0 + rows; ++i) {
                         float* row = w + i * pr.tk;
-                        attention_weights_row(row, n, pr.sqrt_head_size, [&](int64_t j) { return pr.masked(p, i, j); });
+                        pr.with_mask_row(p, i, [&](auto masked) {
+                            attention_weights_row(row, n, pr.sqrt_head_size, masked);
+                        });
                         std::fill(row + n, row + pr.tk, 0.0f);  // keys no row of the block attends to
-                        if (pr.dropout) pr.drop_row(row, p, i, n, dropped_w + i * pr.tk);
+                        if (pr.dropout) pr.dropout_mask.apply(row, dropped_w + i * pr.tk, n, pr.dropout_first(p, i));
                     }
                     small_gemm(false, false, rows, pr.head_size, n, dropped_w + i0 * pr.tk, pr.tk,
                                pv + pr.key_offset(p), pr.width, pc + pr.query_offset(p) + i0 * pr.width, pr.width);
@@ -198,8 +228,8 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t head
         if (weights_out) *weights_out = weights;
         return context;
     }
-    // The weights are an output too, so a loss may use them; when none does, the engine hands
-    // backward zeros for their gradient.
+    // The weights are an output too, so a loss may use them; when none does, backward is handed
+    // an undefined gradient for them and skips them.
     if (empty) {
         auto outputs = record("attention", {context, weights}, {q, k, v}, [q, k, v](std::span<const Tensor>) {
             return std::vector<Tensor>{Tensor::zeros(q.shape()), Tensor::zeros(k.shape()), Tensor::zeros(v.shape())};
@@ -209,10 +239,13 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t head
     }
     // The caller's mask may not outlive this call: backward keeps its own copy.
     auto mask_copy = std::make_shared<const IntTensor>(pr.mask ? mask : IntTensor());
-    auto outputs = record("attention", {context, weights}, {q, k, v},
-                          [q, k, v, weights, pr, mask_copy](std::span<const Tensor> grads) {
-        const Tensor& g = grads[0];
-        const float* pgw = grads[1].data();  // the weights' own gradient
+    auto outputs = record(
+        "attention", {context, weights}, {q, k, v},
+        [q, k, v, weights, pr, mask_copy](std::span<const Tensor> grads) {
+        // Gradients of outputs no path used arrive undefined (UnusedGradients::undefined): the
+        // weights' own gradient is then skipped, and a context no path used counts as zeros.
+        const Tensor g = grads[0].defined() ? grads[0] : Tensor::zeros(q.shape());
+        const float* pgw = grads[1].defined() ? grads[1].data() : nullptr;
         Problem b = pr;
         b.mask = b.mask ? mask_copy->data() : nullptr;
         Tensor gq = Tensor::empty(q.shape()), gk = Tensor::empty(k.shape()), gv = Tensor::empty(v.shape());
@@ -228,12 +261,15 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t head
         float* ps = scratch.data();
         detail::parallel_for(b.pairs(), b.grain(), [&](int64_t begin, int64_t end) {
             BlockKeys block_keys;
+            // A block's dropout factors, row by row: the mask drops the weights and, through the
+            // same factors, the gradient of the dropped weights.
+            std::vector<float> factors(b.dropout ? static_cast<size_t>(kQueryBlock * b.tk) : 0);
             for (int64_t p = begin; p < end; ++p) {
                 const std::vector<int64_t>& keys = block_keys.of(b, p);
                 const float* w = pw + p * b.tq * b.tk;
                 float* s = ps + p * b.tq * b.tk;
                 const float* g_context = pg + b.query_offset(p);
-                const float* gw = pgw + p * b.tq * b.tk;
+                const float* gw = pgw != nullptr ? pgw + p * b.tq * b.tk : nullptr;
                 // d v and d k sum over the blocks: start them at zero
                 for (int64_t j = 0; j < b.tk; ++j) {
                     std::fill_n(gv_data + b.key_offset(p) + j * b.width, b.head_size, 0.0f);
@@ -247,7 +283,11 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t head
                     const float* gcb = g_context + i0 * b.width;
                     const float* dropped = wb;
                     if (b.dropout) {
-                        for (int64_t i = i0; i < i0 + rows; ++i) b.drop_row(w + i * b.tk, p, i, n, s + i * b.tk);
+                        for (int64_t i = i0; i < i0 + rows; ++i) {
+                            float* f = factors.data() + (i - i0) * b.tk;
+                            b.dropout_mask.factors(f, n, b.dropout_first(p, i));
+                            multiply_rows(w + i * b.tk, f, s + i * b.tk, n);
+                        }
                         dropped = sb;
                     }
                     // d v += dropout(weights)^T d context
@@ -256,18 +296,15 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t head
                     // d dropout(weights) = d context v^T, then back through dropout
                     small_gemm(false, true, rows, n, b.head_size, gcb, b.width, pv + b.key_offset(p), b.width, sb,
                                b.tk);
-                    // d weights gains the weights' own gradient; then d scores = weights * (d weights -
-                    // sum(d weights * weights)), 0 where masked (the fill replaced those scores), and
-                    // / sqrt(head_size). Keys past n have weight 0 in every row of the block.
+                    // d weights gains the weights' own gradient (when a loss used them); then the
+                    // scores' gradient. Keys past n have weight 0 in every row of the block.
                     for (int64_t i = i0; i < i0 + rows; ++i) {
                         float* sr = s + i * b.tk;
-                        const float* wr = w + i * b.tk;
-                        const float* gwr = gw + i * b.tk;
-                        if (b.dropout) b.drop_row(sr, p, i, n, sr);
-                        for (int64_t j = 0; j < n; ++j) sr[j] += gwr[j];
-                        const float d = detail::dot(sr, wr, n);
-                        for (int64_t j = 0; j < n; ++j)
-                            sr[j] = b.masked(p, i, j) ? 0.0f : wr[j] * (sr[j] - d) / b.sqrt_head_size;
+                        if (b.dropout) scale_row(sr, factors.data() + (i - i0) * b.tk, n);
+                        if (gw != nullptr) add_row(sr, gw + i * b.tk, n);
+                        b.with_mask_row(p, i, [&](auto masked) {
+                            score_gradient_row(sr, w + i * b.tk, n, b.sqrt_head_size, masked);
+                        });
                     }
                     // d q = d scores k;  d k += d scores^T q
                     small_gemm(false, false, rows, b.head_size, n, sb, b.tk, pk + b.key_offset(p), b.width,
@@ -279,7 +316,8 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t head
             }
         });
         return std::vector<Tensor>{gq, gk, gv};
-    });
+        },
+        UnusedGradients::undefined);
     if (weights_out) *weights_out = outputs[1];
     return outputs[0];
 }

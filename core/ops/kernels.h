@@ -273,21 +273,26 @@ struct DropoutMask {
           threshold(p < 1 ? static_cast<uint64_t>(std::ldexp(static_cast<long double>(p), 64)) : UINT64_MAX),
           scale(p < 1 ? 1.0f / (1.0f - p) : 0.0f) {}
 
-    // out[j] = in[j] scaled by 1 / (1 - p) if element first + j is kept, else 0, for j < n. The
+    // out[j] = in[j] times 1 / (1 - p) if element first + j is kept, else times 0, for j < n. The
     // members are copied to locals and the arrays must not overlap, so that the loop vectorises
-    // (64-bit lanes) instead of reloading the members after every store.
+    // (64-bit lanes) instead of reloading the members after every store. Every element is read and
+    // multiplied by its factor, never skipped: a select of "in[j] * s or 0" compiles to a masked
+    // load, which on AMD's Zen cores kept the loop at 40% of the speed of plain loads on arrays
+    // larger than the caches (a NaN or infinite input stays NaN where it is dropped, as in PyTorch).
     void apply(const float* __restrict in, float* __restrict out, int64_t n, int64_t first) const {
         const uint64_t k = key, t = threshold;
         const float s = scale;
-        for (int64_t j = 0; j < n; ++j)
-            out[j] = splitmix64_at(k, static_cast<uint64_t>(first + j)) >= t ? in[j] * s : 0.0f;
+        for (int64_t j = 0; j < n; ++j) {
+            const float factor = splitmix64_at(k, static_cast<uint64_t>(first + j)) >= t ? s : 0.0f;
+            out[j] = in[j] * factor;
+        }
     }
-    // The same in place.
-    void apply_in_place(float* x, int64_t n, int64_t first) const {
+    // factors[j] = the factor apply() multiplies element first + j by (1 / (1 - p) or 0), for j < n:
+    // for a backward pass that drops two rows with one mask.
+    void factors(float* __restrict out, int64_t n, int64_t first) const {
         const uint64_t k = key, t = threshold;
         const float s = scale;
-        for (int64_t j = 0; j < n; ++j)
-            x[j] = splitmix64_at(k, static_cast<uint64_t>(first + j)) >= t ? x[j] * s : 0.0f;
+        for (int64_t j = 0; j < n; ++j) out[j] = splitmix64_at(k, static_cast<uint64_t>(first + j)) >= t ? s : 0.0f;
     }
 };
 

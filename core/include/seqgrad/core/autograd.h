@@ -20,13 +20,19 @@ namespace seqgrad {
 
 using BackwardFn = std::function<std::vector<Tensor>(std::span<const Tensor> grad_outputs)>;
 
+// What a node's backward receives for an output that no path to the loss used: zeros of the
+// output's shape (the default), or an undefined Tensor, for a backward that would only add the
+// zeros (attention's weights, [batch, heads, tq, tk], which few losses use).
+enum class UnusedGradients { zeros, undefined };
+
 struct Node {
     const char* name = "";       // the operation, for error messages
     std::vector<Tensor> inputs;  // the edges of the graph
     std::vector<Shape> output_shapes;
     BackwardFn backward;
     std::vector<Tensor> grad_outputs;  // filled while backward() runs
-    bool released = false;             // backward() has run and freed what it held
+    UnusedGradients unused = UnusedGradients::zeros;
+    bool released = false;  // backward() has run and freed what it held
 
     Node() = default;
     Node(const Node&) = delete;
@@ -59,7 +65,7 @@ inline bool needs_grad(std::initializer_list<Tensor> inputs) {
 // Attaches a node to the outputs when needs_grad(inputs); returns handles to the outputs that
 // carry it (or the outputs unchanged).
 std::vector<Tensor> record(const char* name, std::vector<Tensor> outputs, std::vector<Tensor> inputs,
-                           BackwardFn backward);
+                           BackwardFn backward, UnusedGradients unused = UnusedGradients::zeros);
 
 // The single-output form: `backward` takes the output's gradient `const Tensor&`.
 template <typename F>
