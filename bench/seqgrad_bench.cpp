@@ -26,6 +26,8 @@
 //                                        the sgemm peak, the rest is attention's own work
 //   dropout/forward_backward/N           dropout(p = 0.2) of N floats and its backward; GB/s counts
 //                                        the input read and the output written each way (16 N)
+//   gelu/forward_backward/N              gelu of N floats and its backward; GB/s counts x read and
+//                                        y written, then x and dy read and dx written (20 N)
 //   The GB/s column counts compulsory memory traffic only: each input read once, each output
 //   written once (the byte counts are spelled out beside each benchmark below). Rows are small
 //   enough to stay in cache between an operation's passes over them, so this is the traffic
@@ -353,6 +355,23 @@ void dropout_forward_backward(benchmark::State& state) {
     set_rate_counter(state, "GB/s", 16.0 * static_cast<double>(n));
 }
 
+void gelu_forward_backward(benchmark::State& state) {
+    const int64_t n = state.range(0);
+    Generator gen(8);
+    Tensor x = random_tensor({n}, gen, /*requires_grad=*/true);
+    const Tensor grad_y = random_tensor({n}, gen);
+    for (auto _ : state) {
+        {
+            Tensor y = seqgrad::gelu(x);
+            y.backward(grad_y);
+        }
+        benchmark::DoNotOptimize(x.grad().data());
+        benchmark::ClobberMemory();
+        x.zero_grad();
+    }
+    set_rate_counter(state, "GB/s", 20.0 * static_cast<double>(n));
+}
+
 // ---- registration and start-up ----
 
 using BenchmarkFn = void (*)(benchmark::State&);
@@ -390,6 +409,8 @@ void register_op_benchmarks() {
     register_rows("attention/forward_backward", attention_forward_backward, {{64, 6, 256, 64}, {12, 4, 64, 32}});
     // a baby GPT's [64, 256, 384] activation; one that stays in the caches
     register_rows("dropout/forward_backward", dropout_forward_backward, {{64 * 256 * 384}, {64 * 1024}});
+    // the baby GPT's feed-forward activation [64, 256, 1536]; one that stays in the caches
+    register_rows("gelu/forward_backward", gelu_forward_backward, {{64 * 256 * 1536}, {64 * 1024}});
 }
 
 double sgemm_peak_flops() {

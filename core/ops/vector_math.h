@@ -108,17 +108,40 @@ inline float fast_tanh(float x) {
     return x < 0 ? -y : y;
 }
 
-// erf by Abramowitz and Stegun 7.1.26 refined: |error| < 1.5e-7 (absolute).
-inline float fast_erf(float x) {
-    const float ax = x < 0 ? -x : x;
-    const float t = 1.0f / (1.0f + 0.3275911f * ax);
+// erf(a) for a >= 0, given e = exp(-a^2): Abramowitz and Stegun 7.1.26 refined, |error| < 1.5e-7
+// (absolute).
+inline float erf_nonnegative(float a, float e) {
+    const float t = 1.0f / (1.0f + 0.3275911f * a);
     float p = 1.061405429f;
     p = p * t - 1.453152027f;
     p = p * t + 1.421413741f;
     p = p * t - 0.284496736f;
     p = p * t + 0.254829592f;
-    const float y = 1.0f - p * t * fast_exp(-ax * ax);
+    return 1.0f - p * t * e;
+}
+
+inline float fast_erf(float x) {
+    const float ax = x < 0 ? -x : x;
+    const float y = erf_nonnegative(ax, fast_exp(-ax * ax));
     return x < 0 ? -y : y;
+}
+
+// gelu(x) = x Phi(x) and its slope Phi(x) + x phi(x) (Phi, phi: the standard normal's distribution
+// and density) at once: Phi(x) = (1 + erf(x / sqrt 2)) / 2, and the exp(-x^2 / 2) that erf needs
+// is phi's too, so the pair costs one exp and one division. The value is fast_erf's gelu bit for
+// bit.
+struct GeluSlope {
+    float value, slope;
+};
+inline GeluSlope gelu_with_slope(float x) {
+    constexpr float inv_sqrt2 = 0.70710678118654752f;
+    constexpr float inv_sqrt_2pi = 0.39894228040143268f;
+    const float z = x * inv_sqrt2;
+    const float az = z < 0 ? -z : z;
+    const float e = fast_exp(-az * az);
+    const float r = erf_nonnegative(az, e);
+    const float cdf = 0.5f * (1 + (z < 0 ? -r : r));
+    return {x * cdf, cdf + x * (inv_sqrt_2pi * e)};
 }
 
 }  // namespace seqgrad::detail
