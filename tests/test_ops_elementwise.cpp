@@ -90,9 +90,8 @@ TEST_CASE("unary functions compute their values", "[ops][elementwise]") {
 }
 
 TEST_CASE("gelu's gradient is the exact derivative, Phi(x) + x phi(x)", "[ops][elementwise]") {
-    // Forward writes the slope beside the value; checked against the derivative in double at 4001
-    // points over [-10, 10] (the tails included, where the slope reaches 0 and 1), tighter than
-    // gradcheck's finite differences can tell.
+    // Checked against the derivative in double at 4001 points over [-10, 10] (the tails included,
+    // where the slope reaches 0 and 1), tighter than gradcheck's finite differences can tell.
     std::vector<float> values;
     for (int i = -2000; i <= 2000; ++i) values.push_back(static_cast<float>(i) / 200.0f);
     auto x = Tensor::from_vector(values, {static_cast<int64_t>(values.size())}, true);

@@ -150,37 +150,37 @@ Tensor relu(const Tensor& x) {
 
 namespace {
 
-// y[i] = gelu(x[i]) for i < n, and slope[i] its derivative when slope is not null.
-void gelu_rows(const float* __restrict x, float* __restrict y, float* __restrict slope, int64_t n) {
-    if (slope == nullptr) {
-        for (int64_t i = 0; i < n; ++i) y[i] = detail::gelu_with_slope(x[i]).value;
-        return;
-    }
-    for (int64_t i = 0; i < n; ++i) {
-        const detail::GeluSlope r = detail::gelu_with_slope(x[i]);
-        y[i] = r.value;
-        slope[i] = r.slope;
-    }
+// y[i] = gelu(x[i]), for i < n.
+void gelu_rows(const float* __restrict x, float* __restrict y, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) y[i] = detail::gelu_with_slope(x[i]).value;
+}
+
+// dx[i] = g[i] gelu'(x[i]), for i < n.
+void gelu_backward_rows(const float* __restrict g, const float* __restrict x, float* __restrict dx, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) dx[i] = g[i] * detail::gelu_with_slope(x[i]).slope;
 }
 
 }  // namespace
 
 Tensor gelu(const Tensor& x) {
-    // The exact (erf) gelu. Forward writes the slope beside the value when a gradient will be
-    // needed (the two share their exp and division, vector_math.h), so backward is one
-    // multiplication and keeps the slope instead of x: a third of the work of computing the
-    // derivative from x in backward.
+    // The exact (erf) gelu. Backward computes the slope from x with the value's own exp and
+    // division (vector_math.h's gelu_with_slope), instead of a second erf and an exp.
     check(x.defined(), "gelu", "the operand is undefined");
-    const bool grad = needs_grad({x});
     Tensor y = Tensor::empty(x.shape());
-    Tensor slope = grad ? Tensor::empty(x.shape()) : Tensor();
     const float* px = x.data();
     float* py = y.data();
-    float* ps = grad ? slope.data() : nullptr;
-    detail::parallel_for(x.numel(), detail::kElementwiseGrain, [&](int64_t begin, int64_t end) {
-        gelu_rows(px + begin, py + begin, ps != nullptr ? ps + begin : nullptr, end - begin);
+    detail::parallel_for(x.numel(), detail::kElementwiseGrain,
+                         [&](int64_t begin, int64_t end) { gelu_rows(px + begin, py + begin, end - begin); });
+    return record("gelu", y, {x}, [x](const Tensor& g) {
+        Tensor dx = Tensor::empty(x.shape());
+        const float* pg = g.data();
+        const float* px = x.data();
+        float* pd = dx.data();
+        detail::parallel_for(x.numel(), detail::kElementwiseGrain, [&](int64_t begin, int64_t end) {
+            gelu_backward_rows(pg + begin, px + begin, pd + begin, end - begin);
+        });
+        return std::vector<Tensor>{dx};
     });
-    return record("gelu", y, {x}, [slope](const Tensor& g) { return std::vector<Tensor>{mul(g, slope)}; });
 }
 
 Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
