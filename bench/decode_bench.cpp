@@ -30,6 +30,9 @@
 //
 // Counters: tokens_per_second (target tokens of the best hypotheses, </s> excluded, per second;
 // CTranslate2's "target tokens per second"), ms_per_batch (for beam1_latency: one sentence),
+// gflops and mfu on the fixed-length rows (the products of weights a decode cannot skip, over the
+// time, and that rate over the sgemm peak of the same run: how close decoding is to the machine's
+// limit, whatever PyTorch does),
 // system_allocs_per_step (blocks the allocator took from the system per decoding step after a
 // warm-up decode: 0 in a steady state) and tensor_allocs_per_step (every tensor allocation,
 // cached or not, per step: what a decoder with preallocated buffers would bring to 0).
@@ -115,6 +118,24 @@ const Workload& workload() {
     return w;
 }
 
+// The multiply-adds x 2 of the products of weights in one decode of `sentences` sources that runs
+// exactly kSteps steps with `beam` beams (attention's own products, a few percent, aside): the
+// encoder's projections and feed-forward layers over every source token, the cross-attention's
+// keys and values once, and for each decoder row its self-attention projections, the cross
+// attention's query and output, the feed-forward layer and the output layer. Rows: one per source
+// for the first token (search starts from one hypothesis), then `beam` per source for the rest.
+double decode_products_flops(int64_t sentences, int64_t beam) {
+    const seqgrad::models::ModelConfig c = base_config();
+    const double d = static_cast<double>(c.d_model), ff = static_cast<double>(c.d_ff);
+    const double source_tokens = static_cast<double>(sentences * kSourceLength);
+    const double encoder = source_tokens * static_cast<double>(c.n_enc_layers) * (4 * d * d + 2 * d * ff);
+    const double cross_keys_values = source_tokens * static_cast<double>(c.n_dec_layers) * 2 * d * d;
+    const double rows = static_cast<double>(sentences + (kSteps - 1) * sentences * beam);
+    const double per_row =
+        static_cast<double>(c.n_dec_layers) * (6 * d * d + 2 * d * ff) + d * static_cast<double>(c.tgt_vocab);
+    return 2 * (encoder + cross_keys_values + rows * per_row);
+}
+
 // How the model's weights are held while decoding: packed as the Translator packs them (float32 by
 // default), packed in int8 or bf16, or not packed (every product through sgemm).
 enum class Weights { packed, int8, bf16, sgemm };
@@ -183,6 +204,12 @@ void decode_base(benchmark::State& state, int64_t beam, bool fixed_length, int64
         steps;
     state.counters["ms_per_batch"] =
         1e3 * seconds / static_cast<double>(std::max<benchmark::IterationCount>(1, state.iterations()));
+    if (fixed_length) {
+        const double flops = decode_products_flops(sentences, beam);
+        set_rate_counter(state, "gflops", flops);
+        state.counters["mfu"] =
+            benchmark::Counter(flops / sgemm_peak_flops(), benchmark::Counter::kIsIterationInvariantRate);
+    }
 }
 
 // One product at a decoding step's shape: rows x in times [out, in]^T, plus a bias.
