@@ -185,6 +185,26 @@ void matmul_seqgrad_forward_backward(benchmark::State& state) {
     set_rate_counter(state, "GFLOP/s", 3 * product_flops(n));
 }
 
+// One operation of one operand, forward then backward, over and over: x of `shape` requiring grad
+// (from Generator(seed), which `op` may draw from too), a fixed gradient; the gradient is dropped
+// after each iteration so that none accumulates. GB/s counts bytes_per_element times x's elements.
+template <typename Op>
+void forward_backward(benchmark::State& state, const Shape& shape, uint64_t seed, double bytes_per_element, Op op) {
+    Generator gen(seed);
+    Tensor x = random_tensor(shape, gen, /*requires_grad=*/true);
+    const Tensor grad_y = random_tensor(shape, gen);
+    for (auto _ : state) {
+        {
+            Tensor y = op(x, gen);
+            y.backward(grad_y);
+        }
+        benchmark::DoNotOptimize(x.grad().data());
+        benchmark::ClobberMemory();
+        x.zero_grad();
+    }
+    set_rate_counter(state, "GB/s", bytes_per_element * static_cast<double>(x.numel()));
+}
+
 // ---- softmax over the last axis of [rows, cols] ----
 // N = rows * cols floats.
 //   forward:          read x, write y                                   8 N bytes
@@ -203,20 +223,8 @@ void softmax_forward(benchmark::State& state) {
 }
 
 void softmax_forward_backward(benchmark::State& state) {
-    const int64_t rows = state.range(0), cols = state.range(1);
-    Generator gen(2);
-    Tensor x = random_tensor({rows, cols}, gen, /*requires_grad=*/true);
-    const Tensor grad_y = random_tensor({rows, cols}, gen);
-    for (auto _ : state) {
-        {
-            Tensor y = seqgrad::softmax(x);
-            y.backward(grad_y);
-        }
-        benchmark::DoNotOptimize(x.grad().data());
-        benchmark::ClobberMemory();
-        x.zero_grad();
-    }
-    set_rate_counter(state, "GB/s", 20.0 * static_cast<double>(rows * cols));
+    forward_backward(state, {state.range(0), state.range(1)}, 2, 20.0,
+                     [](const Tensor& x, Generator&) { return seqgrad::softmax(x); });
 }
 
 // ---- layer_norm of [rows, d] ----
@@ -339,37 +347,12 @@ void attention_forward_backward(benchmark::State& state) {
 }
 
 void dropout_forward_backward(benchmark::State& state) {
-    const int64_t n = state.range(0);
-    Generator gen(7);
-    Tensor x = random_tensor({n}, gen, /*requires_grad=*/true);
-    const Tensor grad_y = random_tensor({n}, gen);
-    for (auto _ : state) {
-        {
-            Tensor y = seqgrad::dropout(x, 0.2f, true, gen);
-            y.backward(grad_y);
-        }
-        benchmark::DoNotOptimize(x.grad().data());
-        benchmark::ClobberMemory();
-        x.zero_grad();
-    }
-    set_rate_counter(state, "GB/s", 16.0 * static_cast<double>(n));
+    forward_backward(state, {state.range(0)}, 7, 16.0,
+                     [](const Tensor& x, Generator& gen) { return seqgrad::dropout(x, 0.2f, true, gen); });
 }
 
 void gelu_forward_backward(benchmark::State& state) {
-    const int64_t n = state.range(0);
-    Generator gen(8);
-    Tensor x = random_tensor({n}, gen, /*requires_grad=*/true);
-    const Tensor grad_y = random_tensor({n}, gen);
-    for (auto _ : state) {
-        {
-            Tensor y = seqgrad::gelu(x);
-            y.backward(grad_y);
-        }
-        benchmark::DoNotOptimize(x.grad().data());
-        benchmark::ClobberMemory();
-        x.zero_grad();
-    }
-    set_rate_counter(state, "GB/s", 20.0 * static_cast<double>(n));
+    forward_backward(state, {state.range(0)}, 8, 20.0, [](const Tensor& x, Generator&) { return seqgrad::gelu(x); });
 }
 
 // ---- registration and start-up ----
