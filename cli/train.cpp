@@ -9,6 +9,7 @@
 #include "commands.h"
 #include "option_flags.h"
 #include "progress.h"
+#include "seqgrad/core/precision.h"
 #include "seqgrad/core/threads.h"
 #include "seqgrad/inference/text_generator.h"
 #include "seqgrad/models/registry.h"
@@ -122,6 +123,14 @@ std::string ranks_text(const nn::Distributed& group) {
     return group.size() > 1 ? ", on each of " + std::to_string(group.size()) + " processes" : "";
 }
 
+// ", products on oneDNN brg:avx512_core" (float32: OpenBLAS's sgemm or oneDNN, float32_products()),
+// ", bf16 products on oneDNN brg:avx512_core_bf16"; nothing for bf16 where the CPU has none (training
+// refuses to start and says why).
+std::string products_text(const std::string& precision) {
+    if (precision == "bf16") return bf16_available() ? ", bf16 products on oneDNN " + bf16_kernel_name() : "";
+    return ", products on " + float32_products_kernel();
+}
+
 int run_train(const TrainFlags& flags) {
     const nn::Distributed& group = nn::Distributed::current();
     // Ranks on one machine share its cores.
@@ -191,8 +200,9 @@ int run_train(const TrainFlags& flags) {
                                  : options.task == "text" ? options.text
                                                           : options.task;
         if (group.is_root())
-            std::fprintf(stderr, "Training %s on %s into %s (%d %s%s)\n", model.c_str(), data.c_str(), dir.c_str(),
-                         get_num_threads(), get_num_threads() == 1 ? "thread" : "threads", ranks_text(group).c_str());
+            std::fprintf(stderr, "Training %s on %s into %s (%d %s%s%s)\n", model.c_str(), data.c_str(), dir.c_str(),
+                         get_num_threads(), get_num_threads() == 1 ? "thread" : "threads", ranks_text(group).c_str(),
+                         products_text(options.precision).c_str());
         result = training::train(config, options, dir, listener, &g_stop);
     }
     display.finish_line();

@@ -27,6 +27,13 @@ out=$("${train[@]}" --max-steps 6 --out "$work/run" 2>&1); status=$?
 [ -f "$work/run/model.safetensors" ] && [ -f "$work/run/best.safetensors" ] && [ -f "$work/run/training.safetensors" ] \
   || fail "the run left no complete checkpoint"
 grep -q "Best dev WER" <<< "$out" || fail "the run did not report its best dev WER"
+# Its first line names the library the products of weights run on (float32_products_kernel()).
+grep -qE "^Training transformer on reverse into .*\(1 thread, products on (OpenBLAS sgemm|oneDNN) " <<< "$out" \
+  || fail "the start line does not name the products' library: $(head -1 <<< "$out")"
+# An unknown library is refused before anything is written.
+out=$(SEQGRAD_FLOAT32_PRODUCTS=mkl "${train[@]}" --max-steps 6 --out "$work/mkl" 2>&1); status=$?
+refused "an unknown SEQGRAD_FLOAT32_PRODUCTS" $status "$out" "not one of sgemm, onednn, auto"
+[ ! -e "$work/mkl" ] || fail "the refused run left $work/mkl behind"
 
 # Training into a directory that holds a checkpoint is refused.
 out=$("${train[@]}" --max-steps 6 --out "$work/run" 2>&1); status=$?
