@@ -81,8 +81,7 @@ struct Problem {
     int64_t key_offset(int64_t p) const { return (p / heads) * tk * width + (p % heads) * head_size; }
     // Whether score (i, j) of pair p is masked out.
     bool masked(int64_t p, int64_t i, int64_t j) const {
-        return mask && mask[(p / heads) * mask_strides[0] + (p % heads) * mask_strides[1] + i * mask_strides[2] +
-                            j * mask_strides[3]] == 0;
+        return mask && mask[mask_slice(p) + i * mask_strides[2] + j * mask_strides[3]] == 0;
     }
     // Offset of pair p's [tq, tk] slice of the mask (pairs that broadcast one slice share it).
     int64_t mask_slice(int64_t p) const { return (p / heads) * mask_strides[0] + (p % heads) * mask_strides[1]; }

@@ -148,39 +148,14 @@ Tensor relu(const Tensor& x) {
         });
 }
 
-namespace {
-
-// y[i] = gelu(x[i]), for i < n.
-void gelu_rows(const float* __restrict x, float* __restrict y, int64_t n) {
-    for (int64_t i = 0; i < n; ++i) y[i] = detail::gelu_with_slope(x[i]).value;
-}
-
-// dx[i] = g[i] gelu'(x[i]), for i < n.
-void gelu_backward_rows(const float* __restrict g, const float* __restrict x, float* __restrict dx, int64_t n) {
-    for (int64_t i = 0; i < n; ++i) dx[i] = g[i] * detail::gelu_with_slope(x[i]).slope;
-}
-
-}  // namespace
-
 Tensor gelu(const Tensor& x) {
     // The exact (erf) gelu. Backward computes the slope from x with the value's own exp and
     // division (vector_math.h's gelu_with_slope), instead of a second erf and an exp.
-    check(x.defined(), "gelu", "the operand is undefined");
-    Tensor y = Tensor::empty(x.shape());
-    const float* px = x.data();
-    float* py = y.data();
-    detail::parallel_for(x.numel(), detail::kElementwiseGrain,
-                         [&](int64_t begin, int64_t end) { gelu_rows(px + begin, py + begin, end - begin); });
-    return record("gelu", y, {x}, [x](const Tensor& g) {
-        Tensor dx = Tensor::empty(x.shape());
-        const float* pg = g.data();
-        const float* px = x.data();
-        float* pd = dx.data();
-        detail::parallel_for(x.numel(), detail::kElementwiseGrain, [&](int64_t begin, int64_t end) {
-            gelu_backward_rows(pg + begin, px + begin, pd + begin, end - begin);
+    return unary(
+        "gelu", x, [](float v) { return detail::gelu_with_slope(v).value; },
+        [](const Tensor& g, const Tensor& x, const Tensor&) {
+        return zip(g, x, [](float gv, float xv) { return gv * detail::gelu_with_slope(xv).slope; });
         });
-        return std::vector<Tensor>{dx};
-    });
 }
 
 Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }

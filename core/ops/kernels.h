@@ -282,17 +282,21 @@ struct DropoutMask {
     void apply(const float* __restrict in, float* __restrict out, int64_t n, int64_t first) const {
         const uint64_t k = key, t = threshold;
         const float s = scale;
-        for (int64_t j = 0; j < n; ++j) {
-            const float factor = splitmix64_at(k, static_cast<uint64_t>(first + j)) >= t ? s : 0.0f;
-            out[j] = in[j] * factor;
-        }
+        for (int64_t j = 0; j < n; ++j) out[j] = in[j] * factor(k, t, s, first + j);
     }
     // factors[j] = the factor apply() multiplies element first + j by (1 / (1 - p) or 0), for j < n:
     // for a backward pass that drops two rows with one mask.
     void factors(float* __restrict out, int64_t n, int64_t first) const {
         const uint64_t k = key, t = threshold;
         const float s = scale;
-        for (int64_t j = 0; j < n; ++j) out[j] = splitmix64_at(k, static_cast<uint64_t>(first + j)) >= t ? s : 0.0f;
+        for (int64_t j = 0; j < n; ++j) out[j] = factor(k, t, s, first + j);
+    }
+
+private:
+    // Element i's factor: scale s if kept (its draw at least the threshold t), else 0. Static, on
+    // the members' local copies, so that the loops above vectorise.
+    static float factor(uint64_t k, uint64_t t, float s, int64_t i) {
+        return splitmix64_at(k, static_cast<uint64_t>(i)) >= t ? s : 0.0f;
     }
 };
 

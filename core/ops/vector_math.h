@@ -120,16 +120,9 @@ inline float erf_nonnegative(float a, float e) {
     return 1.0f - p * t * e;
 }
 
-inline float fast_erf(float x) {
-    const float ax = x < 0 ? -x : x;
-    const float y = erf_nonnegative(ax, fast_exp(-ax * ax));
-    return x < 0 ? -y : y;
-}
-
 // gelu(x) = x Phi(x) and its slope Phi(x) + x phi(x) (Phi, phi: the standard normal's distribution
 // and density) at once: Phi(x) = (1 + erf(x / sqrt 2)) / 2, and the exp(-x^2 / 2) that erf needs
-// is phi's too, so the pair costs one exp and one division. The value is fast_erf's gelu bit for
-// bit.
+// is phi's too, so the pair costs one exp and one division.
 struct GeluSlope {
     float value, slope;
 };
