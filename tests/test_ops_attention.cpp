@@ -57,7 +57,7 @@ void check_against_composition(int64_t b, int64_t tq, int64_t tk, int64_t d, int
     CHECK(max_abs_diff(fused, reference.context) < 1e-6f);
     CHECK(max_abs_diff(weights, reference.weights) < 1e-6f);
     CHECK(gen1.next_u64() == gen2.next_u64());  // both drew the same number of times
-    // A loss on the context and on the weights, which are differentiable too.
+    // The weights are differentiable too: the loss takes them in, or leaves them unused.
     if (loss_on_weights) {
         ((fused * r).sum() + (weights * rw).sum()).backward();
         ((reference.context * r).sum() + (reference.weights * rw).sum()).backward();
