@@ -33,10 +33,10 @@ constexpr const char* kOp = "linear_packed";
 // set_packing_enabled's switch.
 [[maybe_unused]] std::atomic<bool> packing_enabled{true};
 
-// Row scale and quantized values of one row: q = round(x / s), s = max |x| / 127. A row of zeros
-// gets s = 0 (its products are 0); a row with an infinity or NaN gets s = NaN, so its outputs are
-// NaN, as float32 products with such a value would be.
-[[maybe_unused]] float quantize_row(const float* x, int64_t n, int8_t* q) {
+// Row scale and quantized values of one row: q = round(x / s) in [-levels, levels], s = max |x| /
+// levels. A row of zeros gets s = 0 (its products are 0); a row with an infinity or NaN gets
+// s = NaN, so its outputs are NaN, as float32 products with such a value would be.
+[[maybe_unused]] float quantize_row(const float* x, int64_t n, int levels, int8_t* q) {
     // The largest |x| in sixteen lanes (one vector register), and whether any x is NaN.
     constexpr int64_t kLanes = 16;
     float lanes[kLanes] = {};
@@ -59,10 +59,10 @@ constexpr const char* kOp = "linear_packed";
         std::memset(q, 0, static_cast<size_t>(n));
         return nan || !std::isfinite(peak) ? std::nanf("") : 0.0f;
     }
-    const float inverse = 127.0f / peak;
+    const float top = static_cast<float>(levels), inverse = top / peak;
 #pragma omp simd
     for (int64_t j = 0; j < n; ++j) q[j] = static_cast<int8_t>(std::nearbyint(x[j] * inverse));
-    return peak / 127.0f;
+    return peak / top;
 }
 
 }  // namespace
@@ -225,6 +225,21 @@ bool packing_available(Precision precision) {
 
 void set_packing_enabled(bool enabled) { packing_enabled.store(enabled, std::memory_order_relaxed); }
 
+int int8_weight_levels() {
+    // Without VNNI or AMX, oneDNN's int8 kernels multiply with vpmaddubsw: x shifted by 128 to
+    // [1, 255] times W, each pair of products summed in 16 bits that saturate at 32767. With W in
+    // [-63, 63] no pair can reach it (2 * 255 * 63 = 32130); with 127 levels it would reach 64770.
+    using isa = dnnl::cpu_isa;
+    static const int levels = [] {
+        const isa e = dnnl::get_effective_cpu_isa();
+        return e == isa::avx512_core_vnni || e == isa::avx512_core_bf16 || e == isa::avx512_core_amx ||
+                       e == isa::avx2_vnni
+                   ? 127
+                   : 63;
+    }();
+    return levels;
+}
+
 std::string packed_kernel_name(Precision precision) {
     static std::string names[3];
     static std::once_flag once[3];
@@ -255,7 +270,7 @@ PackedMatrix::PackedMatrix(const Tensor& weight, Precision precision) : impl_(st
         q.resize(static_cast<size_t>(m.out * m.in));
         m.scales.resize(static_cast<size_t>(m.out));
         for (int64_t r = 0; r < m.out; ++r) {
-            m.scales[r] = quantize_row(weight.data() + r * m.in, m.in, q.data() + r * m.in);
+            m.scales[r] = quantize_row(weight.data() + r * m.in, m.in, int8_weight_levels(), q.data() + r * m.in);
             check(!std::isnan(m.scales[r]), "PackedMatrix", "row ", r, " of the weight ", weight.shape(),
                   " holds an infinity or NaN");
         }
@@ -300,6 +315,8 @@ struct PackedMatrix::Impl {
 bool packing_available(Precision) { return false; }
 
 void set_packing_enabled(bool) {}
+
+int int8_weight_levels() { return 127; }
 
 std::string packed_kernel_name(Precision) { return "none (built without oneDNN: install libdnnl-dev and rebuild)"; }
 
@@ -355,7 +372,7 @@ Tensor linear_packed(const Tensor& x, const PackedMatrix& weight, const Tensor& 
         int8_t* pq = qx.data();
         float* ps = row_scales.data();
         detail::parallel_for(rows, std::max<int64_t>(1, (1 << 14) / in), [=](int64_t begin, int64_t end) {
-            for (int64_t i = begin; i < end; ++i) ps[i] = quantize_row(px + i * in, in, pq + i * in);
+            for (int64_t i = begin; i < end; ++i) ps[i] = quantize_row(px + i * in, in, 127, pq + i * in);
         });
         input = qx.data();
     }

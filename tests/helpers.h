@@ -116,7 +116,8 @@ inline std::string packed_kernels_line() {
         const char* packed = packing_available(p) ? "yes" : p == Precision::float32 ? "no, sgemm" : "no, refused";
         return std::string(precision_name(p)) + " " + packed_kernel_name(p) + " (packed: " + packed + ")";
     };
-    return "packed weights: " + one(Precision::float32) + "; " + one(Precision::int8);
+    return "packed weights: " + one(Precision::float32) + "; " + one(Precision::int8) + ", weights in " +
+           std::to_string(int8_weight_levels()) + " levels";
 }
 
 // A file with the given bytes in the temporary directory, removed at the end of the test.

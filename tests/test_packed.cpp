@@ -7,6 +7,7 @@
 #include "helpers.h"
 
 #include <cmath>
+#include <cstdlib>
 #include <map>
 
 #include "seqgrad/models/registry.h"
@@ -21,17 +22,18 @@ struct Quantized {
     std::vector<float> scales;
 };
 
-// int8.h's rule, row by row: s = max |row| / 127, q = round(row * 127 / max |row|).
-Quantized quantize_rows(const Tensor& m) {
+// packed.h's rule, row by row: s = max |row| / levels, q = round(row * levels / max |row|).
+Quantized quantize_rows(const Tensor& m, int levels) {
     const int64_t rows = m.numel() / m.size(-1), cols = m.size(-1);
     Quantized out{std::vector<int8_t>(static_cast<size_t>(rows * cols)), std::vector<float>(static_cast<size_t>(rows))};
     for (int64_t r = 0; r < rows; ++r) {
         const float* row = m.data() + r * cols;
         float peak = 0;
         for (int64_t c = 0; c < cols; ++c) peak = std::max(peak, std::fabs(row[c]));
-        out.scales[r] = peak / 127.0f;
+        const auto top = static_cast<float>(levels);
+        out.scales[r] = peak / top;
         for (int64_t c = 0; c < cols; ++c)
-            out.q[r * cols + c] = peak == 0 ? 0 : static_cast<int8_t>(std::nearbyint(row[c] * (127.0f / peak)));
+            out.q[r * cols + c] = peak == 0 ? 0 : static_cast<int8_t>(std::nearbyint(row[c] * (top / peak)));
     }
     return out;
 }
@@ -39,7 +41,7 @@ Quantized quantize_rows(const Tensor& m) {
 // The int8 product by hand: exact integer sums, then the scales and the bias.
 Tensor reference(const Tensor& x, const Tensor& w, const Tensor& bias) {
     const int64_t in = w.size(1), out = w.size(0), rows = x.numel() / in;
-    const Quantized qx = quantize_rows(x), qw = quantize_rows(w);
+    const Quantized qx = quantize_rows(x, 127), qw = quantize_rows(w, int8_weight_levels());
     Tensor y = Tensor::zeros({rows, out});
     for (int64_t i = 0; i < rows; ++i)
         for (int64_t r = 0; r < out; ++r) {
@@ -147,9 +149,37 @@ TEST_CASE("float32 packed products equal linear to float rounding", "[packed]") 
 TEST_CASE("int8 products equal the same quantization with exact integer sums", "[packed][int8]") {
     if (!packing_available(Precision::int8)) return;
     check_every_packing(Precision::int8, reference, 1e-6f, [](const Tensor& w, const PackedMatrix& packed) {
-        const Quantized by_hand = quantize_rows(w);
+        const Quantized by_hand = quantize_rows(w, int8_weight_levels());
         for (int64_t r = 0; r < w.size(0); ++r) REQUIRE(packed.scales()[r] == by_hand.scales[static_cast<size_t>(r)]);
     });
+}
+
+// The largest sums there can be: every product at the top of both ranges, of one sign along a row
+// or alternating, where 16-bit pair sums would saturate if the weights had too many levels for the
+// CPU's instructions (tests/CMakeLists.txt also runs the [int8] tests with oneDNN held to AVX2 and
+// to AVX-512 without VNNI).
+TEST_CASE("int8 products at the extremes of both ranges are exact", "[packed][int8]") {
+    if (!packing_available(Precision::int8)) return;
+    NoGradGuard no_grad;
+    INFO("int8 kernel " << packed_kernel_name(Precision::int8) << ", weights in " << int8_weight_levels()
+                        << " levels each side of zero");
+    // Held by oneDNN's ONEDNN_MAX_CPU_ISA to instructions without VNNI (tests/CMakeLists.txt), it
+    // must know to use fewer levels.
+    const char* isa = std::getenv("ONEDNN_MAX_CPU_ISA");
+    if (isa != nullptr && (std::string(isa) == "AVX2" || std::string(isa) == "AVX512_CORE"))
+        REQUIRE(int8_weight_levels() == 63);
+    constexpr int64_t in = 256, out = 32;
+    Tensor w = Tensor::empty({out, in}), x = Tensor::empty({4, in});
+    for (int64_t r = 0; r < out; ++r)
+        for (int64_t k = 0; k < in; ++k) w.data()[r * in + k] = r % 2 == 0 ? 1.0f : (k % 2 == 0 ? 1.0f : -1.0f);
+    for (int64_t i = 0; i < 4; ++i)
+        for (int64_t k = 0; k < in; ++k) {
+            const float alternating = k % 2 == i % 2 ? 3.0f : -3.0f;
+            x.data()[i * in + k] = i == 0 ? 1.0f : i == 1 ? -1.0f : alternating;
+        }
+    const Tensor y = linear_packed(x, PackedMatrix(w, Precision::int8), Tensor());
+    require_close(y, reference(x, w, Tensor()), 1e-6f);
+    require_close(y, linear(x, w, Tensor()), 1e-5f);  // these values quantize without rounding
 }
 
 TEST_CASE("int8 products are close to float32 and keep the input's leading shape", "[packed][int8]") {
@@ -161,7 +191,7 @@ TEST_CASE("int8 products are close to float32 and keep the input's leading shape
     const Tensor x = Tensor::normal({4, 7, 128}, 0.0f, 1.0f, gen);
     const Tensor y = linear_packed(x, PackedMatrix(w, Precision::int8), bias);
     REQUIRE(y.shape() == Shape{4, 7, 256});
-    // Rounding to 255 levels per row: about 1% of the output's spread, far below it.
+    // Rounding to 255 levels per row (127 for W without VNNI): about 1% of the output's spread.
     require_close(y, linear(x, w, bias), 0.02f);
     REQUIRE(max_abs_diff(y, linear(x, w, bias)) > 0);  // it did run in int8
 }

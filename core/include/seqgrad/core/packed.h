@@ -11,9 +11,12 @@
 //            float32: on CPUs with AVX512_BF16 or AMX only (elsewhere an Error). Within bfloat16's
 //            rounding of float32 (about 0.2% of each operand), and an option too.
 //
-// Int8 quantization is symmetric: row r of W is stored as round(W[r, :] / s_r) in [-127, 127] with
-// s_r = max |W[r, :]| / 127, and row i of x likewise with its own s_i, so
-//     y[i, r] = s_i * s_r * sum_k qx[i, k] * qW[r, k] + b[r].
+// Int8 quantization is symmetric: row r of W is stored as round(W[r, :] / s_r) in [-L, L] with
+// s_r = max |W[r, :]| / L, and row i of x as round(x[i, :] / s_i) in [-127, 127] with its own s_i, so
+//     y[i, r] = s_i * s_r * sum_k qx[i, k] * qW[r, k] + b[r],
+// summed exactly. L is int8_weight_levels(): 127 on CPUs with AVX-512 VNNI, AVX-VNNI or AMX; 63 on
+// the others (AVX2, AVX-512 without VNNI), whose int8 instructions add pairs of products in 16
+// bits, which 127 levels would overflow.
 //
 // Packing needs oneDNN (Debian's libdnnl-dev, found at build time). Without it, float32 packing is
 // not done (Module::pack_weights leaves layers on sgemm) and int8 and bf16 are Errors.
@@ -39,6 +42,9 @@ std::string packed_kernel_name(Precision precision);
 // false for both precisions, as on a CPU or build without the kernels, so that the sgemm fallback
 // (and int8's refusal) can be tested on any machine. PackedMatrix itself is unaffected.
 void set_packing_enabled(bool enabled);
+// L, the levels each side of zero of int8 weights on this CPU (127 or 63; see above). oneDNN's
+// ONEDNN_MAX_CPU_ISA, read once, lowers it as it lowers the kernels.
+int int8_weight_levels();
 
 // A weight matrix [out, in] packed for oneDNN's kernels (quantized first for int8), once, in column
 // blocks (one per thread of seqgrad's pool at packing time, so the threads read disjoint weights).
