@@ -63,14 +63,13 @@ Generation TextGenerator::generate(const std::string& prompt, const GenerationOp
                                    unknown.size() > 5 ? ", ..." : "", "); without --strict they read as <unk>"));
     }
 
-    // Generated symbols, and how much of their text the callback has had.
+    // Generated symbols, and their text as it comes for the callback.
     std::vector<std::string> symbols;
-    size_t shown = 0;
+    training::Tokenizer::Stream stream(loaded_.target_tokenizer);
     const auto emit = [&](int64_t token) {
         symbols.push_back(loaded_.target_vocab.symbol(token));
-        const std::string text = loaded_.target_tokenizer.detokenize(symbols);
-        if (text.size() > shown && on_text) on_text(text.substr(shown));
-        shown = std::max(shown, text.size());
+        const std::string text = stream.add(symbols.back());
+        if (!text.empty() && on_text) on_text(text);
     };
     NoGradGuard no_grad;
     std::vector<int64_t> all = ids;  // the prompt and every token since
@@ -94,6 +93,7 @@ Generation TextGenerator::generate(const std::string& prompt, const GenerationOp
         out.tokens += static_cast<int64_t>(h.tokens.size());
         if (h.tokens.empty()) break;  // nothing it could write
     }
+    if (const std::string rest = stream.finish(); !rest.empty() && on_text) on_text(rest);
     out.text = loaded_.target_tokenizer.detokenize(symbols);
     out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     return out;

@@ -261,6 +261,63 @@ TEST_CASE("a SentencePiece model trained here detokenizes exactly, and travels a
     CHECK(Tokenizer::from_json(Tokenizer::spaces().to_json()) == Tokenizer::spaces());
 }
 
+namespace {
+
+// Stream's text, a symbol at a time, joined.
+std::string streamed(const Tokenizer& t, const std::vector<std::string>& symbols) {
+    Tokenizer::Stream stream(t);
+    std::string text;
+    for (const std::string& s : symbols) text += stream.add(s);
+    return text + stream.finish();
+}
+
+}  // namespace
+
+TEST_CASE("a tokenizer's stream gives, a symbol at a time, the text of them all", "[corpus][tokenizer]") {
+    CHECK(streamed(Tokenizer::characters(), {"A", "\u00f1", "b", " ", "c"}) == "A\u00f1b c");
+    CHECK(streamed(Tokenizer::spaces(), {"K", "AE", "T"}) == "K AE T");
+    CHECK(streamed(Tokenizer::bytes(), {"a", "<0xC3>", "<0xB1>", "<unk>", "\n"}) == "a\u00f1<unk>\n");
+    // SentencePiece, with byte pieces for what it lacks: sequences of its pieces in random orders,
+    // words, bytes of unseen characters (whole and cut short), <unk> and control pieces, whose text
+    // depends on what came before (a first piece's space, bytes that make a character together).
+    std::vector<std::string> sentences;
+    const std::vector<std::string> words = {"the",  "quick", "brown", "fox",      "jumps",
+                                            "over", "lazy",  "dog",   "caf\u00e9"};
+    for (size_t i = 0; i < 1000; ++i) {
+        std::string sentence;
+        for (size_t k = 0; k < 6; ++k) sentence += (k ? " " : "") + words[(i * 5 + k * 7 + i / 3) % words.size()];
+        sentences.push_back(sentence);
+    }
+    size_t next = 0;
+    SentencePieceOptions options;
+    options.vocab_size = 300;  // 256 byte pieces among them
+    options.byte_fallback = true;
+    const Tokenizer spm = Tokenizer::train_sentencepiece(
+        [&](std::string& s) {
+        if (next == sentences.size()) return false;
+        s = sentences[next++];
+        return true;
+        },
+        options);
+    std::vector<std::string> pool{"<unk>", "<s>", "</s>", "<pad>", "<0xE6>", "<0x97>", "<0xA5>", "<0xC3>"};
+    for (const std::string text : {"the quick dog", " fox  jumps", "caf\u00e9 \u65e5\u672c stra\u00dfe", "overlazy"})
+        for (const std::string& piece : spm.tokenize(text)) pool.push_back(piece);
+    CHECK(std::find(pool.begin(), pool.end(), "<0xE6>") != pool.end());
+    for (const std::string text : {"the quick dog", "  caf\u00e9 \u65e5\u672c stra\u00dfe  ", "\u00df"}) {
+        INFO(text);
+        CHECK(streamed(spm, spm.tokenize(text)) == text);
+    }
+    seqgrad::Generator gen(5);
+    for (int round = 0; round < 3000; ++round) {
+        std::vector<std::string> symbols(1 + gen.next_u64() % 24);
+        for (std::string& s : symbols) s = pool[gen.next_u64() % pool.size()];
+        std::string shown;
+        for (const std::string& s : symbols) shown += "[" + s + "]";
+        INFO(shown);
+        REQUIRE(streamed(spm, symbols) == spm.detokenize(symbols));
+    }
+}
+
 TEST_CASE("a SentencePiece model that does not load, and a bad tokenizer JSON, are clear Errors",
           "[corpus][tokenizer]") {
     const TempFile garbage("this is not a model", ".model");

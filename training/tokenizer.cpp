@@ -102,6 +102,7 @@ Tokenizer Tokenizer::train_sentencepiece(const std::function<bool(std::string&)>
         {"shuffle_input_sentence", "true"},
         {"num_threads", std::to_string(std::max<int64_t>(1, options.threads))},
         {"minloglevel", "2"},  // its progress lines would drown the program's own
+        {"byte_fallback", options.byte_fallback ? "true" : "false"},
     };
     std::string model;
     const auto status = sentencepiece::SentencePieceTrainer::Train(settings, &sentences, &model);
@@ -169,19 +170,58 @@ std::string Tokenizer::detokenize(const std::vector<std::string>& symbols) const
         check(status.ok(), kOp, "SentencePiece could not decode its pieces: ", status.ToString());
         return text;
     }
-    if (kind_ == "byte") {
-        for (const std::string& s : symbols) {
-            const int b = hex_byte(s);
-            if (b >= 0) text += static_cast<char>(b);
-            else text += s;  // one byte, or a special token as it is written
-        }
-        return text;
-    }
-    for (size_t i = 0; i < symbols.size(); ++i) {
-        if (kind_ == "space" && i > 0) text += ' ';
-        text += symbols[i];
-    }
+    Stream stream(*this);
+    for (const std::string& s : symbols) text += stream.add(s);
     return text;
+}
+
+std::string Tokenizer::Stream::add(const std::string& symbol) {
+    const Tokenizer& t = *tokenizer_;
+    ++added_;
+    if (t.kind_ == "byte") {
+        const int b = hex_byte(symbol);
+        return b >= 0 ? std::string(1, static_cast<char>(b)) : symbol;  // a special token as it is written
+    }
+    if (t.kind_ == "space") return added_ > 1 ? " " + symbol : symbol;
+    if (t.kind_ != "sentencepiece") return symbol;
+    pending_.push_back(symbol);
+    const int id = t.processor_->PieceToId(symbol);
+    if (t.processor_->IsByte(id)) return "";  // the character's next byte may follow
+    const std::string text = window_text();
+    std::string out = text.substr(std::min(shown_, text.size()));
+    shown_ = text.size();
+    // After a normal piece, what follows decodes the same whether that piece comes alone or after
+    // everything before it (not so after <unk> or a control piece, which do not end a first word).
+    if (!t.processor_->IsControl(id) && !t.processor_->IsUnknown(id) && !t.processor_->IsUnused(id)) {
+        anchor_ = symbol;
+        anchor_text_.clear();
+        const auto status = t.processor_->Decode(std::vector<std::string>{anchor_}, &anchor_text_);
+        check(status.ok(), kOp, "SentencePiece could not decode its pieces: ", status.ToString());
+        pending_.clear();
+        shown_ = 0;
+    }
+    return out;
+}
+
+std::string Tokenizer::Stream::finish() {
+    std::string out;
+    if (!pending_.empty()) {
+        const std::string text = window_text();
+        out = text.substr(std::min(shown_, text.size()));
+    }
+    *this = Stream(*tokenizer_);
+    return out;
+}
+
+std::string Tokenizer::Stream::window_text() const {
+    std::vector<std::string> pieces;
+    pieces.reserve(pending_.size() + 1);
+    if (!anchor_.empty()) pieces.push_back(anchor_);
+    pieces.insert(pieces.end(), pending_.begin(), pending_.end());
+    std::string text;
+    const auto status = tokenizer_->processor_->Decode(pieces, &text);
+    check(status.ok(), kOp, "SentencePiece could not decode its pieces: ", status.ToString());
+    return anchor_.empty() ? text : text.substr(std::min(anchor_text_.size(), text.size()));
 }
 
 std::string Tokenizer::to_json() const {

@@ -36,6 +36,8 @@ struct SentencePieceOptions {
     int64_t vocab_size = 8000;
     uint64_t seed = 1;  // SentencePiece's sampling of sentences and pieces
     int64_t threads = 1;
+    // Characters the model lacks become their UTF-8 bytes as pieces <0x00> ... <0xFF>, not <unk>.
+    bool byte_fallback = false;
 };
 
 class Tokenizer {
@@ -64,6 +66,27 @@ public:
     // For "byte", a symbol that is neither one byte nor <0xNN> (a special token such as "<unk>")
     // comes back as it is written.
     std::string detokenize(const std::vector<std::string>& symbols) const;
+
+    // The text of symbols as they come, one at a time (a generator's output, shown as it is made):
+    // the strings add() and finish() return, joined, are detokenize() of every symbol added, and
+    // each call decodes a few symbols, not all of them so far. For SentencePiece a symbol's text can
+    // depend on the ones before it (the first word's leading space, byte pieces that make one
+    // character together): add() decodes the symbols since the last normal piece, after that
+    // piece, and holds back byte pieces until a character's bytes end.
+    class Stream {
+    public:
+        explicit Stream(const Tokenizer& tokenizer) : tokenizer_(&tokenizer) {}
+        std::string add(const std::string& symbol);
+        std::string finish();  // what add() held back, if anything; the stream then starts over
+
+    private:
+        std::string window_text() const;  // the text of pending_, after anchor_
+        const Tokenizer* tokenizer_;
+        size_t added_ = 0;                  // symbols so far ("space": whether to join with ' ')
+        std::string anchor_, anchor_text_;  // SentencePiece: the last word-starting piece, alone
+        std::vector<std::string> pending_;  // SentencePiece: the symbols since anchor_
+        size_t shown_ = 0;                  // of window_text(), the bytes returned already
+    };
 
     // {"kind": ..., "lowercase": ..., "model": base64 of a SentencePiece model's bytes}
     std::string to_json() const;
