@@ -40,7 +40,8 @@ models::ModelConfig config_of(const SummaryFlags& flags) {
     models::ModelConfig config = models::summary_default_config(model);
     if (file) {
         file->apply_model_keys(config);
-        (void)file->training();
+        const training::TrainingOptions defaults;
+        (void)file->training(defaults);  // its "training" object is checked too, though unused here
     }
     for (const auto& [key, words] : flags.model_keys) config.set(key, words);
     config.validate();
