@@ -120,7 +120,8 @@ struct PackedMatrix::Impl {
         int64_t rows = 0;                               // rows it computes: more than asked when padded (see kernel())
     };
     struct Block {
-        int64_t first = 0, cols = 0;  // columns [first, first + cols) of the output
+        uint64_t id = next_block_id();  // never reused, so that threads' caches of bound kernels cannot go stale
+        int64_t first = 0, cols = 0;    // columns [first, first + cols) of the output
         dnnl::memory::desc layout;
         dnnl::memory packed;
         std::mutex mutex;
@@ -152,6 +153,46 @@ struct PackedMatrix::Impl {
         return made;
     }
 
+    static uint64_t next_block_id() {
+        static std::atomic<uint64_t> next{0};
+        return next.fetch_add(1, std::memory_order_relaxed);
+    }
+
+    // A kernel with its memory objects on one thread, made once and pointed at each product's
+    // buffers: making them and the argument map at every product was a twentieth of the time of
+    // sampling a language model one token at a time.
+    struct Bound {
+        std::shared_ptr<const Kernel> kernel;
+        dnnl::memory src, dst, pad, bias;
+    };
+    Bound& bound(Block& block, int64_t rows, bool bias) const {
+        struct Key {
+            uint64_t block;
+            int64_t rows;
+            bool bias;
+            bool operator==(const Key&) const = default;
+        };
+        struct Hash {
+            size_t operator()(const Key& k) const {
+                return std::hash<uint64_t>()(k.block * 0x9E3779B97F4A7C15ull ^ static_cast<uint64_t>(k.rows) * 2 ^
+                                             k.bias);
+            }
+        };
+        constexpr size_t kMaxBound = 256;  // then the thread's cache starts over
+        thread_local std::unordered_map<Key, Bound, Hash> cache;
+        const Key key{block.id, rows, bias};
+        if (auto found = cache.find(key); found != cache.end()) return found->second;
+        if (cache.size() >= kMaxBound) cache.clear();
+        Bound b;
+        b.kernel = kernel(block, rows, bias);
+        const Kernel& k = *b.kernel;
+        b.src = dnnl::memory(k.src, cpu_engine(), DNNL_MEMORY_NONE);
+        b.dst = dnnl::memory(k.dst, cpu_engine(), DNNL_MEMORY_NONE);
+        b.pad = dnnl::memory(k.scratchpad, cpu_engine(), DNNL_MEMORY_NONE);
+        if (bias) b.bias = dnnl::memory(k.bias, cpu_engine(), DNNL_MEMORY_NONE);
+        return cache.emplace(key, std::move(b)).first->second;
+    }
+
     // One block of y [rows, out] from x (float32 [rows, in]) or qx (int8 [rows, in], with the row
     // scales), on the calling thread. Int8 sums go to the block's dense part of `parts` first.
     void run(Block& block, int64_t rows, const void* x, const float* row_scales, const float* bias, int32_t* parts,
@@ -163,7 +204,9 @@ struct PackedMatrix::Impl {
         thread_local std::vector<float> padded_y;
         thread_local dnnl::stream stream(cpu_engine());
         const bool int8 = precision == Precision::int8;
-        const std::shared_ptr<const Kernel> k = kernel(block, rows, bias != nullptr);
+        const bool with_bias = bias != nullptr && !int8;  // int8 adds it when scaling back
+        Bound& b = bound(block, rows, with_bias);
+        const Kernel* k = b.kernel.get();
         const int64_t n = k->rows;
         scratch.resize(std::max<size_t>(k->scratchpad.get_size(), 1));
         int32_t* sums = int8 ? parts + rows * block.first : nullptr;  // int8: this block's dense part
@@ -181,14 +224,20 @@ struct PackedMatrix::Impl {
                 y_block = padded_y.data() + block.first;
             }
         }
-        dnnl::memory src(k->src, cpu_engine(), const_cast<void*>(x));
-        dnnl::memory dst(k->dst, cpu_engine(), int8 ? static_cast<void*>(sums) : static_cast<void*>(y_block));
-        dnnl::memory pad(k->scratchpad, cpu_engine(), scratch.data());
-        std::unordered_map<int, dnnl::memory> args{
-            {DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, block.packed}, {DNNL_ARG_DST, dst}, {DNNL_ARG_SCRATCHPAD, pad}};
-        if (bias != nullptr && !int8)
-            args.emplace(DNNL_ARG_BIAS, dnnl::memory(k->bias, cpu_engine(), const_cast<float*>(bias + block.first)));
-        k->matmul.execute(stream, args);
+        b.src.set_data_handle(const_cast<void*>(x));
+        b.dst.set_data_handle(int8 ? static_cast<void*>(sums) : static_cast<void*>(y_block));
+        b.pad.set_data_handle(scratch.data());
+        dnnl_exec_arg_t args[5] = {{DNNL_ARG_SRC, b.src.get()},
+                                   {DNNL_ARG_WEIGHTS, block.packed.get()},
+                                   {DNNL_ARG_DST, b.dst.get()},
+                                   {DNNL_ARG_SCRATCHPAD, b.pad.get()},
+                                   {DNNL_ARG_BIAS, nullptr}};
+        if (with_bias) {
+            b.bias.set_data_handle(const_cast<float*>(bias + block.first));
+            args[4].memory = b.bias.get();
+        }
+        dnnl::error::wrap_c_api(dnnl_primitive_execute(k->matmul.get(), stream.get(), with_bias ? 5 : 4, args),
+                                "could not execute a packed product");
         stream.wait();
         if (!int8) {
             if (n > rows)
