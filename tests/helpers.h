@@ -153,6 +153,13 @@ struct TempDir {
     }
     TempDir(const TempDir&) = delete;
     TempDir& operator=(const TempDir&) = delete;
+    // The path of `name` inside, with whatever an earlier use left there removed (a run's output
+    // directory, say, which the code under test creates).
+    std::string fresh(const std::string& name) const {
+        const std::filesystem::path inside = path / name;
+        std::filesystem::remove_all(inside);
+        return inside.string();
+    }
     std::vector<std::string> listing() const {
         std::vector<std::string> names;
         for (const auto& e : std::filesystem::directory_iterator(path)) names.push_back(e.path().filename().string());

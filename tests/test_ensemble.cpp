@@ -19,9 +19,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const fs::path& scratch() {
+const TempDir& scratch() {
     static const TempDir dir("ensemble");
-    return dir.path;
+    return dir;
 }
 
 TrainingOptions reverse_task() {
@@ -52,7 +52,7 @@ ModelConfig small(const std::string& kind) {
 // A short run of the reverse task (once per name and test program), keeping its last 3 evaluated
 // weights.
 std::string run(const std::string& kind, uint64_t seed = 1) {
-    const std::string dir = (scratch() / (kind + "-" + std::to_string(seed))).string();
+    const std::string dir = (scratch().path / (kind + "-" + std::to_string(seed))).string();
     if (!fs::exists(dir)) {
         TrainingOptions o = reverse_task();
         o.seed = seed;
@@ -246,8 +246,7 @@ TEST_CASE("average writes the mean of kept weights as a checkpoint that loads, d
     const std::string source = run("transformer", 2);
     const std::vector<std::string> kept = CheckpointDir(source).kept_files();
     REQUIRE(kept.size() == 3);
-    const std::string out = (scratch() / "averaged").string();
-    fs::remove_all(out);
+    const std::string out = scratch().fresh("averaged");
     write_averaged_checkpoint(kept, source, out);
     // Element by element, the mean of the three.
     std::vector<std::vector<float>> each;

@@ -7,7 +7,6 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
-#include <unistd.h>
 
 #include "../cli/svg.h"
 
@@ -135,16 +134,6 @@ std::string read_all(const fs::path& path) {
     std::ifstream in(path);
     return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
-
-// A fresh directory for one test, removed afterwards.
-struct TemporaryDirectory {
-    fs::path path = fs::temp_directory_path() / ("seqgrad_svg_test_" + std::to_string(::getpid()));
-    TemporaryDirectory() {
-        fs::remove_all(path);
-        fs::create_directories(path);
-    }
-    ~TemporaryDirectory() { fs::remove_all(path); }
-};
 
 }  // namespace
 
@@ -278,7 +267,7 @@ TEST_CASE("nice ticks are round numbers covering the range", "[svg]") {
 }
 
 TEST_CASE("svg files are written atomically and unwritable paths are clear errors", "[svg]") {
-    TemporaryDirectory dir;
+    const seqgrad::testing::TempDir dir("svg");
     const fs::path file = dir.path / "picture.svg";
     svg::write_file(file.string(), "first");
     svg::write_file(file.string(), "second");

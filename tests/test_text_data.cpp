@@ -37,11 +37,7 @@ std::string write_file(const std::string& name, const std::string& text) {
     return path.string();
 }
 
-std::string fresh_dir(const std::string& name) {
-    const fs::path dir = root().path / name;
-    fs::remove_all(dir);
-    return dir.string();
-}
+std::string fresh_dir(const std::string& name) { return root().fresh(name); }
 
 // A text with some structure to learn: lines of a few words, 6,000 characters or so.
 std::string rhymes() {

@@ -22,9 +22,7 @@ namespace {
 
 std::string fresh_dir(const std::string& name) {
     static const TempDir root("training");
-    const fs::path dir = root.path / name;
-    fs::remove_all(dir);
-    return dir.string();
+    return root.fresh(name);
 }
 
 ModelConfig tiny_transformer() {
