@@ -228,26 +228,44 @@ TEST_CASE("byte symbols make a vocabulary that travels as JSON, and the byte tok
                Contains("only the \"char\" tokenizer lowercases"));
 }
 
-TEST_CASE("a SentencePiece model trained here detokenizes exactly, and travels as JSON", "[corpus][tokenizer]") {
-    // Sentences of eight words each from a small list, in many orders.
-    const std::vector<std::string> words = {"the",  "quick", "brown", "fox",   "jumps", "over",  "lazy", "dog",
-                                            "café", "naïve", "item",  "river", "stone", "green", "house"};
+namespace {
+
+// A SentencePiece model trained on `count` sentences of `length` words each from `words`, in many
+// orders.
+Tokenizer trained_on_words(const std::vector<std::string>& words, size_t count, size_t length,
+                           const SentencePieceOptions& options) {
     std::vector<std::string> sentences;
-    for (size_t i = 0; i < 2000; ++i) {
+    for (size_t i = 0; i < count; ++i) {
         std::string sentence;
-        for (size_t k = 0; k < 8; ++k) sentence += (k ? " " : "") + words[(i * 7 + k * 13 + i / 3) % words.size()];
+        for (size_t k = 0; k < length; ++k) sentence += (k ? " " : "") + words[(i * 7 + k * 13 + i / 3) % words.size()];
         sentences.push_back(sentence);
     }
     size_t next = 0;
-    SentencePieceOptions options;
-    options.vocab_size = 60;
-    const Tokenizer spm = Tokenizer::train_sentencepiece(
+    return Tokenizer::train_sentencepiece(
         [&](std::string& s) {
         if (next == sentences.size()) return false;
         s = sentences[next++];
         return true;
         },
         options);
+}
+
+// Stream's text, a symbol at a time, joined.
+std::string streamed(const Tokenizer& t, const std::vector<std::string>& symbols) {
+    Tokenizer::Stream stream(t);
+    std::string text;
+    for (const std::string& s : symbols) text += stream.add(s);
+    return text + stream.finish();
+}
+
+}  // namespace
+
+TEST_CASE("a SentencePiece model trained here detokenizes exactly, and travels as JSON", "[corpus][tokenizer]") {
+    SentencePieceOptions options;
+    options.vocab_size = 60;
+    const Tokenizer spm = trained_on_words({"the", "quick", "brown", "fox", "jumps", "over", "lazy", "dog", "café",
+                                            "naïve", "item", "river", "stone", "green", "house"},
+                                           2000, 8, options);
     CHECK(spm.kind() == "sentencepiece");
     for (const std::string text : {"the fox", "  two  spaces ", "unseen wörds: ß and 42", "café naïve"}) {
         INFO(text);
@@ -261,18 +279,6 @@ TEST_CASE("a SentencePiece model trained here detokenizes exactly, and travels a
     CHECK(Tokenizer::from_json(Tokenizer::spaces().to_json()) == Tokenizer::spaces());
 }
 
-namespace {
-
-// Stream's text, a symbol at a time, joined.
-std::string streamed(const Tokenizer& t, const std::vector<std::string>& symbols) {
-    Tokenizer::Stream stream(t);
-    std::string text;
-    for (const std::string& s : symbols) text += stream.add(s);
-    return text + stream.finish();
-}
-
-}  // namespace
-
 TEST_CASE("a tokenizer's stream gives, a symbol at a time, the text of them all", "[corpus][tokenizer]") {
     CHECK(streamed(Tokenizer::characters(), {"A", "\u00f1", "b", " ", "c"}) == "A\u00f1b c");
     CHECK(streamed(Tokenizer::spaces(), {"K", "AE", "T"}) == "K AE T");
@@ -280,25 +286,12 @@ TEST_CASE("a tokenizer's stream gives, a symbol at a time, the text of them all"
     // SentencePiece, with byte pieces for what it lacks: sequences of its pieces in random orders,
     // words, bytes of unseen characters (whole and cut short), <unk> and control pieces, whose text
     // depends on what came before (a first piece's space, bytes that make a character together).
-    std::vector<std::string> sentences;
-    const std::vector<std::string> words = {"the",  "quick", "brown", "fox",      "jumps",
-                                            "over", "lazy",  "dog",   "caf\u00e9"};
-    for (size_t i = 0; i < 1000; ++i) {
-        std::string sentence;
-        for (size_t k = 0; k < 6; ++k) sentence += (k ? " " : "") + words[(i * 5 + k * 7 + i / 3) % words.size()];
-        sentences.push_back(sentence);
-    }
-    size_t next = 0;
     SentencePieceOptions options;
     options.vocab_size = 300;  // 256 byte pieces among them
     options.byte_fallback = true;
-    const Tokenizer spm = Tokenizer::train_sentencepiece(
-        [&](std::string& s) {
-        if (next == sentences.size()) return false;
-        s = sentences[next++];
-        return true;
-        },
-        options);
+    const Tokenizer spm =
+        trained_on_words({"the", "quick", "brown", "fox", "jumps", "over", "lazy", "dog", "caf\u00e9"}, 1000, 6,
+                         options);
     std::vector<std::string> pool{"<unk>", "<s>", "</s>", "<pad>", "<0xE6>", "<0x97>", "<0xA5>", "<0xC3>"};
     for (const std::string text : {"the quick dog", " fox  jumps", "caf\u00e9 \u65e5\u672c stra\u00dfe", "overlazy"})
         for (const std::string& piece : spm.tokenize(text)) pool.push_back(piece);
