@@ -163,13 +163,16 @@ std::vector<std::string> Tokenizer::tokenize(std::string_view text) const {
     return symbols;
 }
 
-std::string Tokenizer::detokenize(const std::vector<std::string>& symbols) const {
+std::string Tokenizer::decode_pieces(const std::vector<std::string>& pieces) const {
     std::string text;
-    if (kind_ == "sentencepiece") {
-        const auto status = processor_->Decode(symbols, &text);
-        check(status.ok(), kOp, "SentencePiece could not decode its pieces: ", status.ToString());
-        return text;
-    }
+    const auto status = processor_->Decode(pieces, &text);
+    check(status.ok(), kOp, "SentencePiece could not decode its pieces: ", status.ToString());
+    return text;
+}
+
+std::string Tokenizer::detokenize(const std::vector<std::string>& symbols) const {
+    if (kind_ == "sentencepiece") return decode_pieces(symbols);
+    std::string text;
     Stream stream(*this);
     for (const std::string& s : symbols) text += stream.add(s);
     return text;
@@ -194,9 +197,7 @@ std::string Tokenizer::Stream::add(const std::string& symbol) {
     // everything before it (not so after <unk> or a control piece, which do not end a first word).
     if (!t.processor_->IsControl(id) && !t.processor_->IsUnknown(id) && !t.processor_->IsUnused(id)) {
         anchor_ = symbol;
-        anchor_text_.clear();
-        const auto status = t.processor_->Decode(std::vector<std::string>{anchor_}, &anchor_text_);
-        check(status.ok(), kOp, "SentencePiece could not decode its pieces: ", status.ToString());
+        anchor_text_ = t.decode_pieces({anchor_});
         pending_.clear();
         shown_ = 0;
     }
@@ -218,9 +219,7 @@ std::string Tokenizer::Stream::window_text() const {
     pieces.reserve(pending_.size() + 1);
     if (!anchor_.empty()) pieces.push_back(anchor_);
     pieces.insert(pieces.end(), pending_.begin(), pending_.end());
-    std::string text;
-    const auto status = tokenizer_->processor_->Decode(pieces, &text);
-    check(status.ok(), kOp, "SentencePiece could not decode its pieces: ", status.ToString());
+    const std::string text = tokenizer_->decode_pieces(pieces);
     return anchor_.empty() ? text : text.substr(std::min(anchor_text_.size(), text.size()));
 }
 

@@ -83,7 +83,7 @@ public:
         std::string window_text() const;  // the text of pending_, after anchor_
         const Tokenizer* tokenizer_;
         size_t added_ = 0;                  // symbols so far ("space": whether to join with ' ')
-        std::string anchor_, anchor_text_;  // SentencePiece: the last word-starting piece, alone
+        std::string anchor_, anchor_text_;  // SentencePiece: the last normal piece, and its text alone
         std::vector<std::string> pending_;  // SentencePiece: the symbols since anchor_
         size_t shown_ = 0;                  // of window_text(), the bytes returned already
     };
@@ -98,6 +98,8 @@ public:
     }
 
 private:
+    std::string decode_pieces(const std::vector<std::string>& pieces) const;  // SentencePiece's text of them
+
     std::string kind_ = "char";
     bool lowercase_ = false;
     std::string model_;  // a SentencePiece model's bytes
