@@ -33,6 +33,9 @@ constexpr const char* kOp = "linear_packed";
 // set_packing_enabled's switch.
 [[maybe_unused]] std::atomic<bool> packing_enabled{true};
 
+// Levels each side of zero of int8 inputs (the weights': int8_weight_levels()).
+constexpr int kInputLevels = 127;
+
 // Row scale and quantized values of one row: q = round(x / s) in [-levels, levels], s = max |x| /
 // levels. A row of zeros gets s = 0 (its products are 0); a row with an infinity or NaN gets
 // s = NaN, so its outputs are NaN, as float32 products with such a value would be.
@@ -421,7 +424,7 @@ Tensor linear_packed(const Tensor& x, const PackedMatrix& weight, const Tensor& 
         int8_t* pq = qx.data();
         float* ps = row_scales.data();
         detail::parallel_for(rows, std::max<int64_t>(1, (1 << 14) / in), [=](int64_t begin, int64_t end) {
-            for (int64_t i = begin; i < end; ++i) ps[i] = quantize_row(px + i * in, in, 127, pq + i * in);
+            for (int64_t i = begin; i < end; ++i) ps[i] = quantize_row(px + i * in, in, kInputLevels, pq + i * in);
         });
         input = qx.data();
     }
