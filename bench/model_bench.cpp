@@ -427,6 +427,7 @@ void gpt_generate(benchmark::State& state, const GptShape& shape, Precision prec
     sampling.max_len = kGeneratedTokens;
     sampling.min_len = kGeneratedTokens;  // every iteration writes all of them
     sampling.temperature = 0.8f;
+    sampling.barred = {seqgrad::models::kPad, seqgrad::models::kSos};  // as the TextGenerator bars them
     const IntTensor prompt = IntTensor::full({1, 1}, kFirstRealToken);
     const IntTensor no_source = IntTensor::zeros({1, 0});
     int64_t tokens = 0;

@@ -25,6 +25,7 @@ void DecodingOptions::validate() const {
     check(top_k >= 0, op, "top_k must be 0 (all tokens) or more, got ", top_k);
     check(top_p > 0 && top_p <= 1, op, "top_p must be in (0, 1], got ", top_p);
     check(max_hypotheses >= 1, op, "max_hypotheses must be positive, got ", max_hypotheses);
+    for (const int64_t token : barred) check(token >= 0, op, "a barred token must be 0 or more, got ", token);
 }
 
 int64_t default_max_length(int64_t source_length) { return std::max<int64_t>(40, 2 * source_length + 10); }
@@ -39,7 +40,9 @@ float length_penalty(int64_t length, float alpha) {
 
 // ---- samplers ----
 
-TopK BestSampler::choose(const Tensor& logits, int64_t barred) { return log_softmax_top_k(logits, 1, barred); }
+TopK BestSampler::choose(const Tensor& logits, std::span<const int64_t> barred) {
+    return log_softmax_top_k(logits, 1, barred);
+}
 
 RandomSampler::RandomSampler(float temperature, int64_t top_k, float top_p, uint64_t seed)
     : temperature_(temperature), top_k_(top_k), top_p_(top_p), gen_(seed) {
@@ -49,7 +52,7 @@ RandomSampler::RandomSampler(float temperature, int64_t top_k, float top_p, uint
     check(top_p > 0 && top_p <= 1, "RandomSampler", "top_p must be in (0, 1], got ", top_p);
 }
 
-TopK RandomSampler::choose(const Tensor& logits, int64_t barred) {
+TopK RandomSampler::choose(const Tensor& logits, std::span<const int64_t> barred) {
     check(logits.dim() == 2 && logits.size(1) >= 1, "RandomSampler", "takes logits [rows, vocabulary], got ",
           logits.shape());
     const int64_t rows = logits.size(0), vocab = logits.size(1);
@@ -59,7 +62,8 @@ TopK RandomSampler::choose(const Tensor& logits, int64_t barred) {
         const float* row = logits.data() + r * vocab;
         candidates.clear();
         for (int64_t v = 0; v < vocab; ++v)
-            if (v != barred && !std::isnan(row[v]) && row[v] > -std::numeric_limits<float>::infinity())
+            if (std::find(barred.begin(), barred.end(), v) == barred.end() && !std::isnan(row[v]) &&
+                row[v] > -std::numeric_limits<float>::infinity())
                 candidates.emplace_back(static_cast<double>(row[v]) / temperature_, v);
         chosen.values.data()[r] = -std::numeric_limits<float>::infinity();
         if (candidates.empty()) continue;
@@ -113,6 +117,21 @@ IntTensor start_of_sequence(int64_t rows) { return IntTensor::full({rows, 1}, kS
 
 namespace {
 
+// The tokens a search may not choose at step t (the t+1-th output token): options.barred, and </s>
+// before the min_len-th.
+class Barred {
+public:
+    explicit Barred(const DecodingOptions& options)
+        : min_len_(options.min_len), always_(options.barred), early_(options.barred) {
+        early_.push_back(kEos);
+    }
+    std::span<const int64_t> at(int64_t t) const { return t + 1 < min_len_ ? early_ : always_; }
+
+private:
+    int64_t min_len_;
+    std::vector<int64_t> always_, early_;
+};
+
 // The output tokens a search may choose: options.max_len (or the default for the source), so that
 // the prefix and every token but the last fit the decoder.
 int64_t output_limit(const StepDecoder& decoder, int64_t source_length, const IntTensor& prefix,
@@ -136,10 +155,11 @@ std::vector<Hypothesis> one_per_row(StepDecoder& decoder, std::unique_ptr<Decodi
     std::iota(active.begin(), active.end(), int64_t{0});
     Tensor logits = decoder.prefill(*state, prefix);
     IntTensor tokens;
+    const Barred barred(options);
     for (int64_t t = 0; t < max_len && !active.empty(); ++t) {
         if (t > 0) logits = decoder.decode_step(*state, tokens);
-        // The chosen token of each row (</s> barred before the min_len-th) and its log-probability.
-        const TopK best = sampler.choose(logits, t + 1 < options.min_len ? kEos : -1);
+        // The chosen token of each row and its log-probability.
+        const TopK best = sampler.choose(logits, barred.at(t));
         std::vector<int64_t> kept, kept_tokens;  // rows of the state going on, and their tokens
         for (size_t a = 0; a < active.size(); ++a) {
             Hypothesis& h = out[static_cast<size_t>(active[a])];
@@ -315,10 +335,11 @@ std::vector<std::vector<Hypothesis>> beam_search_rows(StepDecoder& decoder, std:
     std::iota(active.begin(), active.end(), int64_t{0});
     int64_t per = 1;
     Tensor logits = decoder.prefill(*state, prefix);  // [sources, V]
+    const Barred barred(options);
     for (int64_t t = 0; t < max_len; ++t) {
         // Each beam's own best 2k continuations hold its source's best 2k.
         const int64_t vocab = logits.size(-1), width = std::min(2 * k, vocab);
-        const TopK row_best = log_softmax_top_k(logits, width, t + 1 < options.min_len ? kEos : -1);
+        const TopK row_best = log_softmax_top_k(logits, width, barred.at(t));
         const auto rows = static_cast<int64_t>(active.size()) * k;
         std::vector<int64_t> parents(static_cast<size_t>(rows)), tokens(static_cast<size_t>(rows), kEos);
         for (size_t a = 0; a < active.size(); ++a) {

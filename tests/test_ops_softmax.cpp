@@ -121,16 +121,17 @@ TEST_CASE("log_softmax_top_k gives log_softmax's k best entries of each row, bit
     Tensor logits = testing::random_tensor({rows, n}, 31, -8.0f, 8.0f, false);
     logits.data()[2 * n + 10] = logits.data()[2 * n + 500] = 20.0f;  // a tie: the lower index first
     const Tensor log_probs = log_softmax(logits, -1);
-    for (const int64_t barred : {int64_t{-1}, int64_t{10}}) {
+    for (const std::vector<int64_t>& barred : {std::vector<int64_t>{}, {10}, {500, 10, 7}}) {
         for (const int64_t k : {int64_t{1}, int64_t{8}}) {
-            INFO("k " << k << " barred " << barred);
+            INFO("k " << k << " barred " << barred.size());
             const TopK top = log_softmax_top_k(logits, k, barred);
             REQUIRE(top.values.shape() == Shape{rows, k});
             REQUIRE(top.indices.shape() == Shape{rows, k});
             for (int64_t r = 0; r < rows; ++r) {
                 std::vector<std::pair<float, int64_t>> all;
                 for (int64_t j = 0; j < n; ++j)
-                    if (j != barred) all.emplace_back(log_probs.data()[r * n + j], j);
+                    if (std::find(barred.begin(), barred.end(), j) == barred.end())
+                        all.emplace_back(log_probs.data()[r * n + j], j);
                 std::stable_sort(all.begin(), all.end(),
                                  [](const auto& a, const auto& b) { return a.first > b.first; });
                 for (int64_t c = 0; c < k; ++c) {
@@ -141,12 +142,14 @@ TEST_CASE("log_softmax_top_k gives log_softmax's k best entries of each row, bit
         }
     }
     CHECK(log_softmax_top_k(logits, 1).indices.data()[2] == 10);
-    CHECK(log_softmax_top_k(logits, 1, 10).indices.data()[2] == 500);
+    const std::vector<int64_t> ten{10};
+    CHECK(log_softmax_top_k(logits, 1, ten).indices.data()[2] == 500);
 }
 
 TEST_CASE("log_softmax_top_k marks missing entries and rejects bad arguments", "[ops][softmax][errors]") {
     Tensor logits = Tensor::from_vector({1.0f, 2.0f, 3.0f, NAN, 0.5f, 0.25f}, {2, 3});
-    const TopK top = log_softmax_top_k(logits, 4, 2);
+    const std::vector<int64_t> two{2};
+    const TopK top = log_softmax_top_k(logits, 4, two);
     // Row 0: index 1, then 0 (2 is barred), then nothing. Row 1 holds a NaN, which makes its whole
     // log_softmax NaN: its entries in index order, NaN-valued.
     CHECK(top.indices.to_vector() == std::vector<int64_t>{1, 0, -1, -1, 0, 1, -1, -1});

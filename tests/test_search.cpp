@@ -212,7 +212,7 @@ TEST_CASE("sampling: temperature 0 is greedy, a seed repeats its draws, and the 
     RandomSampler sampler(temperature, 0, 1.0f, 123);
     std::vector<int> counts(6, 0);
     constexpr int kDraws = 20000;
-    for (int i = 0; i < kDraws; ++i) ++counts[static_cast<size_t>(sampler.choose(logits, -1).indices.data()[0])];
+    for (int i = 0; i < kDraws; ++i) ++counts[static_cast<size_t>(sampler.choose(logits, {}).indices.data()[0])];
     double total = 0;
     std::vector<double> p(6);
     for (int v = 0; v < 6; ++v) total += p[static_cast<size_t>(v)] = std::exp(logits.data()[v] / temperature);
@@ -224,27 +224,84 @@ TEST_CASE("sampling: temperature 0 is greedy, a seed repeats its draws, and the 
               5 * std::sqrt(expected * (1 - expected) / kDraws) + 1e-4);
     }
     // The log-probability reported is the model's own, at temperature 1.
-    const TopK one = sampler.choose(logits, -1);
+    const TopK one = sampler.choose(logits, {});
     const Tensor lp = log_softmax(logits, -1);
     CHECK(one.values.data()[0] == Approx(lp.data()[one.indices.data()[0]]).margin(1e-6));
 }
 
-TEST_CASE("top-k and top-p keep to the most likely tokens, and a barred token is never drawn", "[search]") {
+TEST_CASE("top-k and top-p keep to the most likely tokens, and barred tokens are never drawn", "[search]") {
     const Tensor logits = Tensor::from_vector({3.0f, 2.9f, 0.0f, -1.0f, 2.8f, -2.0f}, {1, 6});
     // Probabilities at T = 1: about 0.36, 0.33, 0.02, 0.01, 0.30, 0.00.
     RandomSampler top_k(1.0f, 2, 1.0f, 1);
     RandomSampler top_p(1.0f, 0, 0.6f, 2);  // 0.36 + 0.33 reaches 0.6: tokens 0 and 1
     RandomSampler barred(1.0f, 0, 1.0f, 3);
+    const std::vector<int64_t> bar{0, 4};
     std::set<int64_t> by_k, by_p, with_bar;
     for (int i = 0; i < 2000; ++i) {
-        by_k.insert(top_k.choose(logits, -1).indices.data()[0]);
-        by_p.insert(top_p.choose(logits, -1).indices.data()[0]);
-        with_bar.insert(barred.choose(logits, 0).indices.data()[0]);
+        by_k.insert(top_k.choose(logits, {}).indices.data()[0]);
+        by_p.insert(top_p.choose(logits, {}).indices.data()[0]);
+        with_bar.insert(barred.choose(logits, bar).indices.data()[0]);
     }
     CHECK(by_k == std::set<int64_t>{0, 1});
     CHECK(by_p == std::set<int64_t>{0, 1});
-    CHECK_FALSE(with_bar.count(0));
-    CHECK(with_bar.count(4));
+    CHECK(with_bar == std::set<int64_t>{1, 2, 3, 5});
+    CHECK(BestSampler().choose(logits, bar).indices.data()[0] == 1);
+    // Barred tokens' probabilities still count: the value is the model's own log-probability.
+    CHECK(barred.choose(logits, bar).values.data()[0] <= std::log(0.34f));
+}
+
+TEST_CASE("every search keeps to the tokens left after the barred ones, and scores with the model's own "
+          "log-probabilities",
+          "[search]") {
+    Generator gen(4);
+    ToyLanguageModel model(gen);
+    NoGradGuard no_grad;
+    DecodingOptions options;
+    options.max_len = 6;
+    options.min_len = 7;  // no </s>: six tokens each
+    // Bar the tokens greedy search chose most often without a bar.
+    std::map<int64_t, int> chosen;
+    for (const auto& row : search(model, kNoSource, kPrompt, options))
+        for (const int64_t token : row.front().tokens) ++chosen[token];
+    REQUIRE(!chosen.empty());
+    std::vector<std::pair<int, int64_t>> by_count;
+    for (const auto& [token, count] : chosen) by_count.emplace_back(count, token);
+    std::sort(by_count.rbegin(), by_count.rend());
+    for (size_t i = 0; i < std::min<size_t>(2, by_count.size()); ++i) options.barred.push_back(by_count[i].second);
+    INFO("barred " << options.barred[0]);
+
+    // Greedy: at each step the most likely token outside the bar, scored by the whole row.
+    const auto greedy = search(model, kNoSource, kPrompt, options);
+    for (int64_t row = 0; row < 2; ++row) {
+        const Hypothesis& h = greedy[static_cast<size_t>(row)].front();
+        REQUIRE(h.tokens.size() == 6);
+        std::vector<int64_t> so_far;
+        double log_prob = 0;
+        for (const int64_t token : h.tokens) {
+            std::vector<float> lp = next_log_probs(model, row_with(kPrompt, row, so_far));
+            log_prob += lp[static_cast<size_t>(token)];
+            for (const int64_t b : options.barred) lp[static_cast<size_t>(b)] = -INFINITY;
+            lp[kEos] = -INFINITY;
+            CHECK(token == std::max_element(lp.begin(), lp.end()) - lp.begin());
+            so_far.push_back(token);
+        }
+        CHECK(h.log_prob == Approx(log_prob).margin(1e-4));
+    }
+    // Beam search and sampling (hot, so that every token is likely) never write a barred token.
+    DecodingOptions beam = options;
+    beam.beam_size = beam.nbest = 4;
+    DecodingOptions hot = options;
+    hot.temperature = 20;
+    std::set<int64_t> written;
+    for (const DecodingOptions& o : {beam, hot})
+        for (uint64_t seed = 1; seed <= 20; ++seed) {
+            DecodingOptions seeded = o;
+            seeded.seed = seed;
+            for (const auto& row : search(model, kNoSource, kPrompt, seeded))
+                for (const Hypothesis& h : row) written.insert(h.tokens.begin(), h.tokens.end());
+        }
+    for (const int64_t b : options.barred) CHECK_FALSE(written.count(b));
+    CHECK(written.size() >= 5);  // all but the bar and </s>, or nearly: the check has teeth
 }
 
 TEST_CASE("searches refuse options out of range and prefixes that do not fit", "[search][errors]") {

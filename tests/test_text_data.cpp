@@ -317,7 +317,8 @@ std::string by_recomputing(const std::string& checkpoint, const std::string& pro
         const Tensor logits = m.model->logits(IntTensor::zeros({1, 0}), IntTensor::from_vector(input, {1, n}));
         const int64_t vocab = logits.size(2);
         const Tensor last = reshape(slice(logits, 1, n - 1, n), {1, vocab});
-        const int64_t token = sampler->choose(last, kEos).indices.data()[0];  // a text has no end
+        // A text has no end, nor <pad> or <s>.
+        const int64_t token = sampler->choose(last, std::vector<int64_t>{kEos, kPad, kSos}).indices.data()[0];
         all.push_back(token);
         input.push_back(token);
         symbols.push_back(m.target_vocab.symbol(token));
@@ -370,6 +371,31 @@ TEST_CASE("sampling repeats for a seed and differs between seeds", "[text][gener
     const std::string top1 = generator.generate("\n", options).text;
     options.decoding.temperature = 0;
     CHECK(generator.generate("\n", options).text == top1);
+}
+
+TEST_CASE("a language model never writes <pad>, <s> or </s>, even untrained and sampled hot", "[text][generate]") {
+    // One step from its initialisation, at temperature 50: every symbol nearly equally likely.
+    const std::string dir = fresh_dir("untrained");
+    TrainingOptions o = text_options(rhymes_path());
+    o.max_steps = 1;
+    train(tiny_gpt(), o, dir);
+    const inference::TextGenerator generator(dir);
+    inference::GenerationOptions options;
+    options.max_tokens = 3000;
+    options.decoding.temperature = 50;
+    const inference::Generation g = generator.generate("the", options);
+    REQUIRE(g.tokens == 3000);
+    for (const char* special : {"<pad>", "<s>", "</s>"}) {
+        INFO(special);
+        CHECK(g.text.find(special) == std::string::npos);
+    }
+    // It writes everything else the vocabulary holds (<unk> included): the bar is all that held
+    // those three back.
+    const training::Vocabulary& vocab = load_model(dir).target_vocab;
+    std::set<std::string> written;
+    for (const std::string& symbol : load_model(dir).target_tokenizer.tokenize(g.text)) written.insert(symbol);
+    CHECK(g.text.find("<unk>") != std::string::npos);
+    CHECK(written.size() + 4 >= static_cast<size_t>(vocab.size()));
 }
 
 TEST_CASE("bad generation requests are refused", "[text][generate][errors]") {

@@ -106,7 +106,7 @@ Tensor log_softmax(const Tensor& x, int64_t axis) {
     });
 }
 
-TopK log_softmax_top_k(const Tensor& logits, int64_t k, int64_t barred) {
+TopK log_softmax_top_k(const Tensor& logits, int64_t k, std::span<const int64_t> barred) {
     const char* op = "log_softmax_top_k";
     check(logits.defined() && logits.dim() == 2, op, "expects logits [rows, n], got ",
           logits.defined() ? logits.shape() : Shape{});
@@ -133,7 +133,7 @@ TopK log_softmax_top_k(const Tensor& logits, int64_t k, int64_t barred) {
                     const float value = xr[j];
                     // A later index loses ties, so a value must beat the last kept one strictly.
                     if (static_cast<int64_t>(top.size()) == k && !(value > top.back().first)) continue;
-                    if (j == barred) continue;
+                    if (std::find(barred.begin(), barred.end(), j) != barred.end()) continue;
                     auto at = top.end();
                     while (at != top.begin() && value > (at - 1)->first) --at;
                     top.insert(at, {value, j});

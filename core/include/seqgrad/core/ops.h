@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <utility>
 #include <vector>
 
@@ -93,15 +94,16 @@ Tensor softmax(const Tensor& x, int64_t axis = -1);
 Tensor log_softmax(const Tensor& x, int64_t axis = -1);
 // The k largest entries of each row of log_softmax(logits) for logits [rows, n], best first (ties:
 // the lower index), without writing the log-probabilities out: what a decoder's search needs of
-// each step. The values are log_softmax's own, bit for bit. Index `barred` (if in [0, n)) is never
-// chosen; a NaN never beats a number but takes a place nothing else fills (a diverged model still
-// decodes); a row with fewer than k entries to choose from ends with index -1, value -inf.
+// each step. The values are log_softmax's own, bit for bit. The indices in `barred` are never
+// chosen (their probabilities still count in every value); a NaN never beats a number but takes a
+// place nothing else fills (a diverged model still decodes); a row with fewer than k entries to
+// choose from ends with index -1, value -inf.
 // Values [rows, k] and indices [rows, k]; no gradient.
 struct TopK {
     Tensor values;
     IntTensor indices;
 };
-TopK log_softmax_top_k(const Tensor& logits, int64_t k, int64_t barred = -1);
+TopK log_softmax_top_k(const Tensor& logits, int64_t k, std::span<const int64_t> barred = {});
 // Over the last axis: (x - mean) / sqrt(biased var + eps) * gamma + beta. Fused.
 Tensor layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps);
 // Zeroes each element with probability p and scales the rest by 1 / (1 - p) when training;

@@ -25,7 +25,7 @@
 namespace seqgrad::inference {
 
 struct GenerationOptions {
-    int64_t max_tokens = 256;  // new tokens (a text has no end: </s> is never chosen)
+    int64_t max_tokens = 256;  // new tokens (a text has no end: </s> is never chosen, nor <pad> or <s>)
     // The sampler: temperature 0 is greedy; above it, top_k and top_p restrict the draw, and the
     // same seed draws the same text. Its beam size must stay 1.
     models::DecodingOptions decoding;

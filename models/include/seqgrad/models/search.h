@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "seqgrad/core/ops.h"
@@ -49,6 +50,10 @@ struct DecodingOptions {
     // hypotheses (inputs x beam), and at most 256 inputs.
     int64_t max_hypotheses = 2048;
 
+    // Tokens no search chooses (besides </s> before min_len), whatever their probability: a text
+    // generator bars <pad> and <s>, which no text a language model learns from holds.
+    std::vector<int64_t> barred{};
+
     // Throws Error naming the first option out of range.
     void validate() const;
 };
@@ -68,15 +73,15 @@ class Sampler {
 public:
     virtual ~Sampler() = default;
     // For each row of logits [N, V]: the chosen token and the model's log-probability of it
-    // (log_softmax of the logits, whatever the sampler's temperature), [N, 1] each. Token
-    // `barred` (if in [0, V)) is never chosen; a row with nothing to choose gets index -1.
-    virtual TopK choose(const Tensor& logits, int64_t barred) = 0;
+    // (log_softmax of the logits, whatever the sampler's temperature), [N, 1] each. The tokens in
+    // `barred` are never chosen; a row with nothing to choose gets index -1.
+    virtual TopK choose(const Tensor& logits, std::span<const int64_t> barred) = 0;
 };
 
 // The most likely token (greedy search): log_softmax_top_k's first.
 class BestSampler : public Sampler {
 public:
-    TopK choose(const Tensor& logits, int64_t barred) override;
+    TopK choose(const Tensor& logits, std::span<const int64_t> barred) override;
 };
 
 // A token drawn from softmax(logits / temperature) restricted to the top_k most likely tokens
@@ -85,7 +90,7 @@ public:
 class RandomSampler : public Sampler {
 public:
     RandomSampler(float temperature, int64_t top_k, float top_p, uint64_t seed);
-    TopK choose(const Tensor& logits, int64_t barred) override;
+    TopK choose(const Tensor& logits, std::span<const int64_t> barred) override;
 
 private:
     float temperature_;
