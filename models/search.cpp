@@ -132,6 +132,12 @@ private:
     std::vector<int64_t> always_, early_;
 };
 
+// A token a search was given at step t, or -1 where no token was left to choose.
+void check_chosen(int64_t token, int64_t t) {
+    check(token >= 0, "search", "no token to choose at step ", t + 1,
+          ": every token of the vocabulary is barred or has no probability");
+}
+
 // The output tokens a search may choose: options.max_len (or the default for the source), so that
 // the prefix and every token but the last fit the decoder.
 int64_t output_limit(const StepDecoder& decoder, int64_t source_length, const IntTensor& prefix,
@@ -164,7 +170,7 @@ std::vector<Hypothesis> one_per_row(StepDecoder& decoder, std::unique_ptr<Decodi
         for (size_t a = 0; a < active.size(); ++a) {
             Hypothesis& h = out[static_cast<size_t>(active[a])];
             const int64_t token = best.indices.data()[a];
-            check(token >= 0, "search", "no token to choose: the vocabulary holds </s> alone");
+            check_chosen(token, t);
             h.log_prob += best.values.data()[a];
             if (token == kEos) {
                 h.finished = true;
@@ -340,6 +346,7 @@ std::vector<std::vector<Hypothesis>> beam_search_rows(StepDecoder& decoder, std:
         // Each beam's own best 2k continuations hold its source's best 2k.
         const int64_t vocab = logits.size(-1), width = std::min(2 * k, vocab);
         const TopK row_best = log_softmax_top_k(logits, width, barred.at(t));
+        for (int64_t r = 0; r < row_best.indices.size(0); ++r) check_chosen(row_best.indices.data()[r * width], t);
         const auto rows = static_cast<int64_t>(active.size()) * k;
         std::vector<int64_t> parents(static_cast<size_t>(rows)), tokens(static_cast<size_t>(rows), kEos);
         for (size_t a = 0; a < active.size(); ++a) {

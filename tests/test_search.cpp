@@ -302,6 +302,18 @@ TEST_CASE("every search keeps to the tokens left after the barred ones, and scor
         }
     for (const int64_t b : options.barred) CHECK_FALSE(written.count(b));
     CHECK(written.size() >= 5);  // all but the bar and </s>, or nearly: the check has teeth
+
+    // Everything barred but </s>, which min_len bars too: nothing is left to choose.
+    DecodingOptions none = options;
+    none.barred.clear();
+    for (int64_t v = 0; v < kVocab; ++v)
+        if (v != kEos) none.barred.push_back(v);
+    CHECK_THROWS_WITH(search(model, kNoSource, kPrompt, none), Catch::Contains("no token to choose at step 1"));
+    hot.barred = none.barred;
+    CHECK_THROWS_WITH(search(model, kNoSource, kPrompt, hot),
+                      Catch::Contains("every token of the vocabulary is barred"));
+    beam.barred = none.barred;
+    CHECK_THROWS_WITH(search(model, kNoSource, kPrompt, beam), Catch::Contains("no token to choose at step 1"));
 }
 
 TEST_CASE("searches refuse options out of range and prefixes that do not fit", "[search][errors]") {
