@@ -132,7 +132,7 @@ private:
     std::vector<int64_t> always_, early_;
 };
 
-// A token a search was given at step t, or -1 where no token was left to choose.
+// Throws where a sampler or log_softmax_top_k gave no token (index -1) at step t: all were barred.
 void check_chosen(int64_t token, int64_t t) {
     check(token >= 0, "search", "no token to choose at step ", t + 1,
           ": every token of the vocabulary is barred or has no probability");
