@@ -391,11 +391,11 @@ TEST_CASE("a language model never writes <pad>, <s> or </s>, even untrained and 
     }
     // It writes everything else the vocabulary holds (<unk> included): the bar is all that held
     // those three back.
-    const training::Vocabulary& vocab = load_model(dir).target_vocab;
+    const LoadedModel m = load_model(dir);
     std::set<std::string> written;
-    for (const std::string& symbol : load_model(dir).target_tokenizer.tokenize(g.text)) written.insert(symbol);
+    for (const std::string& symbol : m.target_tokenizer.tokenize(g.text)) written.insert(symbol);
     CHECK(g.text.find("<unk>") != std::string::npos);
-    CHECK(written.size() + 4 >= static_cast<size_t>(vocab.size()));
+    CHECK(written.size() + 4 >= static_cast<size_t>(m.target_vocab.size()));
 }
 
 TEST_CASE("bad generation requests are refused", "[text][generate][errors]") {
