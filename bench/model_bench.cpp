@@ -75,6 +75,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <iterator>
 #include <memory>
 #include <string>
 #include <vector>
@@ -427,7 +428,8 @@ void gpt_generate(benchmark::State& state, const GptShape& shape, Precision prec
     sampling.max_len = kGeneratedTokens;
     sampling.min_len = kGeneratedTokens;  // every iteration writes all of them
     sampling.temperature = 0.8f;
-    sampling.barred = {seqgrad::models::kPad, seqgrad::models::kSos};  // as the TextGenerator bars them
+    sampling.barred.assign(std::begin(seqgrad::models::kNotInText),  // as the TextGenerator bars them
+                           std::end(seqgrad::models::kNotInText));
     const IntTensor prompt = IntTensor::full({1, 1}, kFirstRealToken);
     const IntTensor no_source = IntTensor::zeros({1, 0});
     int64_t tokens = 0;

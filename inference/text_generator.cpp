@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <iterator>
 
 #include "seqgrad/core/autograd.h"
 #include "seqgrad/core/hash.h"
@@ -85,7 +86,7 @@ Generation TextGenerator::generate(const std::string& prompt, const GenerationOp
         step.min_len = step.max_len + 1;  // a text has no end: </s> is never chosen
         // Nor does a text hold <pad> or <s>: the model never learned to write them, and one still
         // learning (or sampled hot) would.
-        step.barred.insert(step.barred.end(), {models::kPad, models::kSos});
+        step.barred.insert(step.barred.end(), std::begin(models::kNotInText), std::end(models::kNotInText));
         step.seed = segment == 0 ? options.decoding.seed : splitmix64_mix(options.decoding.seed + segment);
         const auto found = models::search(*loaded_.model, IntTensor::zeros({1, 0}),
                                           IntTensor::from_vector(prefix, {1, keep}), step,

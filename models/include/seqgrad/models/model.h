@@ -22,6 +22,8 @@ inline constexpr int64_t kPad = 0;
 inline constexpr int64_t kSos = 1;
 inline constexpr int64_t kEos = 2;
 inline constexpr int64_t kUnk = 3;
+// Tokens no text holds besides </s>: a language model's generation never writes them.
+inline constexpr int64_t kNotInText[] = {kPad, kSos};
 
 // A model's configuration: the JSON keys of docs/parity.md, "model" (the kind, registry.h) among
 // them. The defaults below are those of the papers (the Transformer of Vaswani et al. (2017), the
