@@ -25,7 +25,7 @@ cat > "$work/tiny.json" <<'JSON'
               "schedule": "constant", "lr": 0.003, "batch_sentences": 32, "eval_every_steps": 20,
               "save_every_steps": 3}}
 JSON
-steps=150
+steps=300
 train=("$seqgrad" train --task reverse --model transformer --config "$work/tiny.json" --threads 1 --show 0)
 
 # The uninterrupted run (a sanitizer build, or a machine busy with other tests, is slower).
@@ -33,17 +33,27 @@ started=$(date +%s%N)
 "${train[@]}" --max-steps $steps --out "$work/reference" > "$work/reference.log" 2>&1 \
   || fail "the uninterrupted run failed: $(cat "$work/reference.log")"
 span_ms=$(( ($(date +%s%N) - started) / 1000000 ))
-# Each run is killed at a moment drawn over the length of a resumed run of 4 steps, timed here on a
-# copy of the finished run: start-up, steps and checkpoint writes alike. (A fresh run's start-up,
-# which builds the data and the model, takes longer.) A killed run keeps at most 3 of its steps
-# since the last checkpoint, so 20 kills take the run of 150 steps less than half way even when a
-# busy machine wakes this script late, and the kills find it alive.
+# Each run is killed at a moment drawn over the length of a run of 4 steps, timed here: for a
+# resumed run on a copy of the finished run, for a fresh run (which builds the data and the model
+# first) from nothing; start-up, steps and checkpoint writes alike. A fresh run's range is twice its
+# length, so that most kills of it come after its first checkpoint (step 3). The ranges follow the
+# machine: on a fast one a resumed run of 4 steps takes 40-50 ms and 150 steps 350 ms, and a fixed
+# range of 200 ms let each kill find the run up to 70 steps on, so that most runs had ended before
+# their kill. A killed run keeps at most 3 of its steps since the last checkpoint, so 20
+# kills take the run of 300 steps less than half way even when a busy machine wakes this script
+# late, and the kills find it alive.
 cp -r "$work/reference" "$work/calibration" || fail "cannot copy the uninterrupted run"
 started=$(date +%s%N)
 "$seqgrad" train --resume "$work/calibration" --max-steps $((steps + 4)) --threads 1 --show 0 \
   > "$work/calibration.log" 2>&1 || fail "resuming the finished run failed: $(cat "$work/calibration.log")"
 window_ms=$(( ($(date +%s%N) - started) / 1000000 ))
-[ "$window_ms" -ge 200 ] || window_ms=200
+started=$(date +%s%N)
+"${train[@]}" --max-steps 4 --out "$work/fresh" > "$work/fresh.log" 2>&1 \
+  || fail "a fresh run of 4 steps failed: $(cat "$work/fresh.log")"
+fresh_window_ms=$(( 2 * ($(date +%s%N) - started) / 1000000 ))
+# (A floor of 10 ms only keeps the ranges from being empty.)
+[ "$window_ms" -ge 10 ] || window_ms=10
+[ "$fresh_window_ms" -ge 10 ] || fresh_window_ms=10
 
 # Every checkpoint file present must load: the model files through predict, the training state
 # through curves (which reads its progress).
@@ -81,7 +91,9 @@ for kill in $(seq 1 20); do
   next_run
   "${run_command[@]}" > "$work/kill$kill.log" 2>&1 &
   pid=$!
-  ms=$(( (RANDOM * 32768 + RANDOM) % window_ms ))
+  range=$window_ms
+  [ -f "$run/training.safetensors" ] || range=$fresh_window_ms
+  ms=$(( (RANDOM * 32768 + RANDOM) % range ))
   sleep "$((ms / 1000)).$(printf '%03d' $((ms % 1000)))"
   checkpoint=no
   [ -f "$run/training.safetensors" ] && checkpoint=yes  # before the kill: a checkpoint can only appear after
@@ -109,7 +121,7 @@ cmp -s "$work/reference/best.safetensors" "$run/best.safetensors" \
 leftovers=$(ls -A "$run" | grep -v -x -e model.safetensors -e best.safetensors -e training.safetensors)
 [ -z "$leftovers" ] || fail "files left behind: $leftovers"
 reached=$(cat "$work"/kill*.log | sed -n 's/^checkpoint saved at step \([0-9]*\).*/\1/p' | sort -n | tail -1)
-summary="over a ${window_ms} ms window (runs of ${span_ms} ms):"
+summary="over a ${window_ms} ms window (${fresh_window_ms} ms for a fresh run; runs of ${span_ms} ms):"
 summary+=" $landed kills ended a run with a checkpoint on disk, $early came before one, $finished runs had ended"
 summary+=" (the run at step ${reached:-0} of $steps after them)"
 [ $landed -ge 8 ] || fail "too few kills tested a resume: $summary"
