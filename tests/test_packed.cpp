@@ -126,7 +126,7 @@ void check_every_packing(Precision precision, const Expected& expected, float to
             REQUIRE(packed.out_features() == out);
             REQUIRE(packed.in_features() == in);
             on_matrix(w, packed);
-            for (int64_t rows : {1, 3, 16, 17, 64, 130, 300}) {
+            for (int64_t rows : {1, 2, 3, 4, 5, 16, 17, 64, 130, 300}) {
                 INFO(out << " x " << in << ", " << rows << " rows, packed on " << pack_threads << " threads");
                 const Tensor x = random_tensor({rows, in}, static_cast<uint64_t>(rows), -2.0f, 2.0f, false);
                 require_close(linear_packed(x, packed, bias), expected(x, w, bias), tolerance);

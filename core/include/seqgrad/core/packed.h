@@ -3,7 +3,10 @@
 // into panels at every product as sgemm does. Three precisions:
 //
 //   float32  the same arithmetic as linear(), summed in another order (results agree to float
-//            rounding); about 1.3-1.5x sgemm's speed at decoding's shapes (64-128 rows).
+//            rounding); about 1.3-1.5x sgemm's speed at decoding's shapes (64-128 rows). Products
+//            of at most 4 rows (one sequence decoded, or a beam of four) read the packed weights
+//            with seqgrad's own AVX-512 loop instead of oneDNN's kernel, at the rate memory gives
+//            (about twice oneDNN's at one row: packed.cpp).
 //   int8     W quantized per output row and x per row as it arrives, summed exactly in int32 on
 //            AMX or AVX-512 VNNI where the CPU has them, and scaled back to float32. Faster still,
 //            and it changes results: an option, never the default.
