@@ -8,7 +8,8 @@
 // through oneDNN: rows_by_hand below reads the same packed weights with seqgrad's own loop, which
 // keeps the weights streaming from memory at the rate a plain sweep reaches; oneDNN's kernel at one
 // row reads them at about half that rate (the products of a GPT sampling one token: 18 GB/s against
-// 38-43 on one core of an AMD EPYC).
+// 38-43 on one core of an AMD EPYC). Every block's results are dense rows, so that oneDNN lays
+// every block out in the panels rows_by_hand reads, on any number of threads.
 #include "seqgrad/core/packed.h"
 
 #include <algorithm>
@@ -100,16 +101,15 @@ dt input_type(Precision p) { return p == Precision::int8 ? dt::s8 : p == Precisi
 dt plain_type(Precision p) { return p == Precision::int8 ? dt::s8 : dt::f32; }
 size_t input_bytes(Precision p) { return p == Precision::int8 ? 1 : p == Precision::bf16 ? 2 : sizeof(float); }
 
-// rows of x [rows, in] times one column block of W: the output's rows are `ld` apart (the whole
-// output's width). Float32 adds the bias block itself; int8 adds it when scaling back.
-dnnl::matmul::primitive_desc describe(Precision p, int64_t rows, int64_t in, int64_t cols, int64_t ld,
+// rows of x [rows, in] times one column block of W, into dense rows [rows, cols]: oneDNN writes
+// int32 to strided rows slowly, and for float32 with rows `out` apart it takes only its gemm
+// kernel, whose plain weight layout rows_by_hand does not read, where dense rows take brgemm and
+// its panels (run() copies a block's rows into the output). Float32 adds the bias block itself;
+// int8 adds it when scaling back.
+dnnl::matmul::primitive_desc describe(Precision p, int64_t rows, int64_t in, int64_t cols,
                                       const dnnl::memory::desc& weights, bool bias) {
     const dnnl::memory::desc src({rows, in}, input_type(p), tag::ab);
-    // Int8 sums go to a dense [rows, cols] part (oneDNN writes int32 to strided rows slowly);
-    // float32 and bf16's float32 sums straight into the output's columns.
-    const dnnl::memory::desc dst = p == Precision::int8
-                                       ? dnnl::memory::desc({rows, cols}, dt::s32, tag::ab)
-                                       : dnnl::memory::desc({rows, cols}, dt::f32, dnnl::memory::dims{ld, 1});
+    const dnnl::memory::desc dst({rows, cols}, p == Precision::int8 ? dt::s32 : dt::f32, tag::ab);
     dnnl::primitive_attr attr;
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);  // each thread its own, so calls can overlap
     if (bias && p != Precision::int8)
@@ -206,7 +206,7 @@ struct PackedMatrix::Impl {
         std::shared_ptr<const Kernel> made;
         for (int64_t padded : {rows, int64_t{2}, int64_t{4}, int64_t{8}, int64_t{16}, kLayoutRows}) {
             if (padded < rows) continue;
-            const auto pd = describe(precision, padded, in, block.cols, out, block.layout, bias);
+            const auto pd = describe(precision, padded, in, block.cols, block.layout, bias);
             const bool fast = pd.weights_desc() == block.layout && std::string(pd.impl_info_str()).rfind("ref", 0) != 0;
             if (fast || (padded == rows && rows >= kLayoutRows)) {  // many rows: whatever oneDNN has
                 made = std::make_shared<const Kernel>(Kernel{dnnl::matmul(pd), pd.src_desc(), pd.dst_desc(),
@@ -283,7 +283,7 @@ struct PackedMatrix::Impl {
         thread_local std::vector<uint8_t> scratch;
         thread_local std::vector<uint8_t> padded_x;
         thread_local std::vector<int32_t> padded_sums;
-        thread_local std::vector<float> padded_y;
+        thread_local std::vector<float> dense_y;
         thread_local dnnl::stream stream(cpu_engine());
         const bool int8 = precision == Precision::int8;
         const bool with_bias = bias != nullptr && !int8;  // int8 adds it when scaling back
@@ -292,7 +292,10 @@ struct PackedMatrix::Impl {
         const int64_t n = k->rows;
         scratch.resize(std::max<size_t>(k->scratchpad.get_size(), 1));
         int32_t* sums = int8 ? parts + rows * block.first : nullptr;  // int8: this block's dense part
-        float* y_block = y + block.first;                             // float32: rows `out` apart
+        // Float32: the kernel writes the block's columns as dense rows (n x cols), into y itself
+        // when the block is all of y and n is the rows asked for, else here, copied to y after.
+        const bool direct = block.cols == out && n == rows;
+        float* y_block = y;
         if (n > rows) {  // zero rows after x's; results into buffers of n rows
             const size_t row_bytes = static_cast<size_t>(in) * input_bytes(precision);
             padded_x.assign(static_cast<size_t>(n) * row_bytes, 0);
@@ -301,10 +304,11 @@ struct PackedMatrix::Impl {
             if (int8) {
                 padded_sums.resize(static_cast<size_t>(n * block.cols));
                 sums = padded_sums.data();
-            } else {
-                padded_y.resize(static_cast<size_t>(n * out));
-                y_block = padded_y.data() + block.first;
             }
+        }
+        if (!int8 && !direct) {
+            dense_y.resize(static_cast<size_t>(n * block.cols));
+            y_block = dense_y.data();
         }
         b.src.set_data_handle(const_cast<void*>(x));
         b.dst.set_data_handle(int8 ? static_cast<void*>(sums) : static_cast<void*>(y_block));
@@ -322,9 +326,9 @@ struct PackedMatrix::Impl {
                                 "could not execute a packed product");
         stream.wait();
         if (!int8) {
-            if (n > rows)
+            if (!direct)
                 for (int64_t i = 0; i < rows; ++i)
-                    std::memcpy(y + i * out + block.first, y_block + i * out,
+                    std::memcpy(y + i * out + block.first, y_block + i * block.cols,
                                 static_cast<size_t>(block.cols) * sizeof(float));
             return;
         }
@@ -378,7 +382,7 @@ std::string packed_kernel_name(Precision precision) {
     std::call_once(once[i], [&] {
         try {
             names[i] =
-                describe(precision, kLayoutRows, 512, 512, 512, any_layout(precision, 512, 512), false).impl_info_str();
+                describe(precision, kLayoutRows, 512, 512, any_layout(precision, 512, 512), false).impl_info_str();
         } catch (const dnnl::error& e) {
             names[i] = std::string("none (oneDNN: ") + e.what() + ")";
         }
@@ -418,9 +422,9 @@ PackedMatrix::PackedMatrix(const Tensor& weight, Precision precision) : impl_(st
             auto block = std::make_unique<Impl::Block>();
             block->first = first;
             block->cols = std::min(step, m.out - first);
-            block->layout = describe(precision, kLayoutRows, m.in, block->cols, m.out,
-                                     any_layout(precision, m.in, block->cols), false)
-                                .weights_desc();
+            block->layout =
+                describe(precision, kLayoutRows, m.in, block->cols, any_layout(precision, m.in, block->cols), false)
+                    .weights_desc();
             // Rows [first, first + cols) of W: oneDNN's [in, cols] with row stride in ("ba").
             const auto* start = static_cast<const char*>(plain_data) + static_cast<size_t>(first * m.in) * element;
             dnnl::memory plain({{m.in, block->cols}, plain_type(precision), tag::ba}, cpu_engine(),
