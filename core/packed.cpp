@@ -271,6 +271,7 @@ struct PackedMatrix::Impl {
             const float* b = bias != nullptr ? bias + block.first : nullptr;
             float* yb = y + block.first;
             const int64_t s = block.panel_stride;
+            static_assert(kRowsByHand == 4, "a case for each row count up to kRowsByHand");
             switch (rows) {
                 case 1: return rows_by_hand<1>(panels, s, in, block.cols, px, b, yb, out);
                 case 2: return rows_by_hand<2>(panels, s, in, block.cols, px, b, yb, out);
