@@ -22,11 +22,8 @@
 #include <utility>
 #include <vector>
 
-#if defined(__AVX512F__)
-#include <immintrin.h>
-#endif
-
 #include "blas.h"
+#include "ops/vector_math.h"
 #include "parallel.h"
 #include "seqgrad/core/autograd.h"
 #include "seqgrad/core/error.h"
@@ -163,8 +160,7 @@ void rows_by_hand(const float* panels, int64_t stride, int64_t in, int64_t cols,
         }
         const int64_t left = std::min(kPanel, cols - c0);
         for (int j = 0; j < 4 && 16 * j < left; ++j) {
-            const int64_t n = std::min<int64_t>(16, left - 16 * j);
-            const __mmask16 mask = static_cast<__mmask16>((1u << n) - 1u);
+            const __mmask16 mask = detail::first_lanes(left - 16 * j);
             const __m512 b = bias != nullptr ? _mm512_maskz_loadu_ps(mask, bias + c0 + 16 * j) : _mm512_setzero_ps();
             for (int r = 0; r < R; ++r)
                 _mm512_mask_storeu_ps(y + r * out + c0 + 16 * j, mask, _mm512_add_ps(acc[r][j], b));
