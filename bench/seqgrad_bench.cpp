@@ -57,6 +57,7 @@
 #include <string>
 #include <vector>
 
+#include "seqgrad/core/cpu.h"
 #include "seqgrad/core/ops.h"
 #include "seqgrad/core/precision.h"
 #include "seqgrad/core/random.h"
@@ -472,6 +473,7 @@ void configure_and_describe(int requested_threads) {
     const std::string coretype_text = coretype ? coretype : "(unset)";
     const int threads = seqgrad::get_num_threads();
 
+    benchmark::AddCustomContext("seqgrad_kernels", seqgrad::isa_description());
     benchmark::AddCustomContext("openblas_core", core);
     benchmark::AddCustomContext("OPENBLAS_CORETYPE", coretype_text);
     benchmark::AddCustomContext("seqgrad_threads", std::to_string(threads));
@@ -483,9 +485,10 @@ void configure_and_describe(int requested_threads) {
                                                                          : seqgrad::bf16_unavailable_reason());
 
     std::fprintf(stderr,
-                 "seqgrad_bench: OpenBLAS core %s, %d thread(s), OPENBLAS_CORETYPE %s, sgemm peak %.0f GFLOP/s "
-                 "(2048^3); float32 products of weights: %s\n",
-                 core.c_str(), threads, coretype_text.c_str(), peak_gflops, seqgrad::float32_products_kernel().c_str());
+                 "seqgrad_bench: seqgrad kernels %s; OpenBLAS core %s, %d thread(s), OPENBLAS_CORETYPE %s, sgemm peak "
+                 "%.0f GFLOP/s (2048^3); float32 products of weights: %s\n",
+                 seqgrad::isa_description().c_str(), core.c_str(), threads, coretype_text.c_str(), peak_gflops,
+                 seqgrad::float32_products_kernel().c_str());
     if (coretype)
         std::fprintf(stderr,
                      "seqgrad_bench: warning: OPENBLAS_CORETYPE=%s overrides OpenBLAS's own choice of kernels "

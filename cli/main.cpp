@@ -5,11 +5,14 @@
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <functional>
 #include <optional>
 #include <string>
 
 #include "commands.h"
+#include "seqgrad/core/cpu.h"
 #include "seqgrad/core/error.h"
+#include "seqgrad/core/precision.h"
 #include "seqgrad/core/threads.h"
 #include "seqgrad/nn/distributed.h"
 
@@ -37,6 +40,13 @@ int main(int argc, char** argv) {
     }
     if (group->size() > 1 && (argc < 2 || std::strcmp(argv[1], "train") != 0))
         return fail(&*group, "error", "only `seqgrad train` runs as several processes; run this command as one", 1);
+    // The level of seqgrad's kernels, settled before any work: a SEQGRAD_MAX_CPU_ISA this CPU cannot
+    // honour is refused here, in one sentence.
+    try {
+        seqgrad::isa_level();
+    } catch (const seqgrad::Error& e) {
+        return fail(&*group, "error", e.what(), 1);
+    }
     // Past a file-size limit (ulimit -f), a write should fail with EFBIG and a clear message
     // rather than kill the program.
     std::signal(SIGXFSZ, SIG_IGN);
@@ -47,6 +57,13 @@ int main(int argc, char** argv) {
                 if (const std::string warning = seqgrad::blas_kernel_warning(); !warning.empty())
                     std::fprintf(stderr, "seqgrad: warning: %s\n", warning.c_str());
     CLI::App app{"seqgrad: reverse-mode autograd and sequence models, from scratch in C++20"};
+    // --version names what this machine runs: seqgrad's kernel level and the libraries' kernels.
+    app.set_version_flag("--version", std::function<std::string()>([] {
+                             return std::string("seqgrad ") + SEQGRAD_VERSION +
+                                    "\nkernels: " + seqgrad::isa_description() +
+                                    "\nproducts of weights: " + seqgrad::float32_products_kernel() +
+                                    "\nOpenBLAS core: " + seqgrad::blas_core_name();
+                         }));
     app.require_subcommand(1);
     int exit_status = 0;
     seqgrad::cli::add_demo_command(app);

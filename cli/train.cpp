@@ -9,6 +9,7 @@
 #include "commands.h"
 #include "option_flags.h"
 #include "progress.h"
+#include "seqgrad/core/cpu.h"
 #include "seqgrad/core/precision.h"
 #include "seqgrad/core/threads.h"
 #include "seqgrad/inference/text_generator.h"
@@ -123,12 +124,15 @@ std::string ranks_text(const nn::Distributed& group) {
     return group.size() > 1 ? ", on each of " + std::to_string(group.size()) + " processes" : "";
 }
 
-// ", products on oneDNN brg:avx512_core" (float32: OpenBLAS's sgemm or oneDNN, float32_products()),
+// ", avx512 kernels, products on oneDNN brg:avx512_core" (seqgrad's kernel level; then float32:
+// OpenBLAS's sgemm or oneDNN, float32_products()),
 // ", bf16 products on oneDNN brg:avx512_core_bf16"; nothing for bf16 where the CPU has none (training
 // refuses to start and says why).
 std::string products_text(const std::string& precision) {
-    if (precision == "bf16") return bf16_available() ? ", bf16 products on oneDNN " + bf16_kernel_name() : "";
-    return ", products on " + float32_products_kernel();
+    const std::string kernels = std::string(", ") + isa_level_name(isa_level()) + " kernels";
+    if (precision == "bf16")
+        return kernels + (bf16_available() ? ", bf16 products on oneDNN " + bf16_kernel_name() : "");
+    return kernels + ", products on " + float32_products_kernel();
 }
 
 int run_train(const TrainFlags& flags) {

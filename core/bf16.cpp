@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "blas.h"
+#include "seqgrad/core/cpu.h"
 #include "onednn.h"
 #include "parallel.h"
 #include "seqgrad/core/error.h"
@@ -140,12 +141,29 @@ bool bf16_available() { return bf16_unavailable_reason().empty(); }
 
 std::string bf16_unavailable_reason() {
     if (!bf16_enabled.load(std::memory_order_relaxed)) return "bf16 is turned off in this process";
+    // Asked of the CPU first: oneDNN's answer on a CPU without the instructions is an error of its
+    // own ("could not create a primitive descriptor iterator"), or an emulation slower than float32.
+    static const bool instructions = [] {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+        return __builtin_cpu_supports("avx512bf16") != 0;  // every CPU with AMX has it too
+#else
+        return false;
+#endif
+    }();
+    if (!instructions)
+        return "bf16 needs a CPU with bfloat16 instructions (AVX512_BF16 or AMX), and this one has none: "
+               "use float32";
+    if (isa_level() != IsaLevel::avx512)
+        return std::string("bf16 needs the avx512 level, and seqgrad runs at ") + isa_description() +
+               " here: unset SEQGRAD_MAX_CPU_ISA, or use float32";
     const std::string kernel = bf16_kernel_name();
-    if (kernel.rfind("none", 0) == 0) return "bf16 products need oneDNN: " + kernel;
-    if (kernel.find("bf16") == std::string::npos && kernel.find("amx") == std::string::npos)
-        return "bf16 needs a CPU with bfloat16 instructions (AVX512_BF16 or AMX), and this one has none (oneDNN "
-               "would emulate them with its " +
-               kernel + " kernel, slower than float32)";
+    if (kernel.rfind("none (built", 0) == 0) return "bf16 products need oneDNN: " + kernel;
+    if (kernel.find("bf16") == std::string::npos && kernel.find("amx") == std::string::npos) {
+        const char* cap = std::getenv("ONEDNN_MAX_CPU_ISA");
+        return "bf16 needs oneDNN's bfloat16 kernels, and oneDNN has none here (" +
+               (cap != nullptr ? "ONEDNN_MAX_CPU_ISA=" + std::string(cap) + " holds it below them" : kernel) +
+               "): use float32";
+    }
     return "";
 }
 

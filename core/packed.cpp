@@ -134,14 +134,13 @@ int64_t panel_stride(const dnnl::memory::desc& layout) {
     return b.strides[1];
 }
 
-#if defined(__AVX512F__)
 // y[i, c] = x[i, :] . W[c, :] (+ bias[c]) for the R rows of x (rows `in` apart) and the `cols`
 // columns of a block, from its panels; y's rows are `out` apart. Each panel's columns are summed in
 // registers, input after input in order (4 x 16 columns a row: R x 4 sums and the 4 weights fit the
 // 32 registers), so the weights are read once, in one stream, for all R rows.
 template <int R>
-void rows_by_hand(const float* panels, int64_t stride, int64_t in, int64_t cols, const float* x, const float* bias,
-                  float* y, int64_t out) {
+SEQGRAD_TARGET_AVX512 void rows_by_hand(const float* panels, int64_t stride, int64_t in, int64_t cols, const float* x,
+                                        const float* bias, float* y, int64_t out) {
     for (int64_t c0 = 0; c0 < cols; c0 += kPanel) {
         const float* w = panels + (c0 / kPanel) * stride;
         __m512 acc[R][4];
@@ -167,7 +166,6 @@ void rows_by_hand(const float* panels, int64_t stride, int64_t in, int64_t cols,
         }
     }
 }
-#endif
 
 }  // namespace
 
@@ -260,8 +258,9 @@ struct PackedMatrix::Impl {
     // scales), on the calling thread. Int8 sums go to the block's dense part of `parts` first.
     void run(Block& block, int64_t rows, const void* x, const float* row_scales, const float* bias, int32_t* parts,
              float* y) const {
-#if defined(__AVX512F__)
-        if (precision == Precision::float32 && block.panel_stride > 0 && rows <= kRowsByHand) {
+        // The panels are oneDNN's AVX-512 layout; seqgrad's own loop reads them at the avx512 level.
+        if (precision == Precision::float32 && block.panel_stride > 0 && rows <= kRowsByHand &&
+            isa_level() == IsaLevel::avx512) {
             const auto* panels = static_cast<const float*>(block.packed.get_data_handle());
             const auto* px = static_cast<const float*>(x);
             const float* b = bias != nullptr ? bias + block.first : nullptr;
@@ -275,7 +274,6 @@ struct PackedMatrix::Impl {
                 default: return rows_by_hand<4>(panels, s, in, block.cols, px, b, yb, out);
             }
         }
-#endif
         detail::onednn_on_this_thread();
         thread_local std::vector<uint8_t> scratch;
         thread_local std::vector<uint8_t> padded_x;

@@ -9,6 +9,7 @@
 #include <mutex>
 #include <string>
 
+#include "seqgrad/core/cpu.h"
 #include "seqgrad/core/threads.h"
 #include "thread_pool.h"
 
@@ -23,6 +24,9 @@ void parallel_for(int64_t n, int64_t grain, const Body& body) {
         if (n > 0) body(int64_t{0}, n);
         return;
     }
+    // Settled here, where a refused SEQGRAD_MAX_CPU_ISA can throw: not on a worker, where a throw
+    // would end the program.
+    isa_level();
     const int64_t chunk = (n + threads - 1) / threads;
     pool.run(threads, [&](int64_t t) {
         const int64_t begin = t * chunk;

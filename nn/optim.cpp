@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "seqgrad/core/autograd.h"
+#include "seqgrad/core/isa_dispatch.h"
 #include "seqgrad/core/ops.h"
 #include "seqgrad/core/threads.h"
 
@@ -228,9 +229,11 @@ void Adam::step() {
         // Each element's update reads only that element, so the split across threads changes
         // nothing.
         parallel_for(param.numel(), kUpdateGrain, [=](int64_t begin, int64_t end) {
-            if (l2) adam_update<true, false>(p, m, v, g, begin, end, c);
-            else if (decoupled) adam_update<false, true>(p, m, v, g, begin, end, c);
-            else adam_update<false, false>(p, m, v, g, begin, end, c);
+            with_isa_level([&](auto) {  // at the CPU's level (isa_dispatch.h)
+                if (l2) adam_update<true, false>(p, m, v, g, begin, end, c);
+                else if (decoupled) adam_update<false, true>(p, m, v, g, begin, end, c);
+                else adam_update<false, false>(p, m, v, g, begin, end, c);
+            });
         });
     }
 }
@@ -250,9 +253,11 @@ void WeightAverage::update() {
         const float* const pp = params_[i].second.data();
         float* const ap = averages_[i].data();
         parallel_for(params_[i].second.numel(), kUpdateGrain, [=](int64_t begin, int64_t end) {
-            const float* __restrict p = pp;  // local restrict pointers vectorise (see Adam::step)
-            float* __restrict a = ap;
-            for (int64_t j = begin; j < end; ++j) a[j] = d * a[j] + one_minus_d * p[j];
+            with_isa_level([&](auto) {
+                const float* __restrict p = pp;  // local restrict pointers vectorise (see Adam::step)
+                float* __restrict a = ap;
+                for (int64_t j = begin; j < end; ++j) a[j] = d * a[j] + one_minus_d * p[j];
+            });
         });
     }
     ++updates_;

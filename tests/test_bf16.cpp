@@ -26,11 +26,11 @@ float bits_to_float(uint32_t u) {
     return x;
 }
 
-// Whether this machine runs bfloat16 products; if not, the calling case says so and returns.
+// Whether this machine runs bfloat16 products; if not, the calling case skips (before its first
+// check) and returns.
 bool have_bf16() {
     if (bf16_available()) return true;
-    WARN("SKIPPED: no bfloat16 products here (" << bf16_unavailable_reason() << "); the bf16 numerical tests ran "
-                                                << "nothing");
+    skip_test("no bfloat16 products here (" + bf16_unavailable_reason() + ")");
     return false;
 }
 
@@ -110,6 +110,9 @@ TEST_CASE("precision names parse, and the precision scope refuses int8 and resto
     CHECK(error_of([] { parse_precision("fp16", "--precision"); }).find("fp16") != std::string::npos);
     CHECK(error_of([] { MatmulPrecisionScope s(Precision::int8); }).find("int8") != std::string::npos);
     CHECK(matmul_precision() == Precision::float32);
+}
+
+TEST_CASE("bf16 precision scopes nest and restore the previous precision", "[bf16]") {
     if (!have_bf16()) return;
     {
         const MatmulPrecisionScope outer(Precision::bf16);

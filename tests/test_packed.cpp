@@ -17,6 +17,14 @@ using namespace seqgrad::testing;
 
 namespace {
 
+// Whether this build packs weights (oneDNN); if not, the calling case skips and returns. int8 is
+// asked: it packs wherever oneDNN is, float32 only where oneDNN's kernel pays.
+bool have_onednn() {
+    if (packing_available(Precision::int8)) return true;
+    skip_test("this build has no oneDNN: nothing is packed (" + packed_kernel_name(Precision::int8) + ")");
+    return false;
+}
+
 struct Quantized {
     std::vector<int8_t> q;
     std::vector<float> scales;
@@ -140,14 +148,14 @@ void check_every_packing(Precision precision, const Expected& expected, float to
 // Where oneDNN's float32 kernel would not pay (no AVX-512) layers are not packed, but a PackedMatrix
 // still runs whatever kernel oneDNN has: checked here on every machine with oneDNN.
 TEST_CASE("float32 packed products equal linear to float rounding", "[packed]") {
-    if (!packing_available(Precision::int8)) return;  // no oneDNN
+    if (!have_onednn()) return;
     check_every_packing(
         Precision::float32, [](const Tensor& x, const Tensor& w, const Tensor& b) { return linear(x, w, b); }, 1e-5f,
         [](const Tensor&, const PackedMatrix& packed) { REQUIRE(packed.scales() == nullptr); });
 }
 
 TEST_CASE("int8 products equal the same quantization with exact integer sums", "[packed][int8]") {
-    if (!packing_available(Precision::int8)) return;
+    if (!have_onednn()) return;
     check_every_packing(Precision::int8, reference, 1e-6f, [](const Tensor& w, const PackedMatrix& packed) {
         const Quantized by_hand = quantize_rows(w, int8_weight_levels());
         for (int64_t r = 0; r < w.size(0); ++r) REQUIRE(packed.scales()[r] == by_hand.scales[static_cast<size_t>(r)]);
@@ -159,7 +167,7 @@ TEST_CASE("int8 products equal the same quantization with exact integer sums", "
 // CPU's instructions (tests/CMakeLists.txt also runs the [int8] tests with oneDNN held to AVX2 and
 // to AVX-512 without VNNI).
 TEST_CASE("int8 products at the extremes of both ranges are exact", "[packed][int8]") {
-    if (!packing_available(Precision::int8)) return;
+    if (!have_onednn()) return;
     NoGradGuard no_grad;
     INFO("int8 kernel " << packed_kernel_name(Precision::int8) << ", weights in " << int8_weight_levels()
                         << " levels each side of zero");
@@ -183,7 +191,7 @@ TEST_CASE("int8 products at the extremes of both ranges are exact", "[packed][in
 }
 
 TEST_CASE("int8 products are close to float32 and keep the input's leading shape", "[packed][int8]") {
-    if (!packing_available(Precision::int8)) return;
+    if (!have_onednn()) return;
     NoGradGuard no_grad;
     Generator gen(3);
     const Tensor w = Tensor::normal({256, 128}, 0.0f, 0.1f, gen);
@@ -197,7 +205,7 @@ TEST_CASE("int8 products are close to float32 and keep the input's leading shape
 }
 
 TEST_CASE("packed products do not depend on the number of threads they run on", "[packed][threads]") {
-    if (!packing_available(Precision::int8)) return;
+    if (!have_onednn()) return;
     NoGradGuard no_grad;
     const Tensor w = random_tensor({384, 256}, 5, -1.0f, 1.0f, false);
     const Tensor x = random_tensor({200, 256}, 6, -1.0f, 1.0f, false);
@@ -216,7 +224,7 @@ TEST_CASE("packed products do not depend on the number of threads they run on", 
 }
 
 TEST_CASE("int8 rows of zeros and NaN, and bad weights and shapes are errors", "[packed][errors]") {
-    if (!packing_available(Precision::int8)) return;
+    if (!have_onednn()) return;
     NoGradGuard no_grad;
     const Tensor w = random_tensor({8, 4}, 7, -1.0f, 1.0f, false);
     const Tensor bias = random_tensor({8}, 8, -1.0f, 1.0f, false);
@@ -241,7 +249,7 @@ TEST_CASE("int8 rows of zeros and NaN, and bad weights and shapes are errors", "
 }
 
 TEST_CASE("packed products have no gradient so inputs that require grad are refused", "[packed][errors]") {
-    if (!packing_available(Precision::int8)) return;
+    if (!have_onednn()) return;
     const PackedMatrix q(random_tensor({3, 2}, 1, -1.0f, 1.0f, false), Precision::int8);
     const Tensor x = random_tensor({2, 2}, 2);  // requires grad
     REQUIRE(error_of([&] { linear_packed(x, q, Tensor()); }).find("NoGradGuard") != std::string::npos);
@@ -250,7 +258,7 @@ TEST_CASE("packed products have no gradient so inputs that require grad are refu
 }
 
 TEST_CASE("a packed Transformer uses its packed weights without grad and float32 with grad", "[packed][models]") {
-    if (!packing_available(Precision::int8)) return;
+    if (!have_onednn()) return;
     IntTensor src, tgt_in;
     auto model = fixture_model("transformer_post_relu.safetensors", src, tgt_in);
     Tensor exact;

@@ -17,10 +17,6 @@
 #include <span>
 #include <vector>
 
-#if defined(__AVX512F__)
-#include <immintrin.h>
-#endif
-
 #include "../blas.h"
 #include "kernels.h"
 #include "seqgrad/core/autograd.h"
@@ -31,11 +27,12 @@ namespace {
 
 // One row of attention weights from its raw scores q . k: each divided by sqrt(head_size), or set to
 // kAttentionMaskFill where masked(j), then softmax. The one computation of the weights, for
-// training's attention() and decoding's gathered_attention() alike, so that both round the same.
-template <typename Masked>
+// training's attention() and decoding's gathered_attention() alike, so that both round the same
+// (at one level L: isa_dispatch.h).
+template <IsaLevel L, typename Masked>
 void attention_weights_row(float* row, int64_t n, float sqrt_head_size, Masked&& masked) {
     for (int64_t j = 0; j < n; ++j) row[j] = masked(j) ? kAttentionMaskFill : row[j] / sqrt_head_size;
-    const float inv = 1.0f / detail::exp_shifted(row, detail::row_max(row, n), row, n);
+    const float inv = 1.0f / detail::exp_shifted<L>(row, detail::row_max<L>(row, n), row, n);
     for (int64_t j = 0; j < n; ++j) row[j] *= inv;
 }
 
@@ -200,27 +197,30 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t head
         float* pd = pr.dropout ? dropped.data() : nullptr;
         detail::parallel_for(pr.pairs(), pr.grain(), [&](int64_t begin, int64_t end) {
             BlockKeys block_keys;
-            for (int64_t p = begin; p < end; ++p) {
-                const std::vector<int64_t>& keys = block_keys.of(pr, p);
-                float* w = pw + p * pr.tq * pr.tk;
-                float* dropped_w = pr.dropout ? pd + p * pr.tq * pr.tk : w;
-                for (int64_t i0 = 0; i0 < pr.tq; i0 += kQueryBlock) {
-                    const int64_t rows = std::min(kQueryBlock, pr.tq - i0),
-                                  n = keys[static_cast<size_t>(i0 / kQueryBlock)];
-                    small_gemm(false, true, rows, n, pr.head_size, pq + pr.query_offset(p) + i0 * pr.width, pr.width,
-                               pk + pr.key_offset(p), pr.width, w + i0 * pr.tk, pr.tk);
-                    for (int64_t i = i0; i < i0 + rows; ++i) {
-                        float* row = w + i * pr.tk;
-                        pr.with_mask_row(p, i, [&](auto masked) {
-                            attention_weights_row(row, n, pr.sqrt_head_size, masked);
-                        });
-                        std::fill(row + n, row + pr.tk, 0.0f);  // keys no row of the block attends to
-                        if (pr.dropout) pr.dropout_mask.apply(row, dropped_w + i * pr.tk, n, pr.dropout_first(p, i));
+            with_isa_level([&](auto isa) {
+                for (int64_t p = begin; p < end; ++p) {
+                    const std::vector<int64_t>& keys = block_keys.of(pr, p);
+                    float* w = pw + p * pr.tq * pr.tk;
+                    float* dropped_w = pr.dropout ? pd + p * pr.tq * pr.tk : w;
+                    for (int64_t i0 = 0; i0 < pr.tq; i0 += kQueryBlock) {
+                        const int64_t rows = std::min(kQueryBlock, pr.tq - i0),
+                                      n = keys[static_cast<size_t>(i0 / kQueryBlock)];
+                        small_gemm(false, true, rows, n, pr.head_size, pq + pr.query_offset(p) + i0 * pr.width,
+                                   pr.width, pk + pr.key_offset(p), pr.width, w + i0 * pr.tk, pr.tk);
+                        for (int64_t i = i0; i < i0 + rows; ++i) {
+                            float* row = w + i * pr.tk;
+                            pr.with_mask_row(p, i, [&](auto masked) {
+                                attention_weights_row<decltype(isa)::value>(row, n, pr.sqrt_head_size, masked);
+                            });
+                            std::fill(row + n, row + pr.tk, 0.0f);  // keys no row of the block attends to
+                            if (pr.dropout)
+                                pr.dropout_mask.apply(row, dropped_w + i * pr.tk, n, pr.dropout_first(p, i));
+                        }
+                        small_gemm(false, false, rows, pr.head_size, n, dropped_w + i0 * pr.tk, pr.tk,
+                                   pv + pr.key_offset(p), pr.width, pc + pr.query_offset(p) + i0 * pr.width, pr.width);
                     }
-                    small_gemm(false, false, rows, pr.head_size, n, dropped_w + i0 * pr.tk, pr.tk,
-                               pv + pr.key_offset(p), pr.width, pc + pr.query_offset(p) + i0 * pr.width, pr.width);
                 }
-            }
+            });
         });
     }
     if (!needs_grad({q, k, v})) {
@@ -263,56 +263,58 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t head
             // A block's dropout factors, row by row: the mask drops the weights and, through the
             // same factors, the gradient of the dropped weights.
             std::vector<float> factors(b.dropout ? static_cast<size_t>(kQueryBlock * b.tk) : 0);
-            for (int64_t p = begin; p < end; ++p) {
-                const std::vector<int64_t>& keys = block_keys.of(b, p);
-                const float* w = pw + p * b.tq * b.tk;
-                float* s = ps + p * b.tq * b.tk;
-                const float* g_context = pg + b.query_offset(p);
-                const float* gw = pgw != nullptr ? pgw + p * b.tq * b.tk : nullptr;
-                // d v and d k sum over the blocks: start them at zero
-                for (int64_t j = 0; j < b.tk; ++j) {
-                    std::fill_n(gv_data + b.key_offset(p) + j * b.width, b.head_size, 0.0f);
-                    std::fill_n(gk_data + b.key_offset(p) + j * b.width, b.head_size, 0.0f);
-                }
-                for (int64_t i0 = 0; i0 < b.tq; i0 += kQueryBlock) {
-                    const int64_t rows = std::min(kQueryBlock, b.tq - i0),
-                                  n = keys[static_cast<size_t>(i0 / kQueryBlock)];
-                    float* sb = s + i0 * b.tk;
-                    const float* wb = w + i0 * b.tk;
-                    const float* gcb = g_context + i0 * b.width;
-                    const float* dropped = wb;
-                    if (b.dropout) {
-                        for (int64_t i = i0; i < i0 + rows; ++i) {
-                            float* f = factors.data() + (i - i0) * b.tk;
-                            b.dropout_mask.factors(f, n, b.dropout_first(p, i));
-                            multiply_rows(w + i * b.tk, f, s + i * b.tk, n);
+            with_isa_level([&](auto) {
+                for (int64_t p = begin; p < end; ++p) {
+                    const std::vector<int64_t>& keys = block_keys.of(b, p);
+                    const float* w = pw + p * b.tq * b.tk;
+                    float* s = ps + p * b.tq * b.tk;
+                    const float* g_context = pg + b.query_offset(p);
+                    const float* gw = pgw != nullptr ? pgw + p * b.tq * b.tk : nullptr;
+                    // d v and d k sum over the blocks: start them at zero
+                    for (int64_t j = 0; j < b.tk; ++j) {
+                        std::fill_n(gv_data + b.key_offset(p) + j * b.width, b.head_size, 0.0f);
+                        std::fill_n(gk_data + b.key_offset(p) + j * b.width, b.head_size, 0.0f);
+                    }
+                    for (int64_t i0 = 0; i0 < b.tq; i0 += kQueryBlock) {
+                        const int64_t rows = std::min(kQueryBlock, b.tq - i0),
+                                      n = keys[static_cast<size_t>(i0 / kQueryBlock)];
+                        float* sb = s + i0 * b.tk;
+                        const float* wb = w + i0 * b.tk;
+                        const float* gcb = g_context + i0 * b.width;
+                        const float* dropped = wb;
+                        if (b.dropout) {
+                            for (int64_t i = i0; i < i0 + rows; ++i) {
+                                float* f = factors.data() + (i - i0) * b.tk;
+                                b.dropout_mask.factors(f, n, b.dropout_first(p, i));
+                                multiply_rows(w + i * b.tk, f, s + i * b.tk, n);
+                            }
+                            dropped = sb;
                         }
-                        dropped = sb;
+                        // d v += dropout(weights)^T d context
+                        detail::gemm_block(true, false, n, b.head_size, rows, dropped, b.tk, gcb, b.width,
+                                           gv_data + b.key_offset(p), b.width, true);
+                        // d dropout(weights) = d context v^T, then back through dropout
+                        small_gemm(false, true, rows, n, b.head_size, gcb, b.width, pv + b.key_offset(p), b.width, sb,
+                                   b.tk);
+                        // d weights gains the weights' own gradient (when a loss used them); then the
+                        // scores' gradient. Keys past n have weight 0 in every row of the block.
+                        for (int64_t i = i0; i < i0 + rows; ++i) {
+                            float* sr = s + i * b.tk;
+                            if (b.dropout) scale_row(sr, factors.data() + (i - i0) * b.tk, n);
+                            if (gw != nullptr) add_row(sr, gw + i * b.tk, n);
+                            b.with_mask_row(p, i, [&](auto masked) {
+                                score_gradient_row(sr, w + i * b.tk, n, b.sqrt_head_size, masked);
+                            });
+                        }
+                        // d q = d scores k;  d k += d scores^T q
+                        small_gemm(false, false, rows, b.head_size, n, sb, b.tk, pk + b.key_offset(p), b.width,
+                                   gq_data + b.query_offset(p) + i0 * b.width, b.width);
+                        detail::gemm_block(true, false, n, b.head_size, rows, sb, b.tk,
+                                           pq + b.query_offset(p) + i0 * b.width, b.width, gk_data + b.key_offset(p),
+                                           b.width, true);
                     }
-                    // d v += dropout(weights)^T d context
-                    detail::gemm_block(true, false, n, b.head_size, rows, dropped, b.tk, gcb, b.width,
-                                       gv_data + b.key_offset(p), b.width, true);
-                    // d dropout(weights) = d context v^T, then back through dropout
-                    small_gemm(false, true, rows, n, b.head_size, gcb, b.width, pv + b.key_offset(p), b.width, sb,
-                               b.tk);
-                    // d weights gains the weights' own gradient (when a loss used them); then the
-                    // scores' gradient. Keys past n have weight 0 in every row of the block.
-                    for (int64_t i = i0; i < i0 + rows; ++i) {
-                        float* sr = s + i * b.tk;
-                        if (b.dropout) scale_row(sr, factors.data() + (i - i0) * b.tk, n);
-                        if (gw != nullptr) add_row(sr, gw + i * b.tk, n);
-                        b.with_mask_row(p, i, [&](auto masked) {
-                            score_gradient_row(sr, w + i * b.tk, n, b.sqrt_head_size, masked);
-                        });
-                    }
-                    // d q = d scores k;  d k += d scores^T q
-                    small_gemm(false, false, rows, b.head_size, n, sb, b.tk, pk + b.key_offset(p), b.width,
-                               gq_data + b.query_offset(p) + i0 * b.width, b.width);
-                    detail::gemm_block(true, false, n, b.head_size, rows, sb, b.tk,
-                                       pq + b.query_offset(p) + i0 * b.width, b.width, gk_data + b.key_offset(p),
-                                       b.width, true);
                 }
-            }
+            });
         });
         return std::vector<Tensor>{gq, gk, gv};
         },
@@ -325,8 +327,7 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t head
 
 namespace {
 
-#if defined(__AVX512F__)
-// With AVX-512 and heads a multiple of 16 wide, a row's scores and context in vector registers:
+// At the avx512 level and with heads a multiple of 16 wide, a row's scores and context in vector registers:
 // scores: for each key position, every head's 16-lane products side by side, then the lanes of up
 //         to 8 heads summed together by one tree of shuffles (sum_lanes), instead of one
 //         horizontal sum per head and position;
@@ -337,21 +338,22 @@ namespace {
 // shorter than a page, and the hardware's prefetchers stop at every page's end.
 constexpr int64_t kRowsAhead = 4;
 
-inline void prefetch_row(const float* row, int64_t bytes) {
+SEQGRAD_TARGET_AVX512 inline void prefetch_row(const float* row, int64_t bytes) {
     const char* p = reinterpret_cast<const char*>(row);
     for (int64_t b = 0; b < bytes; b += 64) _mm_prefetch(p + b, _MM_HINT_T0);
 }
 
+// The shuffles' zero-masking forms with every lane kept: GCC 12's plain forms start from an
+// undefined vector, which it then warns may be used uninitialized.
+constexpr __mmask16 kAll = 0xFFFF;
+
+// 128-bit quarters: halves(a0, a1) = [a0's two half-sums, a1's two half-sums].
+SEQGRAD_TARGET_AVX512 inline __m512 halves(__m512 x, __m512 y) {
+    return _mm512_add_ps(_mm512_maskz_shuffle_f32x4(kAll, x, y, 0x44), _mm512_maskz_shuffle_f32x4(kAll, x, y, 0xEE));
+}
+
 // s[h] = the sum of a[h]'s 16 lanes, for h < 8.
-inline void sum_lanes(const __m512 a[8], float s[8]) {
-    // The shuffles' zero-masking forms with every lane kept: GCC 12's plain forms start from an
-    // undefined vector, which it then warns may be used uninitialized.
-    constexpr __mmask16 kAll = 0xFFFF;
-    // 128-bit quarters: t01 = [a0's two half-sums, a1's two half-sums], and so on.
-    const auto halves = [](__m512 x, __m512 y) {
-        return _mm512_add_ps(_mm512_maskz_shuffle_f32x4(kAll, x, y, 0x44),
-                             _mm512_maskz_shuffle_f32x4(kAll, x, y, 0xEE));
-    };
+SEQGRAD_TARGET_AVX512 inline void sum_lanes(const __m512 a[8], float s[8]) {
     const __m512 t01 = halves(a[0], a[1]), t23 = halves(a[2], a[3]), t45 = halves(a[4], a[5]), t67 = halves(a[6], a[7]);
     // Quarter q of u0 holds a[q]'s four partial sums, of u1 a[q + 4]'s.
     const __m512 u0 = _mm512_add_ps(_mm512_maskz_shuffle_f32x4(kAll, t01, t23, 0x88),
@@ -372,8 +374,9 @@ inline void sum_lanes(const __m512 a[8], float s[8]) {
 // scores[h * length + j] = q_h . k_h (positions j in [0, length), key j at keys[j]), the raw score
 // that attention_weights_row scales and normalises. It asks for the key and value rows kRowsAhead
 // positions on, so that the values are in cache when gathered_context_avx512 reads them.
-void gathered_scores_avx512(const float* query, const float* const* keys, const float* const* values, int64_t length,
-                            int64_t heads, int64_t head_size, float* scores) {
+SEQGRAD_TARGET_AVX512 void gathered_scores_avx512(const float* query, const float* const* keys,
+                                                  const float* const* values, int64_t length, int64_t heads,
+                                                  int64_t head_size, float* scores) {
     const int64_t chunks = head_size / 16;
     const int64_t row_bytes = heads * head_size * static_cast<int64_t>(sizeof(float));
     for (int64_t j = 0; j < length; ++j) {
@@ -403,8 +406,8 @@ void gathered_scores_avx512(const float* query, const float* const* keys, const 
 }
 
 // out[h * head_size + e] = sum_j weights[h * length + j] * value_j[h * head_size + e].
-void gathered_context_avx512(const float* weights, const float* const* values, int64_t length, int64_t heads,
-                             int64_t head_size, float* out) {
+SEQGRAD_TARGET_AVX512 void gathered_context_avx512(const float* weights, const float* const* values, int64_t length,
+                                                   int64_t heads, int64_t head_size, float* out) {
     const int64_t chunks = head_size / 16, slots = heads * chunks;  // slot s: columns [16 s, 16 s + 16)
     for (int64_t s0 = 0; s0 < slots; s0 += 8) {
         const int64_t group = std::min<int64_t>(8, slots - s0);
@@ -422,7 +425,6 @@ void gathered_context_avx512(const float* weights, const float* const* values, i
             if (g < group) _mm512_storeu_ps(out + 16 * (s0 + g), acc[g]);
     }
 }
-#endif
 
 }  // namespace
 
@@ -476,53 +478,52 @@ Tensor gathered_attention(const Tensor& q, const Tensor& k, const Tensor& v, con
     // position order: reading one head's slice of every position, then the next head's, would
     // leave the hardware prefetcher a pattern it does not follow.
     const int64_t grain = std::max<int64_t>(1, 4096 / std::max<int64_t>(1, length * width));
-#if defined(__AVX512F__)
-    if (head_size % 16 == 0) {
-        detail::parallel_for(n, grain, [&](int64_t begin, int64_t end) {
-            std::vector<const float*> keys(static_cast<size_t>(length)), values(static_cast<size_t>(length));
+    detail::parallel_for(n, grain, [&](int64_t begin, int64_t end) {
+        std::vector<const float*> keys, values;
+        with_isa_level([&](auto isa) {
+            constexpr IsaLevel L = decltype(isa)::value;
             for (int64_t i = begin; i < end; ++i) {
+                const float* query = pq + i * width;
                 const int64_t* from = row_of + i * row_stride;
-                for (int64_t j = 0; j < length; ++j) {
-                    keys[static_cast<size_t>(j)] = pk + (from[j] * capacity + j) * width;
-                    values[static_cast<size_t>(j)] = pv + (from[j] * capacity + j) * width;
-                }
                 float* w = pw + i * heads * length;  // [heads, length]
-                gathered_scores_avx512(pq + i * width, keys.data(), values.data(), length, heads, head_size, w);
-                for (int64_t h = 0; h < heads; ++h)
-                    attention_weights_row(w + h * length, length, sqrt_head_size,
-                                          [&](int64_t j) { return masked(i, h, j); });
-                gathered_context_avx512(w, values.data(), length, heads, head_size, pc + i * width);
+                float* out = pc + i * width;
+                const auto weights_of_row = [&] {
+                    for (int64_t h = 0; h < heads; ++h)
+                        attention_weights_row<L>(w + h * length, length, sqrt_head_size,
+                                                 [&](int64_t j) { return masked(i, h, j); });
+                };
+                if constexpr (L == IsaLevel::avx512) {
+                    if (head_size % 16 == 0) {
+                        keys.resize(static_cast<size_t>(length));
+                        values.resize(static_cast<size_t>(length));
+                        for (int64_t j = 0; j < length; ++j) {
+                            keys[static_cast<size_t>(j)] = pk + (from[j] * capacity + j) * width;
+                            values[static_cast<size_t>(j)] = pv + (from[j] * capacity + j) * width;
+                        }
+                        gathered_scores_avx512(query, keys.data(), values.data(), length, heads, head_size, w);
+                        weights_of_row();
+                        gathered_context_avx512(w, values.data(), length, heads, head_size, out);
+                        continue;
+                    }
+                }
+                for (int64_t j = 0; j < length; ++j) {
+                    const float* key = pk + (from[j] * capacity + j) * width;
+                    for (int64_t h = 0; h < heads; ++h)
+                        w[h * length + j] = detail::dot(query + h * head_size, key + h * head_size, head_size);
+                }
+                weights_of_row();
+                for (int64_t j = 0; j < length; ++j) {
+                    const float* value = pv + (from[j] * capacity + j) * width;
+                    for (int64_t h = 0; h < heads; ++h) {
+                        const float a = w[h * length + j];
+                        float* o = out + h * head_size;
+                        const float* v = value + h * head_size;
+#pragma omp simd
+                        for (int64_t e = 0; e < head_size; ++e) o[e] += a * v[e];
+                    }
+                }
             }
         });
-        if (weights_out) *weights_out = weights;
-        return context;
-    }
-#endif
-    detail::parallel_for(n, grain, [&](int64_t begin, int64_t end) {
-        for (int64_t i = begin; i < end; ++i) {
-            const float* query = pq + i * width;
-            const int64_t* from = row_of + i * row_stride;
-            float* w = pw + i * heads * length;  // [heads, length]
-            for (int64_t j = 0; j < length; ++j) {
-                const float* key = pk + (from[j] * capacity + j) * width;
-                for (int64_t h = 0; h < heads; ++h)
-                    w[h * length + j] = detail::dot(query + h * head_size, key + h * head_size, head_size);
-            }
-            for (int64_t h = 0; h < heads; ++h)
-                attention_weights_row(w + h * length, length, sqrt_head_size,
-                                      [&](int64_t j) { return masked(i, h, j); });
-            float* out = pc + i * width;
-            for (int64_t j = 0; j < length; ++j) {
-                const float* value = pv + (from[j] * capacity + j) * width;
-                for (int64_t h = 0; h < heads; ++h) {
-                    const float a = w[h * length + j];
-                    float* o = out + h * head_size;
-                    const float* v = value + h * head_size;
-#pragma omp simd
-                    for (int64_t e = 0; e < head_size; ++e) o[e] += a * v[e];
-                }
-            }
-        }
     });
     if (weights_out) *weights_out = weights;
     return context;

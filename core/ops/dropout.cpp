@@ -13,8 +13,9 @@ Tensor apply_mask(const Tensor& in, const detail::DropoutMask& mask) {
     Tensor out = Tensor::empty(in.shape());
     const float* pi = in.data();
     float* po = out.data();
-    detail::parallel_for(in.numel(), detail::kElementwiseGrain,
-                         [&](int64_t begin, int64_t end) { mask.apply(pi + begin, po + begin, end - begin, begin); });
+    detail::parallel_for(in.numel(), detail::kElementwiseGrain, [&](int64_t begin, int64_t end) {
+        with_isa_level([&](auto) { mask.apply(pi + begin, po + begin, end - begin, begin); });
+    });
     return out;
 }
 

@@ -17,6 +17,9 @@ namespace seqgrad::detail {
 
 constexpr int64_t kElementwiseGrain = 1 << 15;  // elements per thread before going parallel
 
+// The elementwise maps below run their loop at the level isa_level() chose (isa_dispatch.h): f is
+// inlined into the level's copy of the loop and vectorised there (gelu's exp and erf included).
+
 // out[i] = f(x[i])
 template <typename F>
 Tensor map(const Tensor& x, F f) {
@@ -24,7 +27,9 @@ Tensor map(const Tensor& x, F f) {
     const float* px = x.data();
     float* po = out.data();
     parallel_for(x.numel(), kElementwiseGrain, [&](int64_t begin, int64_t end) {
-        for (int64_t i = begin; i < end; ++i) po[i] = f(px[i]);
+        with_isa_level([&](auto) {
+            for (int64_t i = begin; i < end; ++i) po[i] = f(px[i]);
+        });
     });
     return out;
 }
@@ -37,7 +42,9 @@ Tensor zip(const Tensor& a, const Tensor& b, F f) {
     const float* pb = b.data();
     float* po = out.data();
     parallel_for(a.numel(), kElementwiseGrain, [&](int64_t begin, int64_t end) {
-        for (int64_t i = begin; i < end; ++i) po[i] = f(pa[i], pb[i]);
+        with_isa_level([&](auto) {
+            for (int64_t i = begin; i < end; ++i) po[i] = f(pa[i], pb[i]);
+        });
     });
     return out;
 }
@@ -51,7 +58,9 @@ Tensor zip3(const Tensor& a, const Tensor& b, const Tensor& c, F f) {
     const float* pc = c.data();
     float* po = out.data();
     parallel_for(a.numel(), kElementwiseGrain, [&](int64_t begin, int64_t end) {
-        for (int64_t i = begin; i < end; ++i) po[i] = f(pa[i], pb[i], pc[i]);
+        with_isa_level([&](auto) {
+            for (int64_t i = begin; i < end; ++i) po[i] = f(pa[i], pb[i], pc[i]);
+        });
     });
     return out;
 }
@@ -92,19 +101,21 @@ Tensor broadcast_zip(const Tensor& a, const Tensor& b, const Shape& out_shape, F
     const float* pb = b.data();
     float* po = out.data();
     parallel_for(rows, std::max<int64_t>(1, kElementwiseGrain / inner), [&](int64_t begin, int64_t end) {
-        for (int64_t row = begin; row < end; ++row) {
-            int64_t rest = row, oa = 0, ob = 0;
-            for (size_t d = rank - 1; d-- > 0;) {
-                const int64_t idx = rest % out_shape[d];
-                rest /= out_shape[d];
-                oa += idx * sa[d];
-                ob += idx * sb[d];
+        with_isa_level([&](auto) {
+            for (int64_t row = begin; row < end; ++row) {
+                int64_t rest = row, oa = 0, ob = 0;
+                for (size_t d = rank - 1; d-- > 0;) {
+                    const int64_t idx = rest % out_shape[d];
+                    rest /= out_shape[d];
+                    oa += idx * sa[d];
+                    ob += idx * sb[d];
+                }
+                const float* ra = pa + oa;
+                const float* rb = pb + ob;
+                float* ro = po + row * inner;
+                for (int64_t j = 0; j < inner; ++j) ro[j] = f(ra[j * ia], rb[j * ib]);
             }
-            const float* ra = pa + oa;
-            const float* rb = pb + ob;
-            float* ro = po + row * inner;
-            for (int64_t j = 0; j < inner; ++j) ro[j] = f(ra[j * ia], rb[j * ib]);
-        }
+        });
     });
     return out;
 }
@@ -114,19 +125,20 @@ Tensor broadcast_zip(const Tensor& a, const Tensor& b, const Shape& out_shape, F
 // The largest of x[0, n), -inf if none; a NaN never wins. row_max_blocks also hands each block
 // of 64 elements to visit(begin, end, block), where block.above(t) says whether any of its
 // elements is greater than t (log_softmax_top_k's scan skips the blocks that hold nothing for it).
-// With AVX-512, each block's maximum is one vector of sixteen lanes and the running maximum
-// another, so a block costs a few instructions and no horizontal reduction; without, sixteen
+// At the avx512 level, each block's maximum is one vector of sixteen lanes and the running maximum
+// another, so a block costs a few instructions and no horizontal reduction; below it, sixteen
 // running maxima side by side that the compiler vectorises (a single running maximum would make
 // each comparison wait for the one before). row_max is row_max_blocks visiting nothing: the two
-// give the same value bit for bit.
-#if defined(__AVX512F__)
-struct BlockMax {
+// give the same value bit for bit. L is the level of the kernel calling (isa_dispatch.h).
+struct BlockMax16 {
     __m512 lanes;  // lane l: the largest of the block's elements l, l + 16, ... (-inf if none)
-    bool above(float t) const { return _mm512_cmp_ps_mask(lanes, _mm512_set1_ps(t), _CMP_GT_OQ) != 0; }
+    SEQGRAD_TARGET_AVX512 bool above(float t) const {
+        return _mm512_cmp_ps_mask(lanes, _mm512_set1_ps(t), _CMP_GT_OQ) != 0;
+    }
 };
 
 template <typename Visit>
-inline float row_max_blocks(const float* x, int64_t n, Visit&& visit) {
+SEQGRAD_TARGET_AVX512 inline float row_max_blocks16(const float* x, int64_t n, Visit& visit) {
     const __m512 none = _mm512_set1_ps(-INFINITY);
     // max_ps(a, b) gives b when a is NaN: new values go first, so a NaN is never kept.
     __m512 running = none;
@@ -142,36 +154,20 @@ inline float row_max_blocks(const float* x, int64_t n, Visit&& visit) {
             }
         }
         running = _mm512_maskz_max_ps(kAllLanes, block, running);
-        visit(j, std::min(n, j + 64), BlockMax{block});
+        visit(j, std::min(n, j + 64), BlockMax16{block});
     }
     return max_lanes16(running);
 }
 
-inline float row_max(const float* x, int64_t n) {
-    return row_max_blocks(x, n, [](int64_t, int64_t, const BlockMax&) {});
-}
-#else
-inline float row_max(const float* x, int64_t n) {
-    constexpr int64_t kLanes = 16;
-    float lanes[kLanes];
-    for (float& lane : lanes) lane = -INFINITY;
-    int64_t j = 0;
-    for (; j + kLanes <= n; j += kLanes)
-        for (int64_t l = 0; l < kLanes; ++l) lanes[l] = x[j + l] > lanes[l] ? x[j + l] : lanes[l];
-    float m = -INFINITY;
-    for (; j < n; ++j) m = x[j] > m ? x[j] : m;
-    for (const float lane : lanes) m = lane > m ? lane : m;
-    return m;
-}
-
-struct BlockMax {
+struct BlockMax1 {
     float value;  // the block's largest element
     bool above(float t) const { return value > t; }
 };
 
-// row_max's sixteen lanes and its tail, updated in row_max's order, so the maximum is its own.
+// Sixteen running maxima and the tail, updated in the same order whether or not blocks are
+// visited, so the maximum is the same either way.
 template <typename Visit>
-inline float row_max_blocks(const float* x, int64_t n, Visit&& visit) {
+inline float row_max_blocks1(const float* x, int64_t n, Visit& visit) {
     constexpr int64_t kLanes = 16;
     float lanes[kLanes];
     for (float& lane : lanes) lane = -INFINITY;
@@ -193,21 +189,30 @@ inline float row_max_blocks(const float* x, int64_t n, Visit&& visit) {
             m = x[i] > m ? x[i] : m;
         }
         for (const float lane : block) largest = lane > largest ? lane : largest;
-        visit(j, stop, BlockMax{largest});
+        visit(j, stop, BlockMax1{largest});
     }
     for (const float lane : lanes) m = lane > m ? lane : m;
     return m;
 }
-#endif
 
-// sum(exp(x - m)), and with Store the exponentials into y (which may be x). With AVX-512, two
-// sixteen-lane sums side by side (so an addition need not wait for the one before), then the
+template <IsaLevel L, typename Visit>
+inline float row_max_blocks(const float* x, int64_t n, Visit&& visit) {
+    if constexpr (L == IsaLevel::avx512) return row_max_blocks16(x, n, visit);
+    else return row_max_blocks1(x, n, visit);
+}
+
+template <IsaLevel L>
+inline float row_max(const float* x, int64_t n) {
+    return row_max_blocks<L>(x, n, [](int64_t, int64_t, const auto&) {});
+}
+
+// sum(exp(x - m)), and with Store the exponentials into y (which may be x). At the avx512 level,
+// two sixteen-lane sums side by side (so an addition need not wait for the one before), then the
 // elements past the last 32 sixteen at a time under a mask (attention's short rows are all
-// remainder); without, the compiler's vectorisation of the loop. Either way the order of
+// remainder); below it, the compiler's vectorisation of the loop. Either way the order of
 // additions depends on n alone, so exp_shifted and exp_sum agree bit for bit.
 template <bool Store>
-inline float exp_accumulate(const float* x, float m, float* y, int64_t n) {
-#if defined(__AVX512F__)
+SEQGRAD_TARGET_AVX512 inline float exp_accumulate16(const float* x, float m, float* y, int64_t n) {
     const __m512 shift = _mm512_set1_ps(m);
     __m512 sum0 = _mm512_setzero_ps(), sum1 = _mm512_setzero_ps();
     int64_t j = 0;
@@ -230,23 +235,35 @@ inline float exp_accumulate(const float* x, float m, float* y, int64_t n) {
         sum0 = _mm512_add_ps(sum0, e);
     }
     return sum_lanes16(_mm512_add_ps(sum0, sum1));
-#else
-    float total = 0;
+}
+
+template <IsaLevel L, bool Store>
+inline float exp_accumulate(const float* x, float m, float* y, int64_t n) {
+    if constexpr (L == IsaLevel::avx512) {
+        return exp_accumulate16<Store>(x, m, y, n);
+    } else {
+        float total = 0;
 #pragma omp simd reduction(+ : total)
-    for (int64_t j = 0; j < n; ++j) {
-        const float e = fast_exp(x[j] - m);
-        if constexpr (Store) y[j] = e;
-        total += e;
+        for (int64_t j = 0; j < n; ++j) {
+            const float e = fast_exp(x[j] - m);
+            if constexpr (Store) y[j] = e;
+            total += e;
+        }
+        return total;
     }
-    return total;
-#endif
 }
 
 // y = exp(x - m); returns sum(y). y may be x.
-inline float exp_shifted(const float* x, float m, float* y, int64_t n) { return exp_accumulate<true>(x, m, y, n); }
+template <IsaLevel L>
+inline float exp_shifted(const float* x, float m, float* y, int64_t n) {
+    return exp_accumulate<L, true>(x, m, y, n);
+}
 
 // sum(exp(x - m)) without storing the exponentials: exp_shifted's sum, added in the same order.
-inline float exp_sum(const float* x, float m, int64_t n) { return exp_accumulate<false>(x, m, nullptr, n); }
+template <IsaLevel L>
+inline float exp_sum(const float* x, float m, int64_t n) {
+    return exp_accumulate<L, false>(x, m, nullptr, n);
+}
 
 inline float dot(const float* a, const float* b, int64_t n) {
     float total = 0;

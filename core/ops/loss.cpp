@@ -38,22 +38,24 @@ Tensor cross_entropy(const Tensor& logits, const IntTensor& targets, int64_t ign
     float* plse = lse.data();
     std::vector<double> row_loss(static_cast<size_t>(n), 0.0);
     detail::parallel_for(n, std::max<int64_t>(1, detail::kElementwiseGrain / vocab), [&](int64_t begin, int64_t end) {
-        for (int64_t i = begin; i < end; ++i) {
-            if (pt[i] == ignore_index) continue;
-            const float* row = px + i * vocab;
-            float m = -INFINITY, total = 0, sum_x = 0;
+        with_isa_level([&](auto) {
+            for (int64_t i = begin; i < end; ++i) {
+                if (pt[i] == ignore_index) continue;
+                const float* row = px + i * vocab;
+                float m = -INFINITY, total = 0, sum_x = 0;
 #pragma omp simd reduction(max : m)
-            for (int64_t c = 0; c < vocab; ++c) m = std::max(m, row[c]);
+                for (int64_t c = 0; c < vocab; ++c) m = std::max(m, row[c]);
 #pragma omp simd reduction(+ : total, sum_x)
-            for (int64_t c = 0; c < vocab; ++c) {
-                total += detail::fast_exp(row[c] - m);
-                sum_x += row[c];
+                for (int64_t c = 0; c < vocab; ++c) {
+                    total += detail::fast_exp(row[c] - m);
+                    sum_x += row[c];
+                }
+                const double log_sum = m + std::log(static_cast<double>(total));
+                plse[i] = static_cast<float>(log_sum);
+                row_loss[static_cast<size_t>(i)] =
+                    (1 - eps) * (log_sum - row[pt[i]]) + eps * (log_sum - sum_x / static_cast<double>(vocab));
             }
-            const double log_sum = m + std::log(static_cast<double>(total));
-            plse[i] = static_cast<float>(log_sum);
-            row_loss[static_cast<size_t>(i)] =
-                (1 - eps) * (log_sum - row[pt[i]]) + eps * (log_sum - sum_x / static_cast<double>(vocab));
-        }
+        });
     });
     double total_loss = 0;  // summed in order: the same result for any number of threads
     for (double l : row_loss) total_loss += l;
@@ -70,18 +72,20 @@ Tensor cross_entropy(const Tensor& logits, const IntTensor& targets, int64_t ign
         float* pd = gx.data();
         detail::parallel_for(rows, std::max<int64_t>(1, detail::kElementwiseGrain / v),
                              [&](int64_t begin, int64_t end) {
-            for (int64_t i = begin; i < end; ++i) {
-                float* drow = pd + i * v;
-                if (pt[i] == ignore_index) {
-                    std::fill_n(drow, v, 0.0f);
-                    continue;
-                }
-                const float* row = px + i * v;
-                const float lse_i = plse[i], uniform = eps / static_cast<float>(v);
+            with_isa_level([&](auto) {
+                for (int64_t i = begin; i < end; ++i) {
+                    float* drow = pd + i * v;
+                    if (pt[i] == ignore_index) {
+                        std::fill_n(drow, v, 0.0f);
+                        continue;
+                    }
+                    const float* row = px + i * v;
+                    const float lse_i = plse[i], uniform = eps / static_cast<float>(v);
 #pragma omp simd
-                for (int64_t c = 0; c < v; ++c) drow[c] = scale * (detail::fast_exp(row[c] - lse_i) - uniform);
-                drow[pt[i]] -= scale * (1 - eps);
-            }
+                    for (int64_t c = 0; c < v; ++c) drow[c] = scale * (detail::fast_exp(row[c] - lse_i) - uniform);
+                    drow[pt[i]] -= scale * (1 - eps);
+                }
+            });
         });
         return std::vector<Tensor>{gx};
     });

@@ -105,8 +105,10 @@ LstmState lstm_cell(const Tensor& x, const LstmState& state, const Tensor& w_ih,
         float* __restrict pcn = c_next.data();
         detail::parallel_for(batch, std::max<int64_t>(1, detail::kElementwiseGrain / g4),
                              [=](int64_t begin, int64_t end) {
-            for (int64_t b = begin; b < end; ++b)
-                gates_forward<true>(pa + b * g4, pbias, pc + b * hidden, pcn + b * hidden, ph + b * hidden, hidden);
+            with_isa_level([&](auto) {
+                for (int64_t b = begin; b < end; ++b)
+                    gates_forward<true>(pa + b * g4, pbias, pc + b * hidden, pcn + b * hidden, ph + b * hidden, hidden);
+            });
         });
     }
 
@@ -125,9 +127,11 @@ LstmState lstm_cell(const Tensor& x, const LstmState& state, const Tensor& w_ih,
         float* __restrict pdc = dc.data();
         detail::parallel_for(batch, std::max<int64_t>(1, detail::kElementwiseGrain / g4),
                              [=](int64_t begin, int64_t end) {
-            for (int64_t b = begin; b < end; ++b)
-                gates_backward(pa + b * g4, pc + b * hidden, pcn + b * hidden, dh + b * hidden, dcn + b * hidden,
-                               pd + b * g4, pdc + b * hidden, hidden);
+            with_isa_level([&](auto) {
+                for (int64_t b = begin; b < end; ++b)
+                    gates_backward(pa + b * g4, pc + b * hidden, pcn + b * hidden, dh + b * hidden, dcn + b * hidden,
+                                   pd + b * g4, pdc + b * hidden, hidden);
+            });
         });
         Tensor dx, dh_prev, dw_ih, dw_hh, db;
         if (x.requires_grad()) {
@@ -199,21 +203,23 @@ LstmSequence lstm_sequence(const Tensor& input_gates, const Tensor& h0, const Te
         float* c_new = cs.data() + (s + 1) * batch * hidden;
         float* out = outputs.data();
         detail::parallel_for(batch, row_grain, [&](int64_t begin, int64_t end) {
-            for (int64_t b = begin; b < end; ++b) {
-                float* __restrict y = out + (b * steps + t) * hidden;
-                float* __restrict hn = h_new + b * hidden;
-                float* __restrict cn = c_new + b * hidden;
-                const float* __restrict hp = h_prev + b * hidden;
-                const float* __restrict cp = c_prev + b * hidden;
-                if (t >= length[static_cast<size_t>(b)]) {  // padding: the state passes through
-                    std::copy_n(hp, hidden, hn);
-                    std::copy_n(cp, hidden, cn);
-                    std::fill_n(y, hidden, 0.0f);
-                    continue;
+            with_isa_level([&](auto) {
+                for (int64_t b = begin; b < end; ++b) {
+                    float* __restrict y = out + (b * steps + t) * hidden;
+                    float* __restrict hn = h_new + b * hidden;
+                    float* __restrict cn = c_new + b * hidden;
+                    const float* __restrict hp = h_prev + b * hidden;
+                    const float* __restrict cp = c_prev + b * hidden;
+                    if (t >= length[static_cast<size_t>(b)]) {  // padding: the state passes through
+                        std::copy_n(hp, hidden, hn);
+                        std::copy_n(cp, hidden, cn);
+                        std::fill_n(y, hidden, 0.0f);
+                        continue;
+                    }
+                    gates_forward<false>(a + b * g4, nullptr, cp, cn, hn, hidden);
+                    std::copy_n(hn, hidden, y);
                 }
-                gates_forward<false>(a + b * g4, nullptr, cp, cn, hn, hidden);
-                std::copy_n(hn, hidden, y);
-            }
+            });
         });
     }
     Tensor h_n = Tensor::empty({batch, hidden}), c_n = Tensor::empty({batch, hidden});
@@ -240,21 +246,24 @@ LstmSequence lstm_sequence(const Tensor& input_gates, const Tensor& h0, const Te
             float* pdc = dc.data();
             float* pd_gates = d_gates.data();
             detail::parallel_for(batch, row_grain, [&](int64_t begin, int64_t end) {
-                for (int64_t b = begin; b < end; ++b) {
-                    float* __restrict drow = dg + b * g4;
-                    if (t >= length[static_cast<size_t>(b)]) {  // padding: dh and dc pass through
-                        std::fill_n(drow, g4, 0.0f);
-                        std::fill_n(pd_gates + (b * steps + t) * g4, g4, 0.0f);
-                        continue;
+                with_isa_level([&](auto) {
+                    for (int64_t b = begin; b < end; ++b) {
+                        float* __restrict drow = dg + b * g4;
+                        if (t >= length[static_cast<size_t>(b)]) {  // padding: dh and dc pass through
+                            std::fill_n(drow, g4, 0.0f);
+                            std::fill_n(pd_gates + (b * steps + t) * g4, g4, 0.0f);
+                            continue;
+                        }
+                        const float* go = g_out + (b * steps + t) * hidden;
+                        float* dhb = pdh + b * hidden;
+                        float* dcb = pdc + b * hidden;
+                        for (int64_t j = 0; j < hidden; ++j) dhb[j] += go[j];  // h's gradient, output included
+                        gates_backward(a + b * g4, c_prev + b * hidden, c_new + b * hidden, dhb, dcb, drow, dcb,
+                                       hidden);
+                        std::fill_n(dhb, hidden, 0.0f);  // replaced below by d gates W_hh
+                        std::copy_n(drow, g4, pd_gates + (b * steps + t) * g4);
                     }
-                    const float* go = g_out + (b * steps + t) * hidden;
-                    float* dhb = pdh + b * hidden;
-                    float* dcb = pdc + b * hidden;
-                    for (int64_t j = 0; j < hidden; ++j) dhb[j] += go[j];  // h's gradient, output included
-                    gates_backward(a + b * g4, c_prev + b * hidden, c_new + b * hidden, dhb, dcb, drow, dcb, hidden);
-                    std::fill_n(dhb, hidden, 0.0f);  // replaced below by d gates W_hh
-                    std::copy_n(drow, g4, pd_gates + (b * steps + t) * g4);
-                }
+                });
             });
             // dh before the step: d gates W_hh on real rows (padded rows have zero d gates and
             // keep the dh that passed through).

@@ -11,7 +11,8 @@ namespace seqgrad {
 
 namespace {
 
-// The kernels take their arrays as restrict-qualified parameters: read through a lambda's captures
+// The kernels run at the level isa_level() chose (with_isa_level, isa_dispatch.h), and take their
+// arrays as restrict-qualified parameters: read through a lambda's captures
 // instead, the pointers live behind references and GCC's `omp simd` loops reload them per lane
 // (gathers), several times slower.
 
@@ -99,7 +100,9 @@ Tensor layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, floa
     float* pm = mean.data();
     float* pr = rstd.data();
     detail::parallel_for(rows, std::max<int64_t>(1, detail::kElementwiseGrain / std::max<int64_t>(d, 1)),
-                         [&](int64_t begin, int64_t end) { forward_rows(px, pg, pb, py, pm, pr, begin, end, d, eps); });
+                         [&](int64_t begin, int64_t end) {
+        with_isa_level([&](auto) { forward_rows(px, pg, pb, py, pm, pr, begin, end, d, eps); });
+    });
     return record("layer_norm", out, {x, gamma, beta}, [x, gamma, beta, mean, rstd, rows, d](const Tensor& g) {
         // With xhat = (x - mean) * rstd and dxhat = g * gamma:
         //   dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat))
@@ -113,7 +116,7 @@ Tensor layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, floa
         float* pdx = gx.data();
         detail::parallel_for(rows, std::max<int64_t>(1, detail::kElementwiseGrain / std::max<int64_t>(d, 1)),
                              [&](int64_t begin, int64_t end) {
-            input_gradient_rows(px, pgo, pgam, pm, pr, pdx, begin, end, d);
+            with_isa_level([&](auto) { input_gradient_rows(px, pgo, pgam, pm, pr, pdx, begin, end, d); });
         });
         Tensor ggamma, gbeta;
         if (gamma.requires_grad() || beta.requires_grad()) {
@@ -124,7 +127,7 @@ Tensor layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, floa
             float* pgg = ggamma.data();
             float* pgb = gbeta.data();
             detail::parallel_for(d, 64, [&](int64_t j0, int64_t j1) {
-                parameter_gradient_columns(px, pgo, pm, pr, pgg, pgb, rows, d, j0, j1);
+                with_isa_level([&](auto) { parameter_gradient_columns(px, pgo, pm, pr, pgg, pgb, rows, d, j0, j1); });
             });
         }
         return std::vector<Tensor>{x.requires_grad() ? gx : Tensor(), ggamma, gbeta};

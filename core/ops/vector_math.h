@@ -6,9 +6,9 @@
 #include <bit>
 #include <cstdint>
 
-#if defined(__AVX512F__)
 #include <immintrin.h>
-#endif
+
+#include "seqgrad/core/isa_dispatch.h"
 
 namespace seqgrad::detail {
 
@@ -39,7 +39,9 @@ inline float fast_exp(float x) {
     return input != input ? input : (input < -87.0f ? 0.0f : (input > 88.7f ? __builtin_inff() : y));
 }
 
-#if defined(__AVX512F__)
+// The AVX-512 helpers below carry their level's target attribute: they run only from a kernel
+// that with_isa_level (isa_dispatch.h) called at the avx512 level.
+//
 // GCC 12 warns that the plain forms of some AVX-512 intrinsics use an uninitialized vector (they
 // start from an undefined one); their zero-masking forms with every lane kept are the same
 // instructions without the warning.
@@ -49,7 +51,7 @@ constexpr __mmask16 kAllLanes = 0xFFFF;
 // makes of fast_exp's products and sums, each lane equals fast_exp's result bit for bit). The
 // compiler's own vectorisation of fast_exp prefers 256-bit vectors on some CPUs, and a sum of many
 // exponentials then runs at half the speed.
-inline __m512 fast_exp16(__m512 input) {
+SEQGRAD_TARGET_AVX512 inline __m512 fast_exp16(__m512 input) {
     // min/max return their second operand when the first is NaN: NaN becomes 88, then is given
     // back at the end, as in fast_exp.
     __m512 x = _mm512_maskz_min_ps(kAllLanes, input, _mm512_set1_ps(88.0f));
@@ -76,27 +78,29 @@ inline __m512 fast_exp16(__m512 input) {
 }
 
 // The first `count` of sixteen lanes (all of them when count >= 16): a remainder's mask.
-inline __mmask16 first_lanes(int64_t count) { return count >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << count) - 1); }
+SEQGRAD_TARGET_AVX512 inline __mmask16 first_lanes(int64_t count) {
+    return count >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << count) - 1);
+}
 
-// op over the sixteen lanes of v, pairing them as halves, then quarters, then pairs, then
-// neighbours (lane i with lane i ^ 8, ^ 4, ^ 2, ^ 1): the same order for any op.
-template <typename Op>
-inline float reduce_lanes16(__m512 v, Op op) {
-    v = op(v, _mm512_maskz_shuffle_f32x4(kAllLanes, v, v, 0x4E));
-    v = op(v, _mm512_maskz_shuffle_f32x4(kAllLanes, v, v, 0xB1));
-    v = op(v, _mm512_maskz_permute_ps(kAllLanes, v, 0x4E));
-    v = op(v, _mm512_maskz_permute_ps(kAllLanes, v, 0xB1));
+// The sum (Max false) or the largest (Max true) of the sixteen lanes of v, pairing them as halves,
+// then quarters, then pairs, then neighbours (lane i with lane i ^ 8, ^ 4, ^ 2, ^ 1).
+template <bool Max>
+SEQGRAD_TARGET_AVX512 inline __m512 combine16(__m512 a, __m512 b) {
+    if constexpr (Max) return _mm512_maskz_max_ps(kAllLanes, a, b);
+    else return _mm512_add_ps(a, b);
+}
+
+template <bool Max>
+SEQGRAD_TARGET_AVX512 inline float reduce_lanes16(__m512 v) {
+    v = combine16<Max>(v, _mm512_maskz_shuffle_f32x4(kAllLanes, v, v, 0x4E));
+    v = combine16<Max>(v, _mm512_maskz_shuffle_f32x4(kAllLanes, v, v, 0xB1));
+    v = combine16<Max>(v, _mm512_maskz_permute_ps(kAllLanes, v, 0x4E));
+    v = combine16<Max>(v, _mm512_maskz_permute_ps(kAllLanes, v, 0xB1));
     return _mm512_cvtss_f32(v);
 }
 
-inline float sum_lanes16(__m512 v) {
-    return reduce_lanes16(v, [](__m512 a, __m512 b) { return _mm512_add_ps(a, b); });
-}
-
-inline float max_lanes16(__m512 v) {
-    return reduce_lanes16(v, [](__m512 a, __m512 b) { return _mm512_maskz_max_ps(kAllLanes, a, b); });
-}
-#endif
+SEQGRAD_TARGET_AVX512 inline float sum_lanes16(__m512 v) { return reduce_lanes16<false>(v); }
+SEQGRAD_TARGET_AVX512 inline float max_lanes16(__m512 v) { return reduce_lanes16<true>(v); }
 
 inline float fast_sigmoid(float x) { return 1.0f / (1.0f + fast_exp(-x)); }
 

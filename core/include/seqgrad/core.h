@@ -3,6 +3,7 @@
 
 #include "seqgrad/core/allocator.h"
 #include "seqgrad/core/autograd.h"
+#include "seqgrad/core/cpu.h"
 #include "seqgrad/core/error.h"
 #include "seqgrad/core/files.h"
 #include "seqgrad/core/gradcheck.h"
