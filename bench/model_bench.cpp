@@ -15,8 +15,10 @@
 //                                matrices and embeddings). Counters as train_step's.
 //   generate/gpt/baby            the baby shape continuing a one-token prompt by 256 tokens,
 //                                sampled at temperature 0.8, batch 1, weights packed as the
-//                                TextGenerator packs them: tokens_per_second; `/bf16` with
-//                                bfloat16 weights (`seqgrad generate --bf16`)
+//                                TextGenerator packs them: tokens_per_second, and the weights a
+//                                token reads per second (weights_GB_per_second; memory/sweep is a
+//                                plain read's rate); `/bf16` with bfloat16 weights
+//                                (`seqgrad generate --bf16`)
 //   phases/transformer/<shape>, phases/gpt/<cpu|baby>   the same steps timed by phase (zero_grad,
 //                                forward, backward, clipping and the optimizer) and by operation
 //                                inside the passes (core/profile.h); bench/phases.py prints the
@@ -439,6 +441,14 @@ void gpt_generate(benchmark::State& state, const GptShape& shape, Precision prec
         benchmark::DoNotOptimize(tokens);
     }
     set_plain_rate_counter(state, "tokens_per_second", static_cast<double>(tokens));
+    // Every token reads each weight matrix once (the token embedding whole, as the tied output's;
+    // one row of the positions'): the bytes a token streams from memory, against memory/sweep.
+    double bytes = 0;
+    for (const auto& [name, p] : model->named_parameters())
+        if (p.dim() == 2 && name.find("position") == std::string::npos)
+            bytes += static_cast<double>(p.numel()) * (precision == Precision::bf16 ? 2.0 : 4.0);
+    state.counters["weights_GB_per_second"] =
+        benchmark::Counter(bytes * static_cast<double>(tokens) * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
 }
 
 }  // namespace

@@ -28,6 +28,9 @@
 //                                        the input read and the output written each way (16 N)
 //   gelu/forward_backward/N              gelu of N floats and its backward; GB/s counts x read and
 //                                        y written, then x and dy read and dx written (20 N)
+//   memory/sweep/N                       a plain read of N bytes on seqgrad's threads: the memory's
+//                                        rate, which generate/gpt/baby's weights_GB_per_second
+//                                        (every weight read once a token) can at best reach
 //   The GB/s column counts compulsory memory traffic only: each input read once, each output
 //   written once (the byte counts are spelled out beside each benchmark below). Rows are small
 //   enough to stay in cache between an operation's passes over them, so this is the traffic
@@ -58,6 +61,7 @@
 #include <vector>
 
 #include "seqgrad/core/cpu.h"
+#include "seqgrad/core/isa_dispatch.h"
 #include "seqgrad/core/ops.h"
 #include "seqgrad/core/precision.h"
 #include "seqgrad/core/random.h"
@@ -356,6 +360,45 @@ void gelu_forward_backward(benchmark::State& state) {
     forward_backward(state, {state.range(0)}, 8, 20.0, [](const Tensor& x, Generator&) { return seqgrad::gelu(x); });
 }
 
+// A plain read of N bytes of floats, summed at seqgrad's kernel level and split over seqgrad's
+// threads as a packed product splits its weights: the rate at which memory hands over data that
+// is not in the caches (the array is larger than them), which decoding one token at a time, reading
+// every weight once, can at best reach.
+// The sum of x[0, n): 64 running sums side by side (4 to 16 vector registers), so that the loads,
+// not the additions waiting for each other, set the pace.
+float sum_of(const float* __restrict x, int64_t n) {
+    float lanes[64] = {};
+    int64_t i = 0;
+    for (; i + 64 <= n; i += 64)
+#pragma omp simd
+        for (int64_t j = 0; j < 64; ++j) lanes[j] += x[i + j];
+    float total = 0;
+    for (; i < n; ++i) total += x[i];
+    for (const float lane : lanes) total += lane;
+    return total;
+}
+
+void memory_sweep(benchmark::State& state) {
+    const int64_t n = state.range(0) / static_cast<int64_t>(sizeof(float));
+    std::vector<float> data(static_cast<size_t>(n), 1.0f);
+    const int threads = seqgrad::get_num_threads();
+    std::vector<float> sums(static_cast<size_t>(threads));
+    const float* pd = data.data();
+    float* ps = sums.data();
+    for (auto _ : state) {
+        seqgrad::parallel_for(threads, 1, [&](int64_t begin, int64_t end) {
+            for (int64_t t = begin; t < end; ++t) {
+                const int64_t first = n * t / threads, last = n * (t + 1) / threads;
+                seqgrad::with_isa_level([&](auto) { ps[t] = sum_of(pd + first, last - first); });
+            }
+        });
+        benchmark::DoNotOptimize(sums.data());
+        benchmark::ClobberMemory();
+    }
+    state.counters["GB_per_second"] =
+        benchmark::Counter(static_cast<double>(state.range(0)) * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+}
+
 // ---- registration and start-up ----
 
 using BenchmarkFn = void (*)(benchmark::State&);
@@ -395,6 +438,8 @@ void register_op_benchmarks() {
     register_rows("dropout/forward_backward", dropout_forward_backward, {{64 * 256 * 384}, {64 * 1024}});
     // the baby GPT's feed-forward activation [64, 256, 1536]; one that stays in the caches
     register_rows("gelu/forward_backward", gelu_forward_backward, {{64 * 256 * 1536}, {64 * 1024}});
+    // the baby GPT's weights (about 42 MB) and twice that, past the caches of the machines measured
+    register_rows("memory/sweep", memory_sweep, {{42 << 20}, {84 << 20}});
 }
 
 double sgemm_peak_flops() {

@@ -10,6 +10,11 @@
 // row reads them at about half that rate (the products of a GPT sampling one token: 18 GB/s against
 // 38-43 on one core of an AMD EPYC). Every block's results are dense rows, so that oneDNN lays
 // every block out in the panels rows_by_hand reads, on any number of threads.
+//
+// Below AVX-512, oneDNN's float32 kernels have no such layout and copy panels at every product, as
+// sgemm does. There float32 weights are laid out by seqgrad itself instead (own_panels): each block
+// as panels of 16 columns, [in][16] each, read by panel_rows at the CPU's level (two 8-lane sums a
+// row at AVX2) for up to four rows; more rows run sgemm on the weights as they are.
 #include "seqgrad/core/packed.h"
 
 #include <algorithm>
@@ -26,7 +31,10 @@
 #include "ops/vector_math.h"
 #include "parallel.h"
 #include "seqgrad/core/autograd.h"
+#include "seqgrad/core/cpu.h"
 #include "seqgrad/core/error.h"
+#include "seqgrad/core/isa_dispatch.h"
+#include "seqgrad/core/ops.h"
 
 #ifdef SEQGRAD_HAVE_DNNL
 #include "onednn.h"
@@ -92,6 +100,7 @@ constexpr size_t kMaxKernels = 64;   // kernels kept per block, one per row coun
 constexpr int64_t kBlockAlign = 16;  // column blocks start at multiples of this
 constexpr int64_t kPanel = 64;       // float32: the columns of one panel of oneDNN's layout, below
 constexpr int64_t kRowsByHand = 4;   // float32 products of at most this many rows run rows_by_hand
+constexpr int64_t kOwnPanel = 16;    // columns of one panel of seqgrad's own float32 layout
 
 // What x and the packed W hold; W's rows are read from float32 for bf16 (the reorder rounds them).
 dt input_type(Precision p) { return p == Precision::int8 ? dt::s8 : p == Precision::bf16 ? dt::bf16 : dt::f32; }
@@ -167,12 +176,39 @@ SEQGRAD_TARGET_AVX512 void rows_by_hand(const float* panels, int64_t stride, int
     }
 }
 
+// rows_by_hand's sums on seqgrad's own panels of kOwnPanel columns ([in][16], `stride` floats from
+// one to the next, the last padded with zeros), written once as plain C++ for with_isa_level to
+// compile at each level: the R x 16 sums stay in registers (R x 2 at AVX2, R x 4 with SSE), the
+// inputs taken in order, the bias added after.
+template <int R>
+void panel_rows(const float* __restrict panels, int64_t stride, int64_t in, int64_t cols, const float* __restrict x,
+                const float* __restrict bias, float* __restrict y, int64_t out) {
+    for (int64_t c0 = 0; c0 < cols; c0 += kOwnPanel) {
+        const float* w = panels + (c0 / kOwnPanel) * stride;
+        float acc[R][kOwnPanel] = {};
+        for (int64_t k = 0; k < in; ++k, w += kOwnPanel)
+            for (int r = 0; r < R; ++r) {
+                const float xr = x[r * in + k];
+#pragma omp simd
+                for (int64_t j = 0; j < kOwnPanel; ++j) acc[r][j] += w[j] * xr;
+            }
+        const int64_t left = std::min(kOwnPanel, cols - c0);
+        for (int r = 0; r < R; ++r)
+            for (int64_t j = 0; j < left; ++j)
+                y[r * out + c0 + j] = acc[r][j] + (bias != nullptr ? bias[c0 + j] : 0.0f);
+    }
+}
+
 }  // namespace
 
 struct PackedMatrix::Impl {
     Precision precision = Precision::float32;
     int64_t out = 0, in = 0;
     std::vector<float> scales;  // int8
+    // Float32 below AVX-512: seqgrad's own panels (Block::own) for up to kRowsByHand rows, and the
+    // weights as they are for sgemm beyond.
+    bool own_panels = false;
+    Tensor weight;
 
     struct Kernel {
         dnnl::matmul matmul;
@@ -185,6 +221,7 @@ struct PackedMatrix::Impl {
         dnnl::memory::desc layout;
         dnnl::memory packed;
         int64_t panel_stride = 0;  // float32 in panels that rows_by_hand reads (panel_stride()); else 0
+        std::vector<float> own;    // own_panels: the block's columns, panels of kOwnPanel, [in][16] each
         std::mutex mutex;
         std::map<std::pair<int64_t, bool>, std::shared_ptr<const Kernel>> kernels;  // by (rows, bias)
     };
@@ -258,6 +295,22 @@ struct PackedMatrix::Impl {
     // scales), on the calling thread. Int8 sums go to the block's dense part of `parts` first.
     void run(Block& block, int64_t rows, const void* x, const float* row_scales, const float* bias, int32_t* parts,
              float* y) const {
+        if (own_panels) {  // at most kRowsByHand rows: linear_packed gives more to sgemm
+            const auto* px = static_cast<const float*>(x);
+            const float* b = bias != nullptr ? bias + block.first : nullptr;
+            float* yb = y + block.first;
+            const float* panels = block.own.data();
+            const int64_t s = in * kOwnPanel;
+            with_isa_level([&](auto) {
+                switch (rows) {
+                    case 1: return panel_rows<1>(panels, s, in, block.cols, px, b, yb, out);
+                    case 2: return panel_rows<2>(panels, s, in, block.cols, px, b, yb, out);
+                    case 3: return panel_rows<3>(panels, s, in, block.cols, px, b, yb, out);
+                    default: return panel_rows<4>(panels, s, in, block.cols, px, b, yb, out);
+                }
+            });
+            return;
+        }
         // The panels are oneDNN's AVX-512 layout; seqgrad's own loop reads them at the avx512 level.
         if (precision == Precision::float32 && block.panel_stride > 0 && rows <= kRowsByHand &&
             isa_level() == IsaLevel::avx512) {
@@ -346,11 +399,11 @@ struct PackedMatrix::Impl {
 
 bool packing_available(Precision precision) {
     if (!packing_enabled.load(std::memory_order_relaxed)) return false;
-    // Float32 pays only with a kernel that reads the packed layout as it is (brgemm, AVX-512 and
-    // newer); oneDNN's other float32 kernels copy panels at every product, as sgemm does. Bf16 needs
+    // Float32 on oneDNN pays only with a kernel that reads the packed layout as it is (brgemm,
+    // AVX-512 and newer); elsewhere seqgrad lays it out in panels of its own (own_panels). Bf16 needs
     // the CPU's bfloat16 instructions (precision.h).
     if (precision == Precision::bf16) return bf16_available();
-    return precision == Precision::int8 || packed_kernel_name(Precision::float32).rfind("brg", 0) == 0;
+    return true;
 }
 
 void set_packing_enabled(bool enabled) { packing_enabled.store(enabled, std::memory_order_relaxed); }
@@ -370,7 +423,10 @@ int int8_weight_levels() {
     return levels;
 }
 
-std::string packed_kernel_name(Precision precision) {
+namespace {
+
+// The kernel oneDNN runs for `precision` here, or why it has none.
+const std::string& onednn_packed_kernel(Precision precision) {
     static std::string names[3];
     static std::once_flag once[3];
     const int i = static_cast<int>(precision);
@@ -383,6 +439,18 @@ std::string packed_kernel_name(Precision precision) {
         }
     });
     return names[i];
+}
+
+// Whether float32 weights take oneDNN's layout (its brgemm kernel's), else seqgrad's own panels.
+bool float32_on_onednn() { return onednn_packed_kernel(Precision::float32).rfind("brg", 0) == 0; }
+
+}  // namespace
+
+std::string packed_kernel_name(Precision precision) {
+    if (precision == Precision::float32 && !float32_on_onednn())
+        return std::string("seqgrad panels (") + isa_level_name(isa_level()) + "; sgemm beyond " +
+               std::to_string(kRowsByHand) + " rows)";
+    return onednn_packed_kernel(precision);
 }
 
 PackedMatrix::PackedMatrix(const Tensor& weight, Precision precision) : impl_(std::make_unique<Impl>()) {
@@ -411,6 +479,27 @@ PackedMatrix::PackedMatrix(const Tensor& weight, Precision precision) : impl_(st
     const int64_t threads = std::max<int64_t>(1, std::min<int64_t>(get_num_threads(), m.out / kBlockAlign));
     const int64_t width = (m.out + threads - 1) / threads;
     const int64_t step = (width + kBlockAlign - 1) / kBlockAlign * kBlockAlign;
+    if (precision == Precision::float32 && !float32_on_onednn()) {
+        // Seqgrad's own panels: block columns [first, first + cols) as panels of kOwnPanel columns,
+        // element (k, j) of panel p holding W[first + 16 p + j, k], zeros past the last column.
+        m.own_panels = true;
+        m.weight = weight.detach();
+        const float* w = weight.data();
+        for (int64_t first = 0; first < m.out; first += step) {
+            auto block = std::make_unique<Impl::Block>();
+            block->first = first;
+            block->cols = std::min(step, m.out - first);
+            const int64_t panels = (block->cols + kOwnPanel - 1) / kOwnPanel;
+            block->own.assign(static_cast<size_t>(panels * m.in * kOwnPanel), 0.0f);
+            for (int64_t c = 0; c < block->cols; ++c) {
+                float* panel = block->own.data() + (c / kOwnPanel) * m.in * kOwnPanel + c % kOwnPanel;
+                const float* row = w + (first + c) * m.in;
+                for (int64_t k = 0; k < m.in; ++k) panel[k * kOwnPanel] = row[k];
+            }
+            m.blocks.push_back(std::move(block));
+        }
+        return;
+    }
     try {
         dnnl::stream stream(cpu_engine());
         for (int64_t first = 0; first < m.out; first += step) {
@@ -481,6 +570,7 @@ Tensor linear_packed(const Tensor& x, const PackedMatrix& weight, const Tensor& 
     if (rows == 0) return y;
 #ifdef SEQGRAD_HAVE_DNNL
     const PackedMatrix::Impl& m = weight.impl();
+    if (m.own_panels && rows > kRowsByHand) return linear(x, m.weight, bias);
     const bool int8 = m.precision == Precision::int8;
     const bool bf16 = m.precision == Precision::bf16;
     const float* pb = bias.defined() ? bias.data() : nullptr;

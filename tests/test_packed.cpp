@@ -212,14 +212,21 @@ TEST_CASE("packed products do not depend on the number of threads they run on", 
     const int threads = get_num_threads();
     set_num_threads(2);
     const PackedMatrix q(w, Precision::int8), f(w, Precision::float32);
+    const Tensor few = random_tensor({3, 256}, 7, -1.0f, 1.0f, false);  // a beam's rows
     const Tensor q2 = linear_packed(x, q, Tensor()), f2 = linear_packed(x, f, Tensor());
+    const Tensor few2 = linear_packed(few, f, Tensor());
     set_num_threads(1);
     const Tensor q1 = linear_packed(x, q, Tensor()), f1 = linear_packed(x, f, Tensor());
+    const Tensor few1 = linear_packed(few, f, Tensor());
     // Packed on one thread (one block): int8 sums are exact, so the blocks cannot change them.
     const Tensor q_one_block = linear_packed(x, PackedMatrix(w, Precision::int8), Tensor());
     set_num_threads(threads);
     REQUIRE(max_abs_diff(q1, q2) == 0);
-    REQUIRE(max_abs_diff(f1, f2) == 0);
+    REQUIRE(max_abs_diff(few1, few2) == 0);
+    // Beyond four rows seqgrad's own float32 panels (below AVX-512) hand the product to sgemm,
+    // whose sums may be ordered by its blocks; oneDNN's packed kernel keeps them.
+    if (packed_kernel_name(Precision::float32).rfind("seqgrad", 0) == 0) REQUIRE(max_abs_diff(f1, f2) < 1e-4f);
+    else REQUIRE(max_abs_diff(f1, f2) == 0);
     REQUIRE(max_abs_diff(q_one_block, q2) == 0);
 }
 
