@@ -318,3 +318,36 @@ TEST_CASE("a packed Transformer uses its packed weights without grad and float32
     fresh->unpack_weights();
     REQUIRE(max_abs_diff(model->logits(src, tgt_in), fresh->logits(src, tgt_in)) == 0);
 }
+
+TEST_CASE("a packed GPT gives its float32 logits, and nearly them in int8 and bf16", "[packed][models][gpt]") {
+    if (!have_onednn()) return;
+    for (const char* fixture : {"gpt_learned.safetensors", "gpt_rope_nobias.safetensors"}) {
+        INFO(fixture);
+        IntTensor src, tokens;
+        auto model = fixture_model(fixture, src, tokens);
+        NoGradGuard no_grad;
+        const Tensor exact = model->logits(src, tokens);
+        model->pack_weights(Precision::float32);
+        REQUIRE(model->weights_packed());  // every CPU: oneDNN's panels, or seqgrad's own
+        REQUIRE(max_abs_diff(model->logits(src, tokens), exact) < 1e-5f);
+        // A row at a time, as sampling reads it: the products of one row go through rows_by_hand or
+        // panel_rows, not the many-row kernel the whole batch takes.
+        const IntTensor one =
+            IntTensor::from_vector(std::vector<int64_t>(tokens.data(), tokens.data() + tokens.size(1)),
+                                   {1, tokens.size(1)});
+        const Tensor row_exact = slice(exact, 0, 0, 1);
+        REQUIRE(max_abs_diff(model->logits(IntTensor::zeros({1, 0}), one), row_exact) < 1e-5f);
+        model->pack_weights(Precision::int8);
+        const float int8_error = max_abs_diff(model->logits(src, tokens), exact);
+        CHECK(int8_error > 0);
+        CHECK(int8_error < 0.1f);
+        if (packing_available(Precision::bf16)) {
+            model->pack_weights(Precision::bf16);
+            const float bf16_error = max_abs_diff(model->logits(src, tokens), exact);
+            CHECK(bf16_error > 0);
+            CHECK(bf16_error < 0.1f);
+        } else {
+            CHECK_THAT(error_of([&] { model->pack_weights(Precision::bf16); }), Catch::Contains("bf16"));
+        }
+    }
+}

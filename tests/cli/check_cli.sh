@@ -20,18 +20,11 @@ grep -q "FAIL /nonexistent.safetensors: .*nonexistent.safetensors" <<< "$out" \
   || fail "no message naming the missing file"
 [ "$(echo "$out" | tail -n 1)" = "1 passed, 1 failed" ] || fail "wrong summary for a missing file"
 
-# In bfloat16, judged by relative L2 error, on a CPU with bfloat16 instructions (AVX512_BF16; every
-# CPU with AMX has it) when neither seqgrad's level nor oneDNN's is capped below them; elsewhere
-# refused in one sentence. Which of the two is decided from the CPU's flags, not from the output.
-bf16_expected=no
-if grep -qw avx512_bf16 /proc/cpuinfo 2>/dev/null; then
-  case "${SEQGRAD_MAX_CPU_ISA:-avx512}" in avx512|AVX512) bf16_expected=yes ;; esac
-  case "${ONEDNN_MAX_CPU_ISA:-ALL}" in ALL|all|AVX512_CORE_BF16|AVX512_CORE_AMX|avx512_core_bf16|avx512_core_amx) ;;
-    *) bf16_expected=no ;; esac
-fi
+# In bfloat16, judged by relative L2 error, where bfloat16 products run (bf16_expected, lib.sh);
+# elsewhere refused in one sentence.
 out=$("$seqgrad" check --bf16 "$fixtures"/gpt_learned.safetensors "$fixtures"/transformer_pre_gelu_ls.safetensors 2>&1)
 status=$?
-if [ $bf16_expected = no ]; then
+if ! bf16_expected; then
   refused "check --bf16 without bfloat16 instructions (or capped below them)" $status "$out" "bf16 needs"
   grep -q "primitive descriptor" <<< "$out" && fail "check --bf16 gave oneDNN's error, not a sentence: $out"
 else

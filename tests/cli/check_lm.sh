@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # A language model end to end: `seqgrad train --model gpt --text`, its report (the split, the
-# validation loss as nats, perplexity and bits per character), `eval --text`, `generate` (the text
-# written as it is made, the same for the same seed, tokens per second), `summary --model gpt`; and
-# the bad inputs, each refused with a clear message and a status from 1 to 127, nothing written: an
-# empty text, a text shorter than one window, invalid UTF-8, a prompt with unknown symbols under
-# --strict, a temperature below 0, a top-p outside (0, 1], a top-k below 1, --text with a
-# sequence-to-sequence model, a context above the model's.
+# validation loss as nats, perplexity and bits per character), `eval` (the run's last figures again;
+# --text's own count of tokens, figures that agree with each other, another text another loss),
+# `generate` (the text written as it is made, the same for the same seed, tokens per second; int8
+# and bf16 weights), `summary --model gpt`; and the bad inputs, each refused with a clear message
+# and a status from 1 to 127, nothing written: an empty text, a text shorter than one window,
+# invalid UTF-8, a prompt with unknown symbols under --strict, a temperature below 0, a top-p outside
+# (0, 1], a top-k below 1, --text with a sequence-to-sequence model, a context above the model's,
+# eval of a one-token text, with --split test, --metric or --test, or of two models.
 set -uo pipefail
 seqgrad=$1
 work=$2
@@ -23,19 +25,43 @@ out=$("$seqgrad" train "${tiny[@]}" --text "$work/text.txt" --max-steps 40 --eva
 [ $status -eq 0 ] || fail "training a GPT exited $status: $out"
 grep -q "characters to train on, .* to validate on (the last 10% of $work/text.txt)" <<< "$out" \
   || fail "the start line does not give the split: $out"
-grep -q "dev after step 20 .*: loss [0-9.]* nats  perplexity [0-9.]*  [0-9.]* bits per character" <<< "$out" \
+figures="loss [0-9]+\.[0-9]+ nats  perplexity [0-9]+\.[0-9]+  [0-9]+\.[0-9]+ bits per character  \([0-9]+ tokens\)"
+grep -qE "dev after step 20 .*: $figures" <<< "$out" \
   || fail "no validation loss in nats, perplexity and bits per character: $out"
+last_dev=$(grep -oE "dev after step 40 .*: $figures" <<< "$out" | grep -oE "$figures")
+[ -n "$last_dev" ] || fail "no validation loss after step 40: $out"
 grep -q "Best dev loss" <<< "$out" || fail "no best validation loss: $out"
 [ -f "$work/lm/best.safetensors" ] || fail "no best weights"
 
-# eval --text: the same figures for any text; the run's validation text by default.
+# figures_of NAME OUTPUT CHARACTERS: OUTPUT's figures hold together for a text of CHARACTERS
+# characters: a loss over each character but the first (given), perplexity e^loss, and bits per
+# character loss x tokens / (characters x ln 2), each within the rounding of four or five digits.
+figures_of() {
+  [[ $2 =~ loss\ ([0-9.]+)\ nats\ \ perplexity\ ([0-9.]+)\ \ ([0-9.]+)\ bits\ per\ character\ \ \(([0-9]+)\ tokens ]] \
+    || fail "$1: no figures in: $2"
+  local loss=${BASH_REMATCH[1]} perplexity=${BASH_REMATCH[2]} bits=${BASH_REMATCH[3]} tokens=${BASH_REMATCH[4]}
+  [ "$tokens" -eq $(($3 - 1)) ] || fail "$1: $tokens tokens for a text of $3 characters (expected $(($3 - 1)))"
+  awk -v l="$loss" -v p="$perplexity" -v b="$bits" -v t="$tokens" -v c="$3" 'function abs(x) { return x < 0 ? -x : x }
+    BEGIN { exit !(abs(exp(l) - p) <= 2e-4 * p + 1e-3 && abs(l * t / (c * log(2)) - b) <= 2e-4 * b + 1e-3) }' \
+    || fail "$1: loss $loss, perplexity $perplexity and $bits bits per character do not agree over $3 characters"
+}
+
+# eval: the run's validation text by default, as the run last measured it (the same weights);
+# --text reads that text (its count of tokens, and a text the model never saw scores otherwise).
 out=$("$seqgrad" eval --checkpoint "$work/lm" --threads 1 2>&1); status=$?
 [ $status -eq 0 ] || fail "eval of the run's validation text exited $status: $out"
-grep -q "loss [0-9.]* nats  perplexity" <<< "$out" || fail "eval printed no loss: $out"
+grep -qF "the run's validation text ($work/lm/best.safetensors, step 40): $last_dev" <<< "$out" \
+  || fail "eval of the validation text does not repeat the run's last figures ($last_dev): $out"
 head -n 50 "$work/text.txt" > "$work/other.txt"
 out=$("$seqgrad" eval --checkpoint "$work/lm" --text "$work/other.txt" --threads 1 2>&1); status=$?
 [ $status -eq 0 ] || fail "eval --text exited $status: $out"
-grep -q "bits per character" <<< "$out" || fail "eval --text printed no bits per character: $out"
+figures_of "eval --text" "$out" "$(wc -m < "$work/other.txt")"
+seen=$(grep -oE "loss [0-9.]+" <<< "$out")
+printf 'qqqq zzzz xxxx qqqq zzzz xxxx\n%.0s' $(seq 1 20) > "$work/unseen.txt"
+out=$("$seqgrad" eval --checkpoint "$work/lm" --text "$work/unseen.txt" --threads 1 2>&1); status=$?
+[ $status -eq 0 ] || fail "eval --text of an unseen text exited $status: $out"
+figures_of "eval --text (an unseen text)" "$out" "$(wc -m < "$work/unseen.txt")"
+[ "$(grep -oE "loss [0-9.]+" <<< "$out")" != "$seen" ] || fail "two texts scored the same $seen: --text ignored?"
 
 # generate: the prompt and its continuation; the same seed writes the same text, another seed
 # another; temperature 0 repeats; the speed goes to standard error.
@@ -51,6 +77,21 @@ c=$("${gen[@]}" --max-tokens 60 --prompt "the cat" --seed 4 --temperature 1.5 2>
 g1=$("${gen[@]}" --temperature 0 --max-tokens 100 2> /dev/null)  # past the context of 32: the window slides
 g2=$("${gen[@]}" --temperature 0 --max-tokens 100 --seed 9 2> /dev/null)
 [ "$g1" = "$g2" ] && [ ${#g1} -gt 90 ] || fail "greedy generation did not repeat: '$g1' and '$g2'"
+# --int8 and --bf16 sample from reduced-precision weights: the prompt continued, the same for the
+# same seed; bf16 only where bfloat16 products run (bf16_expected, lib.sh), else refused.
+i1=$("${gen[@]}" --int8 --max-tokens 40 --prompt "the cat" --seed 3 2> "$work/gen8.err"); status=$?
+[ $status -eq 0 ] && [[ "$i1" == "the cat"* ]] && [ ${#i1} -gt 30 ] \
+  || fail "generate --int8 exited $status: $i1 $(cat "$work/gen8.err")"
+i2=$("${gen[@]}" --int8 --max-tokens 40 --prompt "the cat" --seed 3 2> /dev/null)
+[ "$i1" = "$i2" ] || fail "generate --int8 wrote two texts for one seed: '$i1' and '$i2'"
+out=$("${gen[@]}" --bf16 --max-tokens 40 --prompt "the cat" --seed 3 2>&1); status=$?
+if bf16_expected; then
+  [ $status -eq 0 ] && [[ "$out" == "the cat"* ]] || fail "generate --bf16 exited $status: $out"
+else
+  refused "generate --bf16 without bfloat16 products" $status "$out" "bf16 needs"
+fi
+out=$("${gen[@]}" --int8 --bf16 2>&1); status=$?
+refused "generate with both --int8 and --bf16" $status "$out" "excludes"
 printf 'the dog' > "$work/prompt.txt"
 out=$("${gen[@]}" --prompt-file "$work/prompt.txt" --num-samples 2 2> /dev/null); status=$?
 [ $status -eq 0 ] && [ "$(grep -c '^the dog' <<< "$out")" -eq 2 ] || fail "--prompt-file --num-samples 2: $out"
@@ -100,6 +141,17 @@ expect_refused "a top-k of 0" "top-k" "${gen[@]}" --top-k 0
 expect_refused "a context above the model's" "above the model's, 32" "${gen[@]}" --context 64
 expect_refused "eval with a context above the model's" "context" \
   "$seqgrad" eval --checkpoint "$work/lm" --context 64 --threads 1
+printf 'a' > "$work/one.txt"
+expect_refused "eval of a text of one token" "one.txt: the text has 1 tokens; a loss needs at least 2" \
+  "$seqgrad" eval --checkpoint "$work/lm" --text "$work/one.txt" --threads 1
+expect_refused "eval --split test of a language model" "a language model's run has a validation text only" \
+  "$seqgrad" eval --checkpoint "$work/lm" --split test --threads 1
+expect_refused "eval --metric of a language model" "--test and --metric are for models that translate" \
+  "$seqgrad" eval --checkpoint "$work/lm" --metric bleu --threads 1
+expect_refused "eval --test of a language model" "--test and --metric are for models that translate" \
+  "$seqgrad" eval --checkpoint "$work/lm" --test "$work/other.txt" --threads 1
+expect_refused "eval of two language models" "its loss is one model's" \
+  "$seqgrad" eval --checkpoint "$work/lm" --checkpoint "$work/lm" --threads 1
 expect_refused "--model other than the config's" "describes model gpt but --model is transformer" \
   "$seqgrad" train --model transformer --config "$work/lm.json" --text "$work/text.txt" --out "$work/refused"
 sed 's/eval_every_steps/eval_every/' "$work/lm.json" > "$work/typo.json"

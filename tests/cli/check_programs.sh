@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The train, eval, predict and summary programs end to end, on a tiny model and a synthetic task:
-# a short run, Ctrl-C (it saves, says how to resume and exits 130), resuming it, evaluating and
-# predicting from the checkpoint; every recipe in configs/ is accepted; and a missing checkpoint,
+# a short run, Ctrl-C (it saves, says how to resume and exits 130; every wait has a limit), resuming
+# it, evaluating and predicting from the checkpoint, in float32, int8 and bf16 (where bfloat16
+# products run, else refused), --int8 with --bf16 and eval --text refused; every recipe in configs/
+# is accepted; and a missing checkpoint,
 # a missing or bad config or dictionary, a bad flag, a negative number and a beam out of range
 # give a clear message and a non-zero exit, and a refused run leaves no directory behind.
 set -uo pipefail
@@ -44,13 +46,18 @@ refused "training over an existing checkpoint" $status "$out" "already holds a c
 # Ctrl-C: the run saves, says how to resume, and exits 130; --resume continues it.
 "${train[@]}" --minutes 5 --out "$work/interrupted" > "$work/interrupted.log" 2>&1 &
 pid=$!
-for _ in $(seq 100); do  # until its first checkpoint shows it is training (at most 10 s)
-  [ -f "$work/interrupted/model.safetensors" ] && break
+start=$SECONDS
+until [ -f "$work/interrupted/model.safetensors" ]; do  # its first checkpoint: it is training
+  kill -0 $pid 2> /dev/null || fail "the run ended before its first checkpoint: $(cat "$work/interrupted.log")"
+  if [ $((SECONDS - start)) -ge 120 ]; then
+    stop_job $pid
+    fail "no checkpoint after 120 s: $(cat "$work/interrupted.log")"
+  fi
   sleep 0.1
 done
 sleep 0.5
 kill -INT $pid
-wait $pid; status=$?
+end_job $pid 60 "the run, after Ctrl-C,"; status=$?
 [ $status -eq 130 ] || fail "Ctrl-C should exit 130, got $status: $(cat "$work/interrupted.log")"
 grep -q "train --resume $work/interrupted" "$work/interrupted.log" || fail "Ctrl-C did not say how to resume"
 steps=$(sed -n 's/^Stopped (interrupted) after \([0-9]*\) steps.*/\1/p' "$work/interrupted.log")
@@ -66,6 +73,13 @@ grep -q "WER .*PER .*(40 words)" <<< "$out" || fail "eval printed no WER and PER
 out=$("$seqgrad" predict --checkpoint "$work/run" abc 2>&1); status=$?
 [ $status -eq 0 ] || fail "predict exited $status: $out"
 grep -q "^abc" <<< "$out" || fail "predict did not print the word: $out"
+echo "abc" > "$work/a_text.txt"
+out=$("$seqgrad" eval --checkpoint "$work/run" --text "$work/a_text.txt" --threads 1 2>&1); status=$?
+refused "eval --text of a model that translates" $status "$out" "--text is for language models"
+for cmd in "eval --split test" "predict abc"; do
+  out=$("$seqgrad" $cmd --checkpoint "$work/run" --int8 --bf16 --threads 1 2>&1); status=$?
+  refused "$cmd with both --int8 and --bf16" $status "$out" "excludes"
+done
 
 # --int8: int8 weights with oneDNN; without it, a clear refusal. A model trained until it reverses
 # most words gives nearly the same outputs with int8 weights as with float32 ones, and nearly the
@@ -96,6 +110,23 @@ if [ "$with_dnnl" = 1 ]; then
       d = w8 - w; e = p8 - p
       exit !(w ~ /^[0-9.]+$/ && w8 ~ /^[0-9.]+$/ && w < 60 && d * d <= 100 && e * e <= 25) }' \
     || fail "eval --int8 gave WER $wer8% and PER $per8%, float32 WER $wer% and PER $per%"
+  # --bf16: bfloat16 weights where bfloat16 products run (bf16_expected, lib.sh), nearly the float32
+  # outputs and error rates; elsewhere refused in one sentence.
+  bf16=$("$seqgrad" predict --checkpoint "$work/trained" --threads 1 --bf16 "${words[@]}" 2>&1); status=$?
+  if bf16_expected; then
+    [ $status -eq 0 ] || fail "predict --bf16 exited $status: $bf16"
+    same=$(paste <(echo "$float32") <(echo "$bf16") | awk -F'\t' '$1 == $3 && $2 == $4' | wc -l)
+    [ "$same" -ge 18 ] || fail "bf16 gave the float32 output for $same of 20 words: $bf16 (float32: $float32)"
+    read -r wer16 per16 <<< "$(rates --bf16)"
+    awk -v w="${wer:-x}" -v p="${per:-x}" -v w8="${wer16:-x}" -v p8="${per16:-x}" 'BEGIN {
+        d = w8 - w; e = p8 - p
+        exit !(w8 ~ /^[0-9.]+$/ && d * d <= 100 && e * e <= 25) }' \
+      || fail "eval --bf16 gave WER $wer16% and PER $per16%, float32 WER $wer% and PER $per%"
+  else
+    refused "predict --bf16 without bfloat16 products" $status "$bf16" "bf16 needs"
+    out=$("$seqgrad" eval --checkpoint "$work/trained" --split test --threads 1 --bf16 2>&1); status=$?
+    refused "eval --bf16 without bfloat16 products" $status "$out" "bf16 needs"
+  fi
 else
   [ $status -ne 0 ] && grep -q "libdnnl-dev" <<< "$out" || fail "predict --int8 without oneDNN gave $status: $out"
 fi

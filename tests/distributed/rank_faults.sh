@@ -28,33 +28,6 @@ launch=("$mpirun" --allow-run-as-root --oversubscribe --bind-to none -np 2)
 train=("$seqgrad" train --task reverse --model transformer --config "$work/tiny.json" --threads 1 --show 0)
 steps=300
 
-# No wait is without a limit: a job that hangs fails the test instead of the suite's time-out.
-# stop_job JOB: ends the background job JOB (mpirun) and its ranks.
-stop_job() {
-  pkill -KILL -P "$1"
-  kill -KILL "$1"
-  wait "$1"
-}
-# end_job JOB SECONDS WHAT: waits for the background job JOB; after SECONDS, stops it and fails.
-# Its status is the job's.
-end_job() {
-  local job=$1 limit=$2 what=$3 start=$SECONDS
-  while kill -0 "$job" 2> /dev/null; do
-    [ $((SECONDS - start)) -lt "$limit" ] || { stop_job "$job"; fail "$what still runs after $limit s"; }
-    sleep 0.2
-  done
-  wait "$job"
-}
-# await_line JOB LOG PATTERN: waits until the background job JOB's LOG has a line matching PATTERN
-# (at most 120 s; the job must not end first).
-await_line() {
-  local job=$1 log=$2 pattern=$3 start=$SECONDS
-  until grep -q "$pattern" "$log"; do
-    kill -0 "$job" 2> /dev/null || fail "the run ended before printing '$pattern': $(cat "$log")"
-    [ $((SECONDS - start)) -lt 120 ] || { stop_job "$job"; fail "no '$pattern' after 120 s: $(cat "$log")"; }
-    sleep 0.2
-  done
-}
 limit=(timeout -k 10 600)  # for the jobs run in the foreground
 
 "${limit[@]}" "${launch[@]}" "${train[@]}" --max-steps $steps --out "$work/reference" > "$work/reference.log" 2>&1 \
