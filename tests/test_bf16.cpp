@@ -190,9 +190,7 @@ TEST_CASE("the parity models' gradients in bf16 stay within the stated bounds of
     for (const auto& entry : fs::directory_iterator(SEQGRAD_FIXTURES_DIR)) {
         if (entry.path().extension() != ".safetensors") continue;
         const std::string path = entry.path().string();
-        models::Tolerance bound;
-        bound.rel_l2 = 0.25;
-        const models::FixtureResult result = models::check_fixture(path, bound, Precision::bf16);
+        const models::FixtureResult result = models::check_fixture(path, models::bf16_tolerance(), Precision::bf16);
         for (const models::TensorCheck& c : result.checks) {
             INFO(path << ": " << c.name << " relative L2 error " << c.rel_l2_error);
             CHECK(c.ok);

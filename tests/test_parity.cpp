@@ -67,6 +67,22 @@ TEST_CASE("a fixture whose expected logits disagree fails the check", "[parity]"
     CHECK(logits_failed);
 }
 
+TEST_CASE("a fixture whose expected loss moved by 0.1% fails the check", "[parity]") {
+    // The float32 bound is a few times the largest disagreement of the committed fixtures, far
+    // below a change a wrong model would make (docs/parity.md).
+    for (const float factor : {1.001f, 0.9995f}) {
+        const std::string path = modified_copy("gpt_learned.safetensors", "moved_loss", [factor](SafetensorsFile& f) {
+            Tensor loss = f.tensor("expect.loss");
+            loss.data()[0] *= factor;
+            f.put("expect.loss", loss);
+        });
+        const models::FixtureResult result = models::check_fixture(path);
+        CHECK_FALSE(result.ok());
+        for (const auto& c : result.checks)
+            if (c.name != "expect.loss") CHECK(c.ok);
+    }
+}
+
 TEST_CASE("a fixture whose gradient disagrees fails the check", "[parity]") {
     const std::string path = modified_copy("seq2seq_init_state_1layer.safetensors", "perturbed_grad",
                                            [](SafetensorsFile& f) {
