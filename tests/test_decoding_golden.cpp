@@ -198,3 +198,131 @@ TEST_CASE("decoding where packing is unavailable stays on sgemm and finds PyTorc
     const testing::PackingDisabled off;
     require_pytorchs(decode_all(/*packed=*/true));
 }
+
+// ---- generation: a GPT's greedy continuations, across the context's end ----
+//
+// tests/fixtures/gpt_golden.txt: PyTorch's greedy continuation of the first tokens of each window
+// of each GPT fixture, written by make_fixtures.py from the TextGenerator's rule alone (the window
+// slides to its last half past the context; <pad>, <s> and </s> are never chosen), each step
+// running the whole window again. One line a window:
+//   <fixture> <row> : <prompt tokens> | <tokens> | <each token's log-probability>
+
+namespace {
+
+struct Continuation {
+    std::string fixture;
+    int row = 0;
+    std::vector<int64_t> prompt, tokens;
+    std::vector<double> log_probs;
+};
+
+std::vector<Continuation> continuations_by_pytorch() {
+    std::ifstream in(std::string(SEQGRAD_FIXTURES_DIR) + "/gpt_golden.txt");
+    REQUIRE(in.good());
+    std::vector<Continuation> out;
+    for (std::string text; std::getline(in, text);) {
+        if (text.empty() || text[0] == '#') continue;
+        INFO(text);
+        REQUIRE(text.rfind("near_tie", 0) != 0);  // none today: a near tie would be reported, not compared
+        std::istringstream fields(text);
+        Continuation c;
+        std::string word;
+        fields >> c.fixture >> c.row >> word;
+        REQUIRE(word == ":");
+        for (std::vector<int64_t>* list : {&c.prompt, &c.tokens})
+            while (fields >> word && word != "|") list->push_back(std::stoll(word));
+        for (double v; fields >> v;) c.log_probs.push_back(v);
+        REQUIRE(c.tokens.size() == c.log_probs.size());
+        REQUIRE(c.tokens.size() > 8);  // past the fixtures' context
+        out.push_back(c);
+    }
+    REQUIRE(out.size() == 12);  // 4 fixtures, 3 windows each
+    return out;
+}
+
+std::shared_ptr<Model> fixture_gpt(const std::string& fixture) {
+    const SafetensorsFile file =
+        SafetensorsFile::load(std::string(SEQGRAD_FIXTURES_DIR) + "/" + fixture + ".safetensors");
+    Generator gen(0);
+    auto model = make_model(ModelConfig::from_json(file.metadata("config"), /*strict=*/false), gen);
+    std::map<std::string, Tensor> state;
+    for (const std::string& name : file.names())
+        if (name.rfind("input.", 0) != 0 && name.rfind("expect.", 0) != 0) state.emplace(name, file.tensor(name));
+    model->load_state_dict(state);
+    model->eval();
+    return model;
+}
+
+// The fixtures' 11 ids as text: the four specials, then "a" to "g" for ids 4 to 10.
+training::TextSides letters() {
+    training::TextSides sides;
+    sides.source_tokenizer = sides.target_tokenizer = training::Tokenizer::characters();
+    sides.target_vocab = training::Vocabulary::from_symbols({"a", "b", "c", "d", "e", "f", "g"});
+    sides.source_vocab = sides.target_vocab;
+    return sides;
+}
+
+bool close(double a, double b) { return std::fabs(a - b) <= 2e-5 + 1e-5 * std::fabs(b); }
+
+}  // namespace
+
+TEST_CASE("a GPT's greedy generation continues its windows as PyTorch does, across the context's end",
+          "[decoding][golden][generation]") {
+    const training::TextSides sides = letters();
+    static const testing::TempDir root("gpt_golden");
+    for (const Continuation& c : continuations_by_pytorch()) {
+        INFO(c.fixture << " row " << c.row);
+        const auto model = fixture_gpt(c.fixture);
+        const int64_t window = model->max_decode_length();
+        REQUIRE(window == 8);
+        // Through the TextGenerator, as `seqgrad generate` runs it: packed weights, the key/value
+        // cache, the window sliding; text in, text out.
+        const std::string path = root.fresh(c.fixture + ".safetensors");
+        training::save_model(path, *model, sides, "text", 0);
+        const inference::TextGenerator generator(path);
+        inference::GenerationOptions options;
+        options.max_tokens = static_cast<int64_t>(c.tokens.size());
+        options.decoding.temperature = 0;
+        std::string prompt, expected;
+        for (int64_t id : c.prompt) prompt += sides.target_vocab.symbol(id);
+        for (int64_t id : c.tokens) expected += sides.target_vocab.symbol(id);
+        CHECK(generator.generate(prompt, options).text == expected);
+
+        // The first window through the search and the cache: the tokens and their log-probabilities.
+        DecodingOptions first;
+        first.max_len = window - static_cast<int64_t>(c.prompt.size()) + 1;
+        first.min_len = first.max_len + 1;  // a text has no end
+        first.barred.assign(std::begin(kNotInText), std::end(kNotInText));
+        const auto cached = models::search(*model, IntTensor::zeros({1, 0}),
+                                           IntTensor::from_vector(c.prompt, {1, static_cast<int64_t>(c.prompt.size())}),
+                                           first)
+                                .front()
+                                .front();
+        REQUIRE(static_cast<int64_t>(cached.tokens.size()) == first.max_len);
+        double sum = 0;
+        for (int64_t i = 0; i < first.max_len; ++i) {
+            CHECK(cached.tokens[static_cast<size_t>(i)] == c.tokens[static_cast<size_t>(i)]);
+            sum += c.log_probs[static_cast<size_t>(i)];
+        }
+        CHECK(close(cached.log_prob, sum));
+
+        // Every window again from the whole of it (no cache), step by step, each log-probability.
+        NoGradGuard no_grad;
+        std::vector<int64_t> everything = c.prompt, current = c.prompt;
+        for (size_t step = 0; step < c.tokens.size(); ++step) {
+            INFO("step " << step);
+            const auto n = static_cast<int64_t>(current.size());
+            const Tensor logits = model->logits(IntTensor::zeros({1, 0}), IntTensor::from_vector(current, {1, n}));
+            const Tensor log_probs = log_softmax(reshape(slice(logits, 1, n - 1, n), {logits.size(2)}));
+            const int64_t token = c.tokens[step];
+            for (int64_t other = 0; other < log_probs.numel(); ++other)
+                if (other != kPad && other != kSos && other != kEos)  // never written in a text
+                    CHECK(log_probs.data()[other] <= log_probs.data()[token]);
+            CHECK(close(log_probs.data()[token], c.log_probs[step]));
+            everything.push_back(token);
+            current.push_back(token);
+            if (static_cast<int64_t>(current.size()) > window)
+                current.assign(everything.end() - std::max<int64_t>(1, window / 2), everything.end());
+        }
+    }
+}
