@@ -206,9 +206,9 @@ void run_backward(const Tensor& self, const Tensor& grad_output, bool retain_gra
             for (size_t i = 0; i < node.grad_outputs.size(); ++i)  // an output no path used
                 if (!node.grad_outputs[i].defined()) node.grad_outputs[i] = Tensor::zeros(node.output_shapes[i]);
         OpProfile* const profile = detail::active_op_profile;
-        const double started = profile != nullptr ? profile_clock() : 0.0;
+        const double started = profile != nullptr ? profile->now() : 0.0;
         std::vector<Tensor> grads = node.backward(node.grad_outputs);
-        const double accumulating = profile != nullptr ? profile_clock() : 0.0;
+        const double accumulating = profile != nullptr ? profile->now() : 0.0;
         if (profile != nullptr) profile->note_backward(node.name, accumulating - started);
         check(grads.size() == node.inputs.size(), node.name, "internal error: backward returned ", grads.size(),
               " gradients for ", node.inputs.size(), " inputs");
@@ -230,7 +230,7 @@ void run_backward(const Tensor& self, const Tensor& grad_output, bool retain_gra
                 accumulate(target->grad, grads[i]);
             }
         }
-        if (profile != nullptr) profile->note_accumulate(profile_clock() - accumulating);
+        if (profile != nullptr) profile->note_accumulate(profile->now() - accumulating);
         if (leaf_ready)
             for (const Tensor& input : node.inputs)
                 if (input.defined() && input.requires_grad() && !input.impl()->grad_fn &&

@@ -14,9 +14,9 @@ double profile_clock() {
     return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-OpProfile::OpProfile() : last_mark_(profile_clock()) {}
+OpProfile::OpProfile(Clock clock) : clock_(clock), last_mark_(clock()) {}
 
-void OpProfile::mark() { last_mark_ = profile_clock(); }
+void OpProfile::mark() { last_mark_ = now(); }
 
 void OpProfile::clear() {
     forward_.clear();
@@ -26,11 +26,11 @@ void OpProfile::clear() {
 }
 
 void OpProfile::note_forward(const char* name) {
-    const double now = profile_clock();
+    const double at = now();
     OpTiming& t = forward_[name];
-    t.seconds += now - last_mark_;
+    t.seconds += at - last_mark_;
     ++t.calls;
-    last_mark_ = now;
+    last_mark_ = at;
 }
 
 void OpProfile::note_backward(const char* name, double seconds) {

@@ -24,9 +24,16 @@ struct OpTiming {
     int64_t calls = 0;
 };
 
+// Seconds on a steady clock (for timing phases around a profile).
+double profile_clock();
+
 class OpProfile {
 public:
-    OpProfile();
+    using Clock = double (*)();  // seconds
+    // `clock` times everything the profile notes: profile_clock, or a clock of a test's own.
+    explicit OpProfile(Clock clock = profile_clock);
+
+    double now() const { return clock_(); }
 
     // The next forward operation's time starts now (call it where the timed pass begins).
     void mark();
@@ -45,6 +52,7 @@ private:
     // Keyed by the name's pointer (names are string literals): no string is built per operation.
     std::unordered_map<const char*, OpTiming> forward_, backward_;
     OpTiming accumulate_;
+    Clock clock_;
     double last_mark_ = 0;
 };
 
@@ -70,8 +78,5 @@ private:
 // (add, mul, relu, gelu, ...), "embedding" (embedding, index_select), "shape" (reshape, permute,
 // slice, concat, split), "reduce" (sum, max), "lstm"; "other" for a name it does not know.
 const char* op_kind(const std::string& name);
-
-// Seconds on a steady clock (for timing phases around a profile).
-double profile_clock();
 
 }  // namespace seqgrad
