@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 
 #include "seqgrad/inference/translator.h"
 #include "seqgrad/training.h"
@@ -181,11 +182,58 @@ TEST_CASE("ensemble weights are normalised to sum to 1, and bad ones refused", "
 }
 
 TEST_CASE("models of different kinds decode together, and their ensemble scores the dev split", "[ensemble]") {
-    Ensemble both({run("transformer"), run("attn_seq2seq")});
+    const std::vector<std::string> runs{run("transformer"), run("attn_seq2seq")};
+    Ensemble both(runs);
     const EvalResult r = evaluate(both, dev_examples(), beam(4, 1));
     CHECK(r.words == static_cast<int64_t>(dev_examples().size()));
-    CHECK(r.wer >= 0);
-    CHECK(r.wer <= 100);
+    // The scores are the ensemble's own outputs' (the Translator over the same checkpoints),
+    // counted here: a word is wrong unless its best output is one of its references; the symbol
+    // errors are the edits to the nearest reference (the shorter among equally near), over its
+    // length. Short training leaves most words wrong, so the symbol errors say the most.
+    std::vector<std::string> inputs;
+    for (const Example& e : dev_examples()) inputs.push_back(e.name);
+    const auto outputs = Translator(runs, {}).translate(inputs, beam(4, 1));
+    const auto edits = [](const std::string& a, const std::vector<std::string>& b) {
+        std::vector<int64_t> row(b.size() + 1);
+        for (size_t j = 0; j <= b.size(); ++j) row[j] = static_cast<int64_t>(j);
+        for (size_t i = 1; i <= a.size(); ++i) {
+            int64_t diagonal = row[0];
+            row[0] = static_cast<int64_t>(i);
+            for (size_t j = 1; j <= b.size(); ++j) {
+                const int64_t substitute = diagonal + (std::string(1, a[i - 1]) == b[j - 1] ? 0 : 1);
+                diagonal = row[j];
+                row[j] = std::min({row[j] + 1, row[j - 1] + 1, substitute});
+            }
+        }
+        return row[b.size()];
+    };
+    int64_t wrong = 0, symbol_errors = 0, symbols = 0;
+    for (size_t i = 0; i < inputs.size(); ++i) {
+        int64_t best = INT64_MAX, length = 0;
+        for (const auto& reference : dev_examples()[i].references) {
+            const int64_t d = edits(outputs[i].front().text, reference);
+            const auto n = static_cast<int64_t>(reference.size());
+            if (d < best || (d == best && n < length)) best = d, length = n;
+        }
+        wrong += best == 0 ? 0 : 1;
+        symbol_errors += best;
+        symbols += length;
+    }
+    const auto n = static_cast<double>(inputs.size());
+    CHECK(r.wer == Approx(100.0 * static_cast<double>(wrong) / n));
+    CHECK(r.per == Approx(100.0 * static_cast<double>(symbol_errors) / static_cast<double>(symbols)));
+    CHECK(r.per < 100);  // the models learned something
+}
+
+TEST_CASE("an ensemble refuses a language model, naming it", "[ensemble][errors]") {
+    std::vector<LoadedModel> models{load_model(run("transformer")), load_model(run("transformer"))};
+    ModelConfig gpt = model_kind("gpt").base;
+    gpt.vocab = models[1].target_vocab.size();
+    gpt.context = 16, gpt.d_model = 16, gpt.n_heads = 2, gpt.n_layers = 1, gpt.d_ff = 32;
+    Generator gen(1);
+    models[1].model = make_model(gpt, gen);
+    models[1].path = "lm.safetensors";
+    CHECK_THAT(error_of([&] { Ensemble(std::move(models)); }), Contains("lm.safetensors holds a language model"));
 }
 
 TEST_CASE("an ensemble refuses models whose target sides differ, naming the difference", "[ensemble][errors]") {
@@ -274,4 +322,76 @@ TEST_CASE("average writes the mean of kept weights as a checkpoint that loads, d
 TEST_CASE("averaging checkpoints of different models is refused", "[ensemble][average][errors]") {
     const std::vector<std::string> files{run("transformer"), run("attn_seq2seq")};
     CHECK_THAT(error_of([&] { average_models(files); }), Contains("differ in their model configs"));
+}
+
+TEST_CASE("averaging refuses one model's weights written for another task, tokenizer or vocabulary",
+          "[ensemble][average][errors]") {
+    const std::string file = CheckpointDir(run("transformer")).kept_files().back();
+    const LoadedModel m = load_model(file);
+    const auto rewritten = [&](const std::string& name, const std::string& task, TextSides sides) {
+        const std::string path = scratch().fresh(name + ".safetensors");
+        save_model(path, *m.model, sides, task, m.step);
+        return path;
+    };
+    const TextSides same = m;
+    CHECK(flat_weights(*average_models({file, rewritten("same", m.task, same)}).model) == flat_weights(*m.model));
+    CHECK_THAT(error_of([&] {
+                   average_models({file, rewritten("task", "copy", same)});
+               }),
+               Contains("differ in their tasks"));
+    TextSides bytes = same;
+    bytes.target_tokenizer = Tokenizer::bytes();
+    CHECK_THAT(error_of([&] {
+                   average_models({file, rewritten("tokenizer", m.task, bytes)});
+               }),
+               Contains("differ in their tokenizers"));
+    TextSides other = same;  // the same size, one symbol different
+    std::vector<std::string> symbols(m.target_vocab.symbols().begin() + 4, m.target_vocab.symbols().end());
+    symbols.back() = "~~";
+    other.target_vocab = Vocabulary::from_symbols(symbols);
+    CHECK_THAT(error_of([&] {
+                   average_models({file, rewritten("vocabulary", m.task, other)});
+               }),
+               Contains("differ in their vocabularies"));
+}
+
+TEST_CASE("a GPT's kept weights average into a checkpoint that evaluates and resumes", "[ensemble][average][gpt]") {
+    const std::string text = scratch().fresh("rhymes.txt");
+    {
+        std::ofstream out(text);
+        for (int i = 0; i < 200; ++i) out << "the cat sat on the mat and the dog ran after it " << i % 7 << "\n";
+    }
+    ModelConfig gpt = model_kind("gpt").base;
+    gpt.context = 16, gpt.d_model = 16, gpt.n_heads = 2, gpt.n_layers = 1, gpt.d_ff = 32;
+    TrainingOptions o;
+    task("text").defaults(o);
+    o.task = "text";
+    o.text = text;
+    o.batches.max_sentences = 8;
+    o.max_steps = 30;
+    o.eval_every_steps = 10;
+    o.keep_checkpoints = 3;
+    const std::string dir = scratch().fresh("gpt_run");
+    train(gpt, o, dir);
+    const std::vector<std::string> kept = CheckpointDir(dir).kept_files();
+    REQUIRE(kept.size() == 3);
+    const std::string out = scratch().fresh("gpt_mean");
+    write_averaged_checkpoint(kept, dir, out);
+    std::vector<std::vector<float>> each;
+    for (const std::string& file : kept) each.push_back(flat_weights(*load_model(file).model));
+    const LoadedModel mean = load_model(out);
+    CHECK(mean.step == 30);
+    CHECK(mean.task == "text");
+    const std::vector<float> got = flat_weights(*mean.model);
+    REQUIRE(got.size() == each[0].size());
+    float worst = 0;
+    for (size_t i = 0; i < got.size(); ++i)
+        worst = std::max(worst, std::fabs(got[i] - (each[0][i] + each[1][i] + each[2][i]) / 3));
+    CHECK(worst < 1e-6f);
+    CHECK(flat_weights(*mean.model) != each[2]);  // the mean, not the last
+    // It resumes as a language model's run, with the run's options and its text.
+    const TrainingResult resumed = resume(out, 0, 0, 35);
+    CHECK(resumed.stop_reason == "budget");
+    CHECK(load_model(CheckpointDir(out).model_file()).step == 35);
+    CHECK(std::isfinite(resumed.last_dev.loss));
 }
