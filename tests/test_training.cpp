@@ -477,3 +477,41 @@ TEST_CASE("the attention encoder-decoder learns to reverse sequences to 99% exac
     o.max_steps = 2500;
     CHECK(reverse_test_wer(c, o, "learn_attn_seq2seq") <= 1.0);
 }
+
+TEST_CASE("accumulating ragged sequence-to-sequence micro-batches equals one batch, weighted by tokens", "[training]") {
+    // Sentences of the reverse task differ in length, so micro-batches hold different numbers of
+    // target tokens: the loss of the whole batch is a mean over its tokens, so each micro-batch must
+    // count by its tokens, not by its rows. Label smoothing and clipping ride along: the clip must
+    // see the whole batch's norm.
+    TrainingOptions o = reverse_task(120);
+    o.max_steps = 5;
+    o.eval_every_steps = 0;
+    o.label_smoothing = 0.1f;
+    o.clip_norm = 0.05;
+    ModelConfig c = tiny_transformer();
+    c.dropout = 0;  // dropout draws its masks in another order over micro-batches
+    std::vector<std::vector<double>> losses;
+    std::vector<nn::NamedTensors> weights;
+    for (int64_t parts : {1, 3, 16}) {  // 16: a micro-batch a row
+        o.accumulate = parts;
+        const std::string dir = fresh_dir("ragged_accumulate" + std::to_string(parts));
+        LossLog log;
+        train(c, o, dir, std::ref(log));
+        losses.push_back(log.losses);
+        weights.push_back(load_model(dir + "/model.safetensors").model->state_dict());
+    }
+    for (size_t k = 1; k < losses.size(); ++k) {
+        INFO("micro-batches: " << (k == 1 ? 3 : 16));
+        REQUIRE(losses[k].size() == losses[0].size());
+        for (size_t i = 0; i < losses[0].size(); ++i) CHECK(losses[k][i] == Approx(losses[0][i]).epsilon(1e-5));
+        REQUIRE(weights[k].size() == weights[0].size());
+        for (size_t p = 0; p < weights[0].size(); ++p) {
+            // A key's bias has a gradient of zero in exact arithmetic (a softmax ignores a shift of
+            // every score), so float noise of any order of summation is all it gets, and Adam
+            // turns noise into steps of the rate's size: it is not compared.
+            if (weights[0][p].first.ends_with("wk.bias")) continue;
+            INFO(weights[0][p].first);
+            CHECK(seqgrad::testing::max_abs_diff(weights[k][p].second, weights[0][p].second) < 2e-5f);
+        }
+    }
+}

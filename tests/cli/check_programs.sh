@@ -131,6 +131,25 @@ else
   [ $status -ne 0 ] && grep -q "libdnnl-dev" <<< "$out" || fail "predict --int8 without oneDNN gave $status: $out"
 fi
 
+# --accumulate: a step's batch (sentences of several lengths) cut into micro-batches, their
+# gradients summed by tokens, gives the losses of the whole batch (to the 4 decimals printed).
+cat > "$work/accumulate.json" <<'JSON'
+{"d_model": 16, "n_heads": 2, "n_layers": 1, "d_ff": 32, "norm": "pre", "dropout": 0,
+ "training": {"synthetic": {"train_size": 64, "dev_size": 8, "test_size": 8, "max_length": 8},
+              "batch_sentences": 32, "schedule": "constant", "lr": 0.003, "eval_every_steps": 0,
+              "label_smoothing": 0.1, "log_every": 1}}
+JSON
+losses_of() {  # OUT [FLAGS...]: "step loss" of each of 6 steps
+  "$seqgrad" train --task reverse --model transformer --config "$work/accumulate.json" --max-steps 6 --threads 1 \
+    --out "$work/$1" "${@:2}" 2>&1 | sed -n 's/^step \([0-9]*\) .*loss \([0-9.]*\) .*/\1 \2/p'
+}
+whole=$(losses_of accumulate1)
+[ "$(wc -l <<< "$whole")" -eq 6 ] || fail "no loss for each of 6 steps: $whole"
+for parts in 3 32; do
+  [ "$(losses_of "accumulate$parts" --accumulate $parts)" = "$whole" ] \
+    || fail "--accumulate $parts gave other losses than one batch: $(losses_of "again$parts" --accumulate $parts) / $whole"
+done
+
 # Every recipe of the results is a valid config.
 for config in "$configs"/*.json; do
   model=$(sed -n 's/.*"model": *"\([a-z_0-9]*\)".*/\1/p' "$config" | head -n 1)

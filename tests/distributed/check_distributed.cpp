@@ -71,11 +71,14 @@ int train(const std::string& model, const std::string& dir, int64_t steps, const
     options.eval_max_len = 8;
     options.seed = 7;
     options.overlap_gradients = variant != "blocking";
-    if (variant == "sgd") {
+    if (variant == "sgd" || variant == "sgd_accumulate") {
         options.optimizer = "sgd";
         options.lr = 0.1;
         options.clip_norm = 0;
     }
+    // Each rank's share cut again into micro-batches of several lengths: the gradients still weigh
+    // by tokens, across micro-batches and ranks alike.
+    if (variant == "sgd_accumulate") options.accumulate = 3;
     std::vector<double> losses;
     training::train(config, options, dir, [&losses](const training::TrainingEvent& e) {
         if (e.kind == training::TrainingEvent::Kind::step) losses.push_back(e.loss);
@@ -157,10 +160,12 @@ int main(int argc, char** argv) {
         group.emplace(&argc, &argv);
         const std::string mode = argc > 1 ? argv[1] : "";
         const std::string variant = argc == 6 ? argv[5] : "";
-        if (mode == "train" && (argc == 5 || (argc == 6 && (variant == "blocking" || variant == "sgd"))))
+        const bool known = variant == "blocking" || variant == "sgd" || variant == "sgd_accumulate";
+        if (mode == "train" && (argc == 5 || (argc == 6 && known)))
             return train(argv[2], argv[3], std::stoll(argv[4]), variant);
         if (mode == "compare" && argc == 5) return compare(argv[2], argv[3], std::stod(argv[4]));
-        std::fprintf(stderr, "usage: check_distributed train MODEL DIR STEPS [blocking | sgd] | compare DIR_A DIR_B "
+        std::fprintf(stderr, "usage: check_distributed train MODEL DIR STEPS [blocking | sgd | sgd_accumulate] | "
+                             "compare DIR_A DIR_B "
                              "TOLERANCE\n");
         return 2;
     } catch (const std::exception& e) {

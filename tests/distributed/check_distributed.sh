@@ -7,6 +7,7 @@
 #     during it: bit-identical losses and weights;
 #   - 2 ranks against one process again with plain SGD and no clipping, whose steps follow the
 #     gradients' scale (Adam's and clipping's do not): a wrong weighting of the ranks' shares shows;
+#     and so with each rank's share accumulated over 3 micro-batches (--accumulate under MPI);
 #   - each run had the ranks it was launched with (1, or 2 under mpirun).
 #   check_distributed.sh MPIRUN CHECK_DISTRIBUTED MODEL WORK_DIR
 set -uo pipefail
@@ -62,4 +63,10 @@ done
 [ "$(cat "$work/two_sgd/ranks.txt")" = 2 ] || fail "the 2-rank sgd run had $(cat "$work/two_sgd/ranks.txt") ranks"
 "$check" compare "$work/one_sgd" "$work/two_sgd" $SGD_TOLERANCE \
   || fail "with sgd, 2 ranks differ from one process beyond $SGD_TOLERANCE"
+# And each rank's share accumulated over 3 micro-batches: still the one-process update.
+"${launch[@]}" "$check" train "$model" "$work/two_sgd_accumulate" $steps sgd_accumulate \
+  > "$work/two_sgd_accumulate.log" 2>&1 \
+  || fail "2 ranks (sgd, accumulating) failed: $(cat "$work/two_sgd_accumulate.log")"
+"$check" compare "$work/one_sgd" "$work/two_sgd_accumulate" $SGD_TOLERANCE \
+  || fail "with sgd and 3 micro-batches a rank, 2 ranks differ from one process beyond $SGD_TOLERANCE"
 echo "$model: 2 ranks equal one process, and repeat bit for bit"
