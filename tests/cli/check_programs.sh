@@ -146,8 +146,8 @@ losses_of() {  # OUT [FLAGS...]: "step loss" of each of 6 steps
 whole=$(losses_of accumulate1)
 [ "$(wc -l <<< "$whole")" -eq 6 ] || fail "no loss for each of 6 steps: $whole"
 for parts in 3 32; do
-  [ "$(losses_of "accumulate$parts" --accumulate $parts)" = "$whole" ] \
-    || fail "--accumulate $parts gave other losses than one batch: $(losses_of "again$parts" --accumulate $parts) / $whole"
+  got=$(losses_of "accumulate$parts" --accumulate $parts)
+  [ "$got" = "$whole" ] || fail "--accumulate $parts gave other losses than one batch: $got / $whole"
 done
 
 # Every recipe of the results is a valid config.
