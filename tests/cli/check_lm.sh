@@ -3,7 +3,8 @@
 # validation loss as nats, perplexity and bits per character), `eval` (the run's last figures again;
 # --text's own count of tokens, figures that agree with each other, another text another loss),
 # `generate` (the text written as it is made, the same for the same seed, tokens per second; int8
-# and bf16 weights), `summary --model gpt`; and the bad inputs, each refused with a clear message
+# and bf16 weights), a SentencePiece model with its own validation text (--val) stopped by Ctrl-C
+# and resumed, `summary --model gpt`; and the bad inputs, each refused with a clear message
 # and a status from 1 to 127, nothing written: an empty text, a text shorter than one window,
 # invalid UTF-8, a prompt with unknown symbols under --strict, a temperature below 0, a top-p outside
 # (0, 1], a top-k below 1, --text with a sequence-to-sequence model, a context above the model's,
@@ -11,6 +12,7 @@
 set -uo pipefail
 seqgrad=$1
 work=$2
+data=${3:-$(dirname "$0")/../../data/tinyshakespeare.txt}  # a text with words to cut into pieces
 # shellcheck source=../lib.sh
 source "$(dirname "$0")/../lib.sh"
 
@@ -33,14 +35,16 @@ last_dev=$(grep -oE "dev after step 40 .*: $figures" <<< "$out" | grep -oE "$fig
 grep -q "Best dev loss" <<< "$out" || fail "no best validation loss: $out"
 [ -f "$work/lm/best.safetensors" ] || fail "no best weights"
 
-# figures_of NAME OUTPUT CHARACTERS: OUTPUT's figures hold together for a text of CHARACTERS
-# characters: a loss over each character but the first (given), perplexity e^loss, and bits per
-# character loss x tokens / (characters x ln 2), each within the rounding of four or five digits.
+# figures_of NAME OUTPUT CHARACTERS [TOKENS]: OUTPUT's figures hold together for a text of
+# CHARACTERS characters: a loss over TOKENS tokens (each character but the first, given, unless
+# said), perplexity e^loss, and bits per character loss x tokens / (characters x ln 2), each within
+# the rounding of four or five digits.
 figures_of() {
   [[ $2 =~ loss\ ([0-9.]+)\ nats\ \ perplexity\ ([0-9.]+)\ \ ([0-9.]+)\ bits\ per\ character\ \ \(([0-9]+)\ tokens ]] \
     || fail "$1: no figures in: $2"
   local loss=${BASH_REMATCH[1]} perplexity=${BASH_REMATCH[2]} bits=${BASH_REMATCH[3]} tokens=${BASH_REMATCH[4]}
-  [ "$tokens" -eq $(($3 - 1)) ] || fail "$1: $tokens tokens for a text of $3 characters (expected $(($3 - 1)))"
+  local expected=${4:-$(($3 - 1))}
+  [ "$tokens" -eq "$expected" ] || fail "$1: $tokens tokens for a text of $3 characters (expected $expected)"
   awk -v l="$loss" -v p="$perplexity" -v b="$bits" -v t="$tokens" -v c="$3" 'function abs(x) { return x < 0 ? -x : x }
     BEGIN { exit !(abs(exp(l) - p) <= 2e-4 * p + 1e-3 && abs(l * t / (c * log(2)) - b) <= 2e-4 * b + 1e-3) }' \
     || fail "$1: loss $loss, perplexity $perplexity and $bits bits per character do not agree over $3 characters"
@@ -98,6 +102,41 @@ out=$("${gen[@]}" --prompt-file "$work/prompt.txt" --num-samples 2 2> /dev/null)
 out=$("${gen[@]}" --prompt "THE CAT" 2>&1 > /dev/null); status=$?
 [ $status -eq 0 ] && grep -q "6 of the prompt's 7 symbols are not in the model's vocabulary" <<< "$out" \
   || fail "unknown prompt symbols were not counted: $out"
+
+# SentencePiece: a model of subwords trained on the text (and kept in the checkpoint), evaluated
+# over a validation text of its own (--val) in fewer tokens than characters; generation writes
+# text (pieces joined, no "▁"); Ctrl-C stops the run with a checkpoint and --resume goes on with
+# the same pieces (the validation text in the same tokens) and the same validation text.
+head -c 60000 "$data" > "$work/shakespeare.txt"
+tail -c 6000 "$data" > "$work/shakespeare_val.txt"
+spm=("$seqgrad" train "${tiny[@]}" --text "$work/shakespeare.txt" --val "$work/shakespeare_val.txt"
+     --tokens sentencepiece --spm-vocab-size 200 --eval-every 10 --warmup-steps 5)
+"${spm[@]}" --max-steps 100000 --out "$work/spm" > "$work/spm.log" 2>&1 &
+job=$!
+await_line $job "$work/spm.log" "checkpoint saved at step 20"
+kill -INT $job
+end_job $job 60 "the SentencePiece run, after Ctrl-C,"; status=$?
+log=$(cat "$work/spm.log")
+[ $status -eq 130 ] || fail "Ctrl-C should exit 130, got $status: $log"
+grep -q "tokens: sentencepiece (200 pieces)" <<< "$log" || fail "the start line does not name the pieces: $log"
+grep -q "to validate on ($work/shakespeare_val.txt)" <<< "$log" || fail "--val is not the validation text: $log"
+steps=$(sed -n 's/^Stopped (interrupted) after \([0-9]*\) steps.*/\1/p' <<< "$log")
+[ -n "$steps" ] || fail "Ctrl-C did not report where it stopped: $log"
+val_chars=$(wc -m < "$work/shakespeare_val.txt")
+first=$(grep -oE "dev after step 10 .*" <<< "$log")
+tokens=$(grep -oE "\(([0-9]+) tokens\)" <<< "$first" | grep -oE "[0-9]+")
+[ -n "$tokens" ] && [ "$tokens" -lt $((val_chars * 3 / 4)) ] \
+  || fail "SentencePiece read $val_chars characters as ${tokens:-no} tokens (subwords: far fewer): $first"
+figures_of "SentencePiece's dev figures" "$first" "$val_chars" "$tokens"
+out=$("$seqgrad" train --resume "$work/spm" --max-steps $((steps + 10)) --threads 1 2>&1); status=$?
+[ $status -eq 0 ] && grep -q "after $((steps + 10)) steps" <<< "$out" || fail "resuming the SentencePiece run: $out"
+out=$("$seqgrad" eval --checkpoint "$work/spm" --threads 1 2>&1); status=$?
+[ $status -eq 0 ] || fail "eval of the resumed SentencePiece run: $out"
+figures_of "SentencePiece's eval after resuming" "$out" "$val_chars" "$tokens"
+text=$("$seqgrad" generate --checkpoint "$work/spm" --prompt "ROMEO:" --max-tokens 30 --seed 2 --threads 1 2> /dev/null)
+status=$?
+[ $status -eq 0 ] && [[ "$text" == "ROMEO:"* ]] && [ ${#text} -gt 36 ] || fail "generate from pieces: $text"
+grep -q $'\u2581' <<< "$text" && fail "generated text holds SentencePiece's word marks: $text"
 
 # A config file that names its model needs no --model; a --model that differs is refused.
 cat > "$work/lm.json" <<'JSON'
