@@ -252,8 +252,9 @@ TEST_CASE("Adam and AdamW steps agree at every kernel level", "[cpu][optim]") {
 }
 
 TEST_CASE("packed products of one to five rows agree at every kernel level", "[cpu][packed]") {
-    // Up to four rows read oneDNN's AVX-512 panels with seqgrad's own loop at the avx512 level; five,
-    // and every product at the other levels, run oneDNN's kernel.
+    // Up to four rows read oneDNN's AVX-512 panels with seqgrad's own loop at the avx512 level, or
+    // seqgrad's own panels (float32 where oneDNN has no brgemm, int8 where it has no VNNI) at each
+    // level; five rows run oneDNN's kernel or sgemm.
     if (!packing_available(Precision::int8)) {
         skip_test("this build has no oneDNN: nothing is packed");
         return;
@@ -261,9 +262,12 @@ TEST_CASE("packed products of one to five rows agree at every kernel level", "[c
     agree_across_levels([] {
         std::vector<Tensor> out;
         const Tensor w = random_tensor({200, 67}, 93, -1, 1, false), bias = random_tensor({200}, 94, -1, 1, false);
-        const PackedMatrix packed(w, Precision::float32);
-        for (int64_t rows = 1; rows <= 5; ++rows)
-            out.push_back(linear_packed(random_tensor({rows, 67}, 95 + rows, -1, 1, false), packed, bias));
+        const PackedMatrix packed(w, Precision::float32), packed8(w, Precision::int8);
+        for (int64_t rows = 1; rows <= 5; ++rows) {
+            const Tensor x = random_tensor({rows, 67}, 95 + rows, -1, 1, false);
+            out.push_back(linear_packed(x, packed, bias));
+            out.push_back(linear_packed(x, packed8, bias));  // exact int32 sums at every level
+        }
         return out;
     });
 }
