@@ -57,9 +57,9 @@ def run_seqgrad(bench, name, threads, min_time):
     return report["context"], {c: b[c] for c in counters}
 
 
-def run_torch(name, threads, setting, min_time):
+def run_torch(name, threads, setting, min_time, model):
     out = subprocess.run([sys.executable, os.path.join(HERE, "torch_gpt.py"), "--benchmark", name, "--threads",
-                          str(threads), "--setting", setting, "--min-time", str(min_time)],
+                          str(threads), "--setting", setting, "--min-time", str(min_time), "--model", model],
                          check=True, capture_output=True, text=True, env=torch_settings.environment(setting, threads))
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -68,6 +68,8 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     torch_settings.add_comparison_arguments(parser, ROOT, "timed steps or sampling")
     parser.add_argument("--benchmarks", nargs="+", choices=BENCHMARKS, default=list(BENCHMARKS))
+    parser.add_argument("--torch-model", choices=("expert", "twin"), default="expert",
+                        help="PyTorch's GPT as an expert writes it (bench/torch_expert.py), or the parity twin")
     args = parser.parse_args()
 
     torch_version = torch_settings.preflight("compare_gpt.py", args.bench)
@@ -89,12 +91,13 @@ def main():
                               "bench/model_bench.cpp or from this build; PyTorch is timed alone", file=sys.stderr)
                         continue
                 else:
-                    result = run_torch(name, args.threads, side, args.min_time)
+                    result = run_torch(name, args.threads, side, args.min_time, args.torch_model)
                 torch_settings.keep_faster(best, (name, side), result)
 
-    print(f"seqgrad vs PyTorch {torch_version}, a GPT (bench/torch_gpt.py): training steps (forward, loss, "
-          f"backward, clipping, AdamW) and sampling with a key/value cache, {args.threads} threads, best of "
-          f"{args.rounds} alternating runs; PyTorch in each setting of bench/torch_settings.py, the ratio to its best")
+    print(f"seqgrad vs PyTorch {torch_version}, a GPT (bench/torch_gpt.py, PyTorch's model: {args.torch_model}): "
+          f"training steps (forward, loss, backward, clipping, AdamW) and sampling with a key/value cache, "
+          f"{args.threads} threads, best of {args.rounds} alternating runs; PyTorch in each setting of "
+          f"bench/torch_settings.py, the ratio to its best")
     print(f"OpenBLAS core {context.get('openblas_core', '?')}, OPENBLAS_CORETYPE "
           f"{context.get('OPENBLAS_CORETYPE', '?')}, "
           f"sgemm peak {float(context.get('sgemm_peak_gflops', 0)):.0f} GFLOP/s (2048^3, {args.threads} threads)")

@@ -3,7 +3,10 @@
 
 The model is the GPT of the parity fixtures (tests/fixtures/make_fixtures.py, class GPT): Pre-LN
 blocks, learned positions, exact GELU, the output tied to the token embedding, no biases (nanoGPT's
-train.py sets bias = False), GPT-2's initialisation; vocabulary 65 (Shakespeare's characters).
+train.py sets bias = False), GPT-2's initialisation; vocabulary 65 (Shakespeare's characters). By
+default (--model expert) it runs as a PyTorch expert writes it, bench/torch_expert.py's ExpertGPT
+with the twin's weights (F.layer_norm, one q/k/v product, an additive mask, zero_grad with
+set_to_none); --model twin times the parity twin itself, written to match seqgrad's parameters.
 
   train_step/gpt/cpu    nanoGPT's CPU recipe: 4 layers, 4 heads, d_model 128, d_ff 512, context 64,
                         batch 12, dropout 0
@@ -106,7 +109,11 @@ class CachedSampler:
 def generate(torch, model, prompt, new_tokens, generator, keep_logits=False):
     """prompt [1, 1] and new_tokens tokens sampled at TEMPERATURE after it; with keep_logits also
     each step's logits."""
-    sampler = CachedSampler(torch, model)
+    if hasattr(model, "blocks") and hasattr(model.blocks[0], "qkv"):
+        import torch_expert
+        sampler = torch_expert.ExpertSampler(model)
+    else:
+        sampler = CachedSampler(torch, model)
     tokens, logits_seen = [prompt], []
     token = prompt
     for _ in range(new_tokens):
@@ -140,6 +147,8 @@ def main():
     parser.add_argument("--min-time", type=float, default=3.0, help="seconds of timed runs (at least 3 runs)")
     parser.add_argument("--self-check", action="store_true",
                         help="check the cached sampler against the forward pass (the baby shape) and exit")
+    parser.add_argument("--model", choices=("expert", "twin"), default="expert",
+                        help="PyTorch as an expert writes it (bench/torch_expert.py), or the parity twin")
     args = parser.parse_args()
     if not args.self_check and args.benchmark is None:
         parser.error("--benchmark or --self-check is required")
@@ -157,6 +166,11 @@ def main():
     torch.manual_seed(SEED)
     model = build_model(gpt_config(s))
     init_gpt(model, torch.Generator().manual_seed(SEED))
+    if args.model == "expert":  # the same weights in the expert's layout
+        import torch_expert
+        expert = torch_expert.ExpertGPT(gpt_config(s))
+        torch_expert.from_twin(expert, model)
+        model = expert
     if args.self_check:
         model.eval()
         sys.exit(0 if self_check(torch, model) else 1)
@@ -169,7 +183,7 @@ def main():
         inputs, labels = windows[:, :-1], windows[:, 1:]
 
         def run():
-            optimizer.zero_grad()
+            optimizer.zero_grad(set_to_none=args.model == "expert")
             loss = loss_fn(model(inputs), labels, 0.0)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), CLIP)
@@ -199,6 +213,7 @@ def main():
     print(json.dumps({
         "name": args.benchmark,
         "torch_version": torch.__version__,
+        "model": args.model,
         **setting,
         "runs": runs,
         "seconds_per_step" if kind == "train_step" else "seconds_per_sequence": seconds,
