@@ -60,10 +60,10 @@ def run_seqgrad(bench, model, shape, threads, min_time, precision="float32"):
     }
 
 
-def run_torch(model, shape, threads, setting, min_time, precision="float32"):
+def run_torch(model, shape, threads, setting, min_time, precision="float32", torch_model="expert"):
     out = subprocess.run([sys.executable, os.path.join(HERE, "torch_bench.py"), "--model", model, "--shape", shape,
                           "--threads", str(threads), "--setting", setting, "--min-time", str(min_time),
-                          "--precision", precision],
+                          "--precision", precision, "--torch-model", torch_model],
                          check=True, capture_output=True, text=True, env=torch_settings.environment(setting, threads))
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -72,6 +72,8 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     torch_settings.add_comparison_arguments(parser, ROOT, "timed steps")
     parser.add_argument("--models", nargs="+", choices=MODELS, default=list(MODELS))
+    parser.add_argument("--torch-model", choices=("expert", "twin"), default="expert",
+                        help="PyTorch's Transformer as an expert writes it (bench/torch_expert.py), or the parity twin")
     parser.add_argument("--shapes", nargs="+", choices=SHAPES, default=list(SHAPES))
     parser.add_argument("--bf16", action="store_true",
                         help="the Transformer in float32 and bf16 on both sides (PyTorch: autocast)")
@@ -94,10 +96,12 @@ def main():
                     if side == "seqgrad":
                         context, result = run_seqgrad(args.bench, model, shape, args.threads, args.min_time)
                     else:
-                        result = run_torch(model, shape, args.threads, side, args.min_time)
+                        result = run_torch(model, shape, args.threads, side, args.min_time,
+                                           torch_model=args.torch_model)
                     torch_settings.keep_faster(best, (model, shape, side), result)
 
-    print(f"seqgrad vs PyTorch {torch_version}, one training step (forward, loss, backward, Adam), "
+    print(f"seqgrad vs PyTorch {torch_version} (its Transformer: {args.torch_model}), one training step "
+          f"(forward, loss, backward, Adam), "
           f"{args.threads} threads, best of {args.rounds} alternating runs; PyTorch in each setting of "
           "bench/torch_settings.py, the ratio to its best")
     print(f"OpenBLAS core {context.get('openblas_core', '?')}, OPENBLAS_CORETYPE "
@@ -137,7 +141,8 @@ def compare_bf16(args, torch_version):
                     context, result = run_seqgrad(args.bench, "transformer", shape, args.threads, args.min_time,
                                                   precision)
                 else:
-                    result = run_torch("transformer", shape, args.threads, side, args.min_time, precision)
+                    result = run_torch("transformer", shape, args.threads, side, args.min_time, precision,
+                                       args.torch_model)
                 torch_settings.keep_faster(best, (shape, side, precision), result)
 
     print(f"seqgrad vs PyTorch {torch_version}, the Transformer's training step in float32 and in bfloat16 "

@@ -4,7 +4,11 @@
 One training step of the same model, at the same shape, with the same batch recipe as
 bench/model_bench.cpp: zero_grad, forward, cross-entropy with label smoothing 0.1 ignoring
 padding, backward, Adam (lr 1e-4). The models are the PyTorch versions that make the parity
-fixtures (tests/fixtures/make_fixtures.py), so both sides run exactly the same computation.
+fixtures (tests/fixtures/make_fixtures.py), so both sides run exactly the same computation; the
+Transformer by default as a PyTorch expert writes it (--torch-model expert: bench/torch_expert.py's
+ExpertTransformer with the twin's weights, nn.LayerNorm, fused q/k/v and k/v products, additive
+masks, zero_grad with set_to_none; `torch_expert.py --check` holds it to the twin's function),
+the LSTM models as their twins are.
 
     /usr/bin/python3 bench/torch_bench.py --model transformer --shape g2p [--threads 2]
                                           [--setting default|threads|passive]
@@ -64,6 +68,8 @@ def main():
     parser.add_argument("--setting", choices=torch_settings.SETTINGS, default="passive",
                         help="PyTorch's thread setting (bench/torch_settings.py)")
     parser.add_argument("--min-time", type=float, default=3.0, help="seconds of timed steps (at least 3 steps)")
+    parser.add_argument("--torch-model", choices=("expert", "twin"), default="expert",
+                        help="the Transformer as an expert writes it (bench/torch_expert.py), or the parity twin")
     parser.add_argument("--precision", choices=("float32", "bf16"), default="float32",
                         help="bf16: the forward pass and loss under torch.autocast(\"cpu\", torch.bfloat16)")
     args = parser.parse_args()
@@ -79,6 +85,11 @@ def main():
     torch.manual_seed(7)
     s = SHAPES[args.shape]
     model = build_model(model_config(args.model, s))
+    expert = args.model == "transformer" and args.torch_model == "expert"
+    if expert:  # the same weights in the expert's layout
+        import torch_expert
+        twin, model = model, torch_expert.ExpertTransformer(model_config(args.model, s))
+        torch_expert.transformer_from_twin(model, twin)
     model.train()
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-4)
     src = torch.randint(FIRST_REAL_TOKEN, s["src_vocab"], (s["batch"], s["src_len"]))
@@ -89,7 +100,7 @@ def main():
     autocast = args.precision == "bf16"
 
     def step():
-        optimizer.zero_grad()
+        optimizer.zero_grad(set_to_none=expert)
         with torch.autocast(device_type="cpu", dtype=torch.bfloat16, enabled=autocast):
             loss = loss_fn(model(src, tgt_in), tgt_out, LABEL_SMOOTHING)
         loss.backward()
@@ -107,6 +118,7 @@ def main():
     print(json.dumps({
         "name": f"train_step/{args.model}/{args.shape}" + ("/bf16" if autocast else ""),
         "precision": args.precision,
+        "model": "expert" if expert else "twin",
         "torch_version": torch.__version__,
         **setting,
         "steps": steps,

@@ -148,6 +148,163 @@ def from_twin(expert, twin):
             expert.final_bias.copy_(twin.final_norm.beta)
 
 
+# ---- the Transformer (Vaswani et al., 2017) ----
+
+MASK_FILL = -1e9  # added to masked scores: the twin's fill, so that a row's weights are the same
+
+
+def attend(q, k, v, heads, additive_mask, dropout, training):
+    """Multi-head attention over [B, T, D] projections: softmax(q k^T / sqrt(hd) + mask) v."""
+    b, tq, d = q.shape
+    hd = d // heads
+    q = q.view(b, tq, heads, hd).transpose(1, 2)
+    k = k.view(b, -1, heads, hd).transpose(1, 2)
+    v = v.view(b, -1, heads, hd).transpose(1, 2)
+    scores = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hd)) + additive_mask
+    weights = F.dropout(torch.softmax(scores, dim=-1), dropout, training)
+    return (weights @ v).transpose(1, 2).reshape(b, tq, d)
+
+
+class ExpertEncoderLayer(nn.Module):
+    def __init__(self, d, heads, d_ff, pre_norm, dropout, eps):
+        super().__init__()
+        self.heads, self.pre_norm, self.dropout, self.eps = heads, pre_norm, dropout, eps
+        self.qkv = nn.Linear(d, 3 * d)
+        self.out = nn.Linear(d, d)
+        self.norm1 = nn.LayerNorm(d, eps=eps)
+        self.fc = nn.Linear(d, d_ff)
+        self.proj = nn.Linear(d_ff, d)
+        self.norm2 = nn.LayerNorm(d, eps=eps)
+
+    def sublayers(self, x, mask):
+        drop = lambda t: F.dropout(t, self.dropout, self.training)  # noqa: E731
+        attention = lambda h: drop(self.out(attend(*self.qkv(h).chunk(3, dim=-1), self.heads, mask,  # noqa: E731
+                                                    self.dropout, self.training)))
+        feed_forward = lambda h: drop(self.proj(drop(F.relu(self.fc(h)))))  # noqa: E731
+        return attention, feed_forward
+
+    def forward(self, x, mask):
+        attention, feed_forward = self.sublayers(x, mask)
+        if self.pre_norm:
+            x = x + attention(self.norm1(x))
+            return x + feed_forward(self.norm2(x))
+        x = self.norm1(x + attention(x))
+        return self.norm2(x + feed_forward(x))
+
+
+class ExpertDecoderLayer(nn.Module):
+    def __init__(self, d, heads, d_ff, pre_norm, dropout, eps):
+        super().__init__()
+        self.heads, self.pre_norm, self.dropout = heads, pre_norm, dropout
+        self.qkv = nn.Linear(d, 3 * d)
+        self.out = nn.Linear(d, d)
+        self.norm1 = nn.LayerNorm(d, eps=eps)
+        self.cross_q = nn.Linear(d, d)
+        self.cross_kv = nn.Linear(d, 2 * d)
+        self.cross_out = nn.Linear(d, d)
+        self.norm2 = nn.LayerNorm(d, eps=eps)
+        self.fc = nn.Linear(d, d_ff)
+        self.proj = nn.Linear(d_ff, d)
+        self.norm3 = nn.LayerNorm(d, eps=eps)
+
+    def forward(self, x, memory, src_mask, tgt_mask):
+        drop = lambda t: F.dropout(t, self.dropout, self.training)  # noqa: E731
+        self_attention = lambda h: drop(self.out(attend(*self.qkv(h).chunk(3, dim=-1), self.heads,  # noqa: E731
+                                                         tgt_mask, self.dropout, self.training)))
+        cross = lambda h: drop(self.cross_out(attend(self.cross_q(h), *self.cross_kv(memory).chunk(2, dim=-1),  # noqa
+                                                     self.heads, src_mask, self.dropout, self.training)))
+        feed_forward = lambda h: drop(self.proj(drop(F.relu(self.fc(h)))))  # noqa: E731
+        if self.pre_norm:
+            x = x + self_attention(self.norm1(x))
+            x = x + cross(self.norm2(x))
+            return x + feed_forward(self.norm3(x))
+        x = self.norm1(x + self_attention(x))
+        x = self.norm2(x + cross(x))
+        return self.norm3(x + feed_forward(x))
+
+
+class ExpertTransformer(nn.Module):
+    """The benchmarks' Transformer (sinusoidal positions, relu, Post-LN or Pre-LN) with nn.LayerNorm,
+    one q/k/v product in self-attention and one k/v product in cross-attention, and additive masks
+    made once a batch; forward(src, tgt_in) -> logits, as the twin's."""
+
+    def __init__(self, cfg, pad=0, eps=1e-6):
+        super().__init__()
+        d, heads, d_ff = cfg["d_model"], cfg["n_heads"], cfg["d_ff"]
+        dropout = cfg.get("dropout", 0.0)
+        self.pre_norm, self.dim, self.pad, self.dropout = cfg["norm"] == "pre", d, pad, dropout
+        self.src_embedding = nn.Embedding(cfg["src_vocab"], d)
+        self.tgt_embedding = nn.Embedding(cfg["tgt_vocab"], d)
+        position = torch.arange(cfg["max_seq_len"], dtype=torch.float).unsqueeze(1)
+        div_term = torch.exp(torch.arange(0, d, 2).float() * (-math.log(10000.0) / d))
+        table = torch.zeros(cfg["max_seq_len"], d)
+        table[:, 0::2], table[:, 1::2] = torch.sin(position * div_term), torch.cos(position * div_term)
+        self.register_buffer("positions", table, persistent=False)
+        n_enc, n_dec = cfg.get("n_enc_layers", cfg["n_layers"]), cfg.get("n_dec_layers", cfg["n_layers"])
+        self.encoder_layers = nn.ModuleList(
+            [ExpertEncoderLayer(d, heads, d_ff, self.pre_norm, dropout, eps) for _ in range(n_enc)])
+        self.decoder_layers = nn.ModuleList(
+            [ExpertDecoderLayer(d, heads, d_ff, self.pre_norm, dropout, eps) for _ in range(n_dec)])
+        if self.pre_norm:
+            self.encoder_norm, self.decoder_norm = nn.LayerNorm(d, eps=eps), nn.LayerNorm(d, eps=eps)
+        self.output = nn.Linear(d, cfg["tgt_vocab"])
+
+    def embed(self, table, ids):
+        x = table(ids) * math.sqrt(self.dim) + self.positions[:ids.size(1)]
+        return F.dropout(x, self.dropout, self.training)
+
+    def forward(self, src, tgt_in):
+        t = tgt_in.size(1)
+        src_mask = ((src == self.pad).float() * MASK_FILL)[:, None, None, :]  # [B, 1, 1, S]
+        causal = torch.full((t, t), MASK_FILL).triu(1)
+        tgt_mask = torch.minimum(causal, ((tgt_in == self.pad).float() * MASK_FILL)[:, None, None, :])
+        x = self.embed(self.src_embedding, src)
+        for layer in self.encoder_layers:
+            x = layer(x, src_mask)
+        memory = self.encoder_norm(x) if self.pre_norm else x
+        x = self.embed(self.tgt_embedding, tgt_in)
+        for layer in self.decoder_layers:
+            x = layer(x, memory, src_mask, tgt_mask)
+        return self.output(self.decoder_norm(x) if self.pre_norm else x)
+
+
+# The expert Transformer's parameters as the twin's: each a list of twin names stacked.
+def transformer_names(expert):
+    names = {"src_embedding.weight": ["src_embedding.weight"], "tgt_embedding.weight": ["tgt_embedding.weight"],
+             "output.weight": ["output.weight"], "output.bias": ["output.bias"]}
+    for norm in ("encoder_norm", "decoder_norm"):
+        names[f"{norm}.weight"], names[f"{norm}.bias"] = [f"{norm}.gamma"], [f"{norm}.beta"]
+    for i in range(len(expert.encoder_layers)):
+        e, t = f"encoder_layers.{i}.", f"encoder_layers.{i}."
+        for leaf in ("weight", "bias"):
+            names[e + "qkv." + leaf] = [t + f"attention.w{n}.{leaf}" for n in "qkv"]
+            names[e + "out." + leaf] = [t + "attention.wo." + leaf]
+            names[e + "fc." + leaf], names[e + "proj." + leaf] = [t + "feed_forward.w1." + leaf], [
+                t + "feed_forward.w2." + leaf]
+        for mine, theirs in (("norm1", "attention_norm"), ("norm2", "ffn_norm")):
+            names[e + mine + ".weight"], names[e + mine + ".bias"] = [t + theirs + ".gamma"], [t + theirs + ".beta"]
+    for i in range(len(expert.decoder_layers)):
+        e, t = f"decoder_layers.{i}.", f"decoder_layers.{i}."
+        for leaf in ("weight", "bias"):
+            names[e + "qkv." + leaf] = [t + f"self_attention.w{n}.{leaf}" for n in "qkv"]
+            names[e + "out." + leaf] = [t + "self_attention.wo." + leaf]
+            names[e + "cross_q." + leaf] = [t + "cross_attention.wq." + leaf]
+            names[e + "cross_kv." + leaf] = [t + f"cross_attention.w{n}.{leaf}" for n in "kv"]
+            names[e + "cross_out." + leaf] = [t + "cross_attention.wo." + leaf]
+            names[e + "fc." + leaf], names[e + "proj." + leaf] = [t + "feed_forward.w1." + leaf], [
+                t + "feed_forward.w2." + leaf]
+        for mine, theirs in (("norm1", "self_attn_norm"), ("norm2", "cross_attn_norm"), ("norm3", "ffn_norm")):
+            names[e + mine + ".weight"], names[e + mine + ".bias"] = [t + theirs + ".gamma"], [t + theirs + ".beta"]
+    return {k: v for k, v in names.items() if k in dict(expert.named_parameters())}
+
+
+def transformer_from_twin(expert, twin):
+    theirs = dict(twin.named_parameters())
+    with torch.no_grad():
+        for name, p in expert.named_parameters():
+            p.copy_(torch.cat([theirs[n] for n in transformer_names(expert)[name]]))
+
+
 def twin_gradient_of(expert_name, twin_grads):
     """The twin's gradient for one of the expert's parameters (q, k and v stacked)."""
     mapping = {"token_embedding.weight": "token_embedding.weight",
@@ -209,16 +366,64 @@ def check(shapes, gpt_config, vocab, first_real_token, seed):
     return ok
 
 
+def check_transformer(shapes, model_config, first_real_token, sos, label_smoothing):
+    """ExpertTransformer against the twin at each shape without dropout, Post-LN and Pre-LN, on a batch
+    with padding: the largest relative differences of the logits, the loss and every gradient."""
+    sys.path.insert(0, os.path.join(HERE, "..", "tests", "fixtures"))
+    from make_fixtures import build_model, loss_fn
+    ok = True
+    for name, s in shapes.items():
+        for norm in ("post", "pre"):
+            cfg = dict(model_config("transformer", s), dropout=0.0, norm=norm)
+            torch.manual_seed(3)
+            twin = build_model(cfg)
+            with torch.no_grad():
+                for n, p in twin.named_parameters():
+                    if n.endswith(("gamma", "beta", "bias")):
+                        p.add_(torch.rand(p.shape) * 0.2 - 0.1)
+            expert = ExpertTransformer(cfg)
+            transformer_from_twin(expert, twin)
+            src = torch.randint(first_real_token, s["src_vocab"], (4, s["src_len"]))
+            tgt = torch.randint(first_real_token, s["tgt_vocab"], (4, s["tgt_len"] + 1))
+            tgt[:, 0] = sos
+            src[1, -3:], tgt[2, -4:] = 0, 0  # padding: the masks must hide it alike
+            results = []
+            for model in (twin, expert):
+                model.train()
+                logits = model(src, tgt[:, :-1])
+                loss = loss_fn(logits, tgt[:, 1:], label_smoothing)
+                loss.backward()
+                results.append((logits.detach(), loss.detach(), {n: p.grad for n, p in model.named_parameters()}))
+            (tl, tloss, tg), (el, eloss, eg) = results
+            worst = [("logits", ((tl - el).abs().max() / tl.abs().max()).item()),
+                     ("loss", (abs(tloss - eloss) / abs(tloss)).item())]
+            for n, twin_names in transformer_names(expert).items():
+                # A key's bias has a gradient of zero in exact arithmetic, float noise on both sides:
+                # its part of a stacked bias is left out.
+                parts = [(tg[t], g) for t, g in zip(twin_names, eg[n].split(tg[twin_names[0]].size(0)))
+                         if not t.endswith("wk.bias")]
+                want, got = torch.cat([w for w, _ in parts]), torch.cat([g for _, g in parts])
+                worst.append((n, ((want - got).abs().max() / want.abs().max().clamp_min(1e-30)).item()))
+            largest = max(worst, key=lambda w: w[1])
+            print(f"transformer {name} {norm}-LN: {len(worst) - 2} gradients, logits and loss; largest relative "
+                  f"difference {largest[1]:.2e} ({largest[0]})")
+            ok = ok and largest[1] < 1e-5
+    return ok
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true", help="compare ExpertGPT with the twin and exit")
+    parser.add_argument("--check", action="store_true", help="compare the expert models with the twins and exit")
     args = parser.parse_args()
     if not args.check:
-        parser.error("--check is the only action (bench/torch_gpt.py times the models)")
+        parser.error("--check is the only action (bench/torch_gpt.py and torch_bench.py time the models)")
+    import torch_bench
     import torch_gpt
     torch.set_num_threads(1)
     ok = check(torch_gpt.SHAPES, torch_gpt.gpt_config, torch_gpt.VOCAB, torch_gpt.FIRST_REAL_TOKEN, torch_gpt.SEED)
-    print("ExpertGPT computes the twin's function" if ok else "ExpertGPT DIFFERS from the twin")
+    ok = check_transformer(torch_bench.SHAPES, torch_bench.model_config, torch_bench.FIRST_REAL_TOKEN,
+                           torch_bench.SOS, torch_bench.LABEL_SMOOTHING) and ok
+    print("the expert models compute the twins' functions" if ok else "an expert model DIFFERS from its twin")
     sys.exit(0 if ok else 1)
 
 
