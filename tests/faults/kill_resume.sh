@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# SIGKILL at any moment: trains a small Transformer (dropout on, a checkpoint every 3 steps), kills
+# SIGKILL at any moment: trains a small Transformer or GPT (dropout on, a checkpoint every 3 steps), kills
 # it with SIGKILL at 20 random moments, resuming after each, and checks that
 #   - at least 8 of the kills ended a live process (status 137) once a checkpoint was on disk, so
 #     that they tested resuming and not a run that had finished or never started;
@@ -8,25 +8,41 @@
 #   - the last run resumes, and its weights are byte-identical to those of an uninterrupted run of
 #     the same steps;
 #   - no temporary or uncommitted file is left behind.
-#   kill_resume.sh SEQGRAD WORK_DIR [SEED]
+#   kill_resume.sh SEQGRAD WORK_DIR [SEED [MODEL]]
+# MODEL is transformer (the reverse task; the default) or gpt (a language model on a text); an
+# empty SEED draws one.
 set -uo pipefail
 seqgrad=$1
 work=$2
 seed=${3:-$(date +%s)}
+model=${4:-transformer}
 # shellcheck source=../lib.sh
 source "$(dirname "$0")/../lib.sh"
 RANDOM=$seed
 echo "kill moments drawn with seed $seed (run again with it to repeat them)"
 
 fresh_dir "$work"
-cat > "$work/tiny.json" <<'JSON'
+if [ "$model" = gpt ]; then
+  for i in $(seq 1 600); do echo "the cat sat on the mat, and the dog ran after it; line $((i % 17))."; done \
+    > "$work/text.txt"
+  cat > "$work/tiny.json" <<'JSON'
+{"model": "gpt", "d_model": 32, "n_heads": 2, "n_layers": 1, "d_ff": 64, "context": 32, "dropout": 0.1,
+ "training": {"schedule": "constant", "lr": 0.003, "batch_sentences": 16, "eval_every_steps": 20,
+              "save_every_steps": 3}}
+JSON
+  train=("$seqgrad" train --text "$work/text.txt" --config "$work/tiny.json" --threads 1 --show 0)
+  loads=("$seqgrad" generate --prompt the --max-tokens 2 --threads 1 --checkpoint)
+else
+  cat > "$work/tiny.json" <<'JSON'
 {"model": "transformer", "d_model": 32, "n_heads": 2, "n_layers": 1, "d_ff": 64, "norm": "pre", "dropout": 0.1,
  "training": {"synthetic": {"train_size": 2000, "dev_size": 30, "test_size": 30, "max_length": 6},
               "schedule": "constant", "lr": 0.003, "batch_sentences": 32, "eval_every_steps": 20,
               "save_every_steps": 3}}
 JSON
+  train=("$seqgrad" train --task reverse --model transformer --config "$work/tiny.json" --threads 1 --show 0)
+  loads=("$seqgrad" predict --threads 1 abc --checkpoint)
+fi
 steps=300
-train=("$seqgrad" train --task reverse --model transformer --config "$work/tiny.json" --threads 1 --show 0)
 
 # The uninterrupted run (a sanitizer build, or a machine busy with other tests, is slower).
 started=$(date +%s%N)
@@ -55,14 +71,13 @@ fresh_window_ms=$(( 2 * ($(date +%s%N) - started) / 1000000 ))
 [ "$window_ms" -ge 10 ] || window_ms=10
 [ "$fresh_window_ms" -ge 10 ] || fresh_window_ms=10
 
-# Every checkpoint file present must load: the model files through predict, the training state
-# through curves (which reads its progress).
+# Every checkpoint file present must load: the model files through predict (generate for a
+# language model), the training state through curves (which reads its progress).
 check_loads() {
   local dir=$1 f
   for f in model best; do
     [ -f "$dir/$f.safetensors" ] || continue
-    "$seqgrad" predict --checkpoint "$dir/$f.safetensors" --threads 1 abc > /dev/null 2>&1 \
-      || fail "after kill $2, $dir/$f.safetensors does not load"
+    "${loads[@]}" "$dir/$f.safetensors" > /dev/null 2>&1 || fail "after kill $2, $dir/$f.safetensors does not load"
   done
   if [ -f "$dir/training.safetensors" ]; then
     local out status
