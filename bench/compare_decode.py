@@ -160,7 +160,7 @@ def main():
 
 
 def print_table(measured, settings):
-    """The runs above as README.md's decoding table: a column per thread count."""
+    """The runs above as docs/performance.md's decoding table: a column per thread count."""
     def each(threads, row, unit):
         best, _, infos = measured[threads]
         return " / ".join(torch_settings.cell(f"{best[(row, s)]:,.0f}", infos[s], threads) if (row, s) in best

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """`seqgrad predict` on a trained checkpoint beside the same decoding in PyTorch: words per second.
 
-Workload (G2P decoding; README.md, "Tasks and data")
+Workload (G2P decoding; docs/program.md, "Tasks and data")
     A checkpoint that `seqgrad train` wrote (a directory: its best.safetensors, else its
     model.safetensors; or one such file), and a file of inputs, one a line, e.g. the G2P test words.
     Both sides decode every line with beam 5 (--beam) and GNMT's length penalty 0.6, and write the

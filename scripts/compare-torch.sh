@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Every comparison with PyTorch in README.md, one after the other, each printing its table in the
-# README's format; PyTorch in each of its three thread settings (bench/torch_settings.py), the
+# Every comparison with PyTorch in docs/performance.md, one after the other, each printing its table in the
+# page's format; PyTorch in each of its three thread settings (bench/torch_settings.py), the
 # ratios to its best. Needs Debian's python3-torch. Run it on a quiet machine: the sides alternate,
 # but anything else running moves both.
 #
@@ -98,7 +98,7 @@ EOF
             --beam 5 --threads "$threads" --repeats 2 $int8 | tee "$log"
         done
       done
-      # README's table, from the last line of each run and the two evaluations.
+      # docs/results.md's table, from the last line of each run and the two evaluations.
       "$python" - "$out" <<'EOF' | tee "$out/g2p.md"
 import re, sys
 sys.path.insert(0, "bench")

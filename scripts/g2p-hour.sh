@@ -6,7 +6,7 @@
 # decoded together (an ensemble, weights 0.6 and 0.4, beam 5) on the test words. Each model alone
 # is scored too, and every part is timed.
 #
-#   bash scripts/g2p-hour.sh                       # CMUdict (the task of the README's table)
+#   bash scripts/g2p-hour.sh                       # CMUdict (the task of docs/results.md)
 #   DATA="--train runs/italian-g2p.tsv --tgt-tokens space" OUT=runs/italian-hour bash scripts/g2p-hour.sh
 #
 # MINUTES (default 60) is each model's budget; SEQGRAD the program (default ./build/cli/seqgrad).

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The README's first command: installs the dependencies, builds seqgrad in Release, and runs the
-# main job: a Transformer (the recipe of the README's results, configs/g2p-transformer.json)
+# main job: a Transformer (the recipe of docs/results.md, configs/g2p-transformer.json)
 # trained on CMUdict grapheme-to-phoneme for a few minutes, then its dev WER and PER and some
 # words with their predicted pronunciations. runs/quickstart is its scratch directory, replaced on
 # every run.

@@ -1,7 +1,7 @@
 // Decoding finds what PyTorch finds: greedy decoding and beam search over every committed parity
 // model (tests/fixtures/*.safetensors, PyTorch's weights) are compared with the hypotheses that
 // PyTorch's own greedy decoding and beam search, written in tests/fixtures/make_fixtures.py from
-// the rules of models/decoding.cpp (GNMT's length penalty, the 2k candidates, </s>, ties), found
+// the rules of models/search.cpp (GNMT's length penalty, the 2k candidates, </s>, ties), found
 // for the same inputs: tests/fixtures/decoding_golden.txt. Every token must be the same and every
 // score within float rounding, so a decoder that keeps choosing what it chose but chooses wrongly
 // fails too; so does work on the decoders' speed (caches, fused kernels, beam bookkeeping) that
