@@ -258,7 +258,9 @@ struct PackedMatrix::Impl {
     int64_t out = 0, in = 0;
     std::vector<float> scales;  // int8
     // Float32 below AVX-512: seqgrad's own panels (Block::own) for up to kRowsByHand rows, and the
-    // weights as they are for sgemm beyond.
+    // weights as they are for sgemm beyond: the caller's tensor itself, not a copy (a model keeps
+    // its parameters anyway), so, as with every packing, changing it in place calls for packing
+    // again (Module::pack_weights does after load_state_dict).
     bool own_panels = false;
     Tensor weight;
 
