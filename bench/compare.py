@@ -73,7 +73,8 @@ def main():
     torch_settings.add_comparison_arguments(parser, ROOT, "timed steps")
     parser.add_argument("--models", nargs="+", choices=MODELS, default=list(MODELS))
     parser.add_argument("--torch-model", choices=("expert", "twin"), default="expert",
-                        help="PyTorch's Transformer as an expert writes it (bench/torch_expert.py), or the parity twin")
+                        help="PyTorch's Transformer and LSTM encoder-decoder as an expert writes them "
+                             "(bench/torch_expert.py), or the parity twins")
     parser.add_argument("--shapes", nargs="+", choices=SHAPES, default=list(SHAPES))
     parser.add_argument("--bf16", action="store_true",
                         help="the Transformer in float32 and bf16 on both sides (PyTorch: autocast)")
@@ -100,7 +101,7 @@ def main():
                                            torch_model=args.torch_model)
                     torch_settings.keep_faster(best, (model, shape, side), result)
 
-    print(f"seqgrad vs PyTorch {torch_version} (its Transformer: {args.torch_model}), one training step "
+    print(f"seqgrad vs PyTorch {torch_version} (its models: {args.torch_model}), one training step "
           f"(forward, loss, backward, Adam), "
           f"{args.threads} threads, best of {args.rounds} alternating runs; PyTorch in each setting of "
           "bench/torch_settings.py, the ratio to its best")

@@ -7,8 +7,9 @@ padding, backward, Adam (lr 1e-4). The models are the PyTorch versions that make
 fixtures (tests/fixtures/make_fixtures.py), so both sides run exactly the same computation; the
 Transformer by default as a PyTorch expert writes it (--torch-model expert: bench/torch_expert.py's
 ExpertTransformer with the twin's weights, nn.LayerNorm, fused q/k/v and k/v products, additive
-masks, zero_grad with set_to_none; `torch_expert.py --check` holds it to the twin's function),
-the LSTM models as their twins are.
+masks, zero_grad with set_to_none), and the LSTM encoder-decoder with its teacher-forced decoder
+as one nn.LSTM call (ExpertSeq2Seq); `torch_expert.py --check` holds both to the twins' function.
+The attention LSTM stays its twin: its attention reads the state of the step before.
 
     /usr/bin/python3 bench/torch_bench.py --model transformer --shape g2p [--threads 2]
                                           [--setting default|threads|passive]
@@ -85,11 +86,14 @@ def main():
     torch.manual_seed(7)
     s = SHAPES[args.shape]
     model = build_model(model_config(args.model, s))
-    expert = args.model == "transformer" and args.torch_model == "expert"
-    if expert:  # the same weights in the expert's layout
+    expert = args.model in ("transformer", "seq2seq") and args.torch_model == "expert"
+    if expert:  # the same weights in the expert's layout (the LSTM's: the twin's own modules)
         import torch_expert
-        twin, model = model, torch_expert.ExpertTransformer(model_config(args.model, s))
-        torch_expert.transformer_from_twin(model, twin)
+        if args.model == "transformer":
+            twin, model = model, torch_expert.ExpertTransformer(model_config(args.model, s))
+            torch_expert.transformer_from_twin(model, twin)
+        else:
+            model = torch_expert.ExpertSeq2Seq(model)
     model.train()
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-4)
     src = torch.randint(FIRST_REAL_TOKEN, s["src_vocab"], (s["batch"], s["src_len"]))

@@ -268,6 +268,28 @@ class ExpertTransformer(nn.Module):
         return self.output(self.decoder_norm(x) if self.pre_norm else x)
 
 
+# ---- the LSTM encoder-decoder (Sutskever et al., 2014) ----
+
+class ExpertSeq2Seq(nn.Module):
+    """The twin's Seq2Seq (its own modules, the same parameters) with the teacher-forced decoder run
+    as one nn.LSTM call over the whole target and one output product, instead of a Python loop of
+    one-step calls: the same function, since every input of the decoder is known in advance."""
+
+    def __init__(self, twin):
+        super().__init__()
+        self.twin = twin
+
+    def forward(self, src, tgt_in):
+        m = self.twin
+        _, h, c = m.encoder(src)
+        x = m.decoder.embedding(tgt_in)  # [B, T, h]
+        if m.context_input:  # the encoder's last state beside every input; the decoder starts at zero
+            x = torch.cat((x, h[-1].unsqueeze(1).expand(-1, x.size(1), -1)), dim=2)
+            h, c = torch.zeros_like(h), torch.zeros_like(c)
+        out, _ = m.decoder.rnn(x, (h, c))
+        return m.decoder.fc(out)
+
+
 # The expert Transformer's parameters as the twin's: each a list of twin names stacked.
 def transformer_names(expert):
     names = {"src_embedding.weight": ["src_embedding.weight"], "tgt_embedding.weight": ["tgt_embedding.weight"],
@@ -411,6 +433,40 @@ def check_transformer(shapes, model_config, first_real_token, sos, label_smoothi
     return ok
 
 
+def check_seq2seq(shapes, model_config, first_real_token, sos, label_smoothing):
+    """ExpertSeq2Seq against its twin (the same modules) on a padded batch, for both decoders: the
+    largest relative differences of the logits, the loss and every gradient."""
+    sys.path.insert(0, os.path.join(HERE, "..", "tests", "fixtures"))
+    from make_fixtures import build_model, loss_fn
+    ok = True
+    for name, s in shapes.items():
+        for decoder in ("init_state", "context_input"):
+            cfg = dict(model_config("seq2seq", s), decoder=decoder)
+            torch.manual_seed(5)
+            twin = build_model(cfg)
+            src = torch.randint(first_real_token, s["src_vocab"], (4, s["src_len"]))
+            tgt = torch.randint(first_real_token, s["tgt_vocab"], (4, s["tgt_len"] + 1))
+            tgt[:, 0] = sos
+            src[1, -3:], tgt[2, -4:] = 0, 0
+            results = []
+            for model in (twin, ExpertSeq2Seq(twin)):
+                twin.zero_grad(set_to_none=True)
+                logits = model(src, tgt[:, :-1])
+                loss = loss_fn(logits, tgt[:, 1:], label_smoothing)
+                loss.backward()
+                results.append((logits.detach(), loss.detach(),
+                                {n: p.grad.clone() for n, p in twin.named_parameters()}))
+            (tl, tloss, tg), (el, eloss, eg) = results
+            worst = [("logits", ((tl - el).abs().max() / tl.abs().max()).item()),
+                     ("loss", (abs(tloss - eloss) / abs(tloss)).item())]
+            worst += [(n, ((tg[n] - eg[n]).abs().max() / tg[n].abs().max().clamp_min(1e-30)).item()) for n in tg]
+            largest = max(worst, key=lambda w: w[1])
+            print(f"seq2seq {name} {decoder}: {len(worst) - 2} gradients, logits and loss; largest relative "
+                  f"difference {largest[1]:.2e} ({largest[0]})")
+            ok = ok and largest[1] < 1e-5
+    return ok
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="compare the expert models with the twins and exit")
@@ -423,6 +479,8 @@ def main():
     ok = check(torch_gpt.SHAPES, torch_gpt.gpt_config, torch_gpt.VOCAB, torch_gpt.FIRST_REAL_TOKEN, torch_gpt.SEED)
     ok = check_transformer(torch_bench.SHAPES, torch_bench.model_config, torch_bench.FIRST_REAL_TOKEN,
                            torch_bench.SOS, torch_bench.LABEL_SMOOTHING) and ok
+    ok = check_seq2seq(torch_bench.SHAPES, torch_bench.model_config, torch_bench.FIRST_REAL_TOKEN,
+                       torch_bench.SOS, torch_bench.LABEL_SMOOTHING) and ok
     print("the expert models compute the twins' functions" if ok else "an expert model DIFFERS from its twin")
     sys.exit(0 if ok else 1)
 

@@ -11,6 +11,7 @@ source "$(dirname "$0")/../lib.sh"
 cd "$root" || fail "no source tree at $root"
 
 pages=(README.md docs/*.md)
+folders="core|nn|models|training|inference|cli|tests|bench|fuzz|examples|configs|data|docs|scripts|include"
 problems=()
 links=0 paths=0 flags=0
 
@@ -28,8 +29,7 @@ for page in "${pages[@]}"; do
   while IFS= read -r path; do
     paths=$((paths + 1))
     [ -e "$path" ] || [ -e "$dir/$path" ] || problems+=("$page: \`$path\` does not exist")
-  done < <(grep -oE '`(core|nn|models|training|inference|cli|tests|bench|fuzz|examples|configs|data|docs|scripts|include)/[A-Za-z0-9_./-]+\.[a-z]+`' "$page" \
-             | tr -d '`' | grep -v '\*' | sort -u)
+  done < <(grep -oE "\`($folders)/[A-Za-z0-9_./-]+\.[a-z]+\`" "$page" | tr -d '`' | grep -v '\*' | sort -u)
 done
 
 # The subcommands' flags, from their --help.
