@@ -10,9 +10,12 @@
 // an IsaLevel) and chooses its branch with `if constexpr`, its intrinsic helpers marked with the
 // level's SEQGRAD_TARGET_ attribute.
 //
-// Nothing compiled for a higher level is reachable from a lower one: the copies are instances of
-// templates over the lambda's own type, so no two translation units share one, and the kernels
-// they inline stay compiled for the baseline where they are called directly.
+// Nothing compiled for a higher level is reachable from a lower one: every translation unit is
+// compiled for the baseline, so an inline function or template that the linker keeps one copy of
+// is the baseline's wherever it came from; only the copies below (and functions marked with a
+// level's attribute) hold higher instructions, and they run only behind the level's check.
+// (Compiling whole files with higher -m flags would not be safe: the linker may keep such a file's
+// copy of an inline function for callers everywhere.)
 #pragma once
 
 #include <type_traits>
