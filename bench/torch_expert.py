@@ -348,6 +348,22 @@ def twin_gradient_of(expert_name, twin_grads):
     return twin_grads[p + norms[rest]]
 
 
+def relative(want, got):
+    """The largest |want - got| over the largest |want|."""
+    return ((want - got).abs().max() / want.abs().max().clamp_min(1e-30)).item()
+
+
+def agree(label, twin, expert, gradients):
+    """Prints the largest relative difference between the twin's (logits, loss) and the expert's,
+    and between the (name, twin's, expert's) gradients; True if it is below 1e-5."""
+    worst = [("logits", relative(twin[0], expert[0])), ("loss", relative(twin[1], expert[1]))]
+    worst += [(name, relative(want, got)) for name, want, got in gradients]
+    largest = max(worst, key=lambda w: w[1])
+    print(f"{label}: {len(gradients)} gradients, logits and loss; largest relative difference "
+          f"{largest[1]:.2e} ({largest[0]})")
+    return largest[1] < 1e-5
+
+
 def check(shapes, gpt_config, vocab, first_real_token, seed):
     """ExpertGPT against the twin at each shape (dropout 0): the largest differences of the logits,
     the loss and every gradient, relative to each tensor's largest value. True if all are below 1e-5."""
@@ -376,15 +392,7 @@ def check(shapes, gpt_config, vocab, first_real_token, seed):
             results.append((logits.detach(), loss.detach(),
                             {n: p.grad for n, p in model.named_parameters()}))
         (tl, tloss, tg), (el, eloss, eg) = results
-        worst = [("logits", ((tl - el).abs().max() / tl.abs().max()).item()),
-                 ("loss", (abs(tloss - eloss) / abs(tloss)).item())]
-        for n, g in eg.items():
-            want = twin_gradient_of(n, tg)
-            worst.append((n, ((want - g).abs().max() / want.abs().max().clamp_min(1e-30)).item()))
-        largest = max(worst, key=lambda w: w[1])
-        print(f"{name}: {len(worst) - 2} gradients, logits and loss; largest relative difference "
-              f"{largest[1]:.2e} ({largest[0]})")
-        ok = ok and largest[1] < 1e-5
+        ok = agree(name, (tl, tloss), (el, eloss), [(n, twin_gradient_of(n, tg), g) for n, g in eg.items()]) and ok
     return ok
 
 
@@ -417,19 +425,14 @@ def check_transformer(shapes, model_config, first_real_token, sos, label_smoothi
                 loss.backward()
                 results.append((logits.detach(), loss.detach(), {n: p.grad for n, p in model.named_parameters()}))
             (tl, tloss, tg), (el, eloss, eg) = results
-            worst = [("logits", ((tl - el).abs().max() / tl.abs().max()).item()),
-                     ("loss", (abs(tloss - eloss) / abs(tloss)).item())]
+            gradients = []
             for n, twin_names in transformer_names(expert).items():
                 # A key's bias has a gradient of zero in exact arithmetic, float noise on both sides:
                 # its part of a stacked bias is left out.
                 parts = [(tg[t], g) for t, g in zip(twin_names, eg[n].split(tg[twin_names[0]].size(0)))
                          if not t.endswith("wk.bias")]
-                want, got = torch.cat([w for w, _ in parts]), torch.cat([g for _, g in parts])
-                worst.append((n, ((want - got).abs().max() / want.abs().max().clamp_min(1e-30)).item()))
-            largest = max(worst, key=lambda w: w[1])
-            print(f"transformer {name} {norm}-LN: {len(worst) - 2} gradients, logits and loss; largest relative "
-                  f"difference {largest[1]:.2e} ({largest[0]})")
-            ok = ok and largest[1] < 1e-5
+                gradients.append((n, torch.cat([w for w, _ in parts]), torch.cat([g for _, g in parts])))
+            ok = agree(f"transformer {name} {norm}-LN", (tl, tloss), (el, eloss), gradients) and ok
     return ok
 
 
@@ -457,13 +460,7 @@ def check_seq2seq(shapes, model_config, first_real_token, sos, label_smoothing):
                 results.append((logits.detach(), loss.detach(),
                                 {n: p.grad.clone() for n, p in twin.named_parameters()}))
             (tl, tloss, tg), (el, eloss, eg) = results
-            worst = [("logits", ((tl - el).abs().max() / tl.abs().max()).item()),
-                     ("loss", (abs(tloss - eloss) / abs(tloss)).item())]
-            worst += [(n, ((tg[n] - eg[n]).abs().max() / tg[n].abs().max().clamp_min(1e-30)).item()) for n in tg]
-            largest = max(worst, key=lambda w: w[1])
-            print(f"seq2seq {name} {decoder}: {len(worst) - 2} gradients, logits and loss; largest relative "
-                  f"difference {largest[1]:.2e} ({largest[0]})")
-            ok = ok and largest[1] < 1e-5
+            ok = agree(f"seq2seq {name} {decoder}", (tl, tloss), (el, eloss), [(n, tg[n], eg[n]) for n in tg]) and ok
     return ok
 
 
