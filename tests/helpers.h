@@ -85,6 +85,33 @@ inline training::TrainingOptions reverse_words(int64_t train_size, int64_t held_
     return o;
 }
 
+// A GPT as small as a test needs: one layer of width 16, 2 heads, a context of `context` tokens,
+// dropout 0.1 (so that resuming must restore the dropout generator too).
+inline models::ModelConfig tiny_gpt(int64_t context = 16) {
+    models::ModelConfig c = models::model_kind("gpt").base;
+    c.context = context;
+    c.d_model = 16;
+    c.n_heads = 2;
+    c.n_layers = 1;
+    c.d_ff = 32;
+    c.dropout = 0.1f;
+    return c;
+}
+
+// The text task on the file at `path` with the task's defaults, batches of 8 windows, 5 warm-up
+// steps and a dev evaluation every 10; the caller sets the budget.
+inline training::TrainingOptions text_options(const std::string& path) {
+    training::TrainingOptions o;
+    training::task("text").defaults(o);
+    o.task = "text";
+    o.text = path;
+    o.batches.max_sentences = 8;
+    o.warmup_steps = 5;
+    o.eval_every_steps = 10;
+    o.log_every = 1000;
+    return o;
+}
+
 // A Pre-LN Transformer as small as a test needs: as many encoder as decoder layers, no dropout
 // unless the test sets it. Vocabulary sizes are left for training to set.
 inline models::ModelConfig small_transformer(int64_t d_model, int64_t heads, int64_t layers, int64_t d_ff,

@@ -242,9 +242,8 @@ TEST_CASE("models of different kinds decode together, and their ensemble scores 
 
 TEST_CASE("an ensemble refuses a language model, naming it", "[ensemble][errors]") {
     std::vector<LoadedModel> models{load_model(run("transformer")), load_model(run("transformer"))};
-    ModelConfig gpt = model_kind("gpt").base;
+    ModelConfig gpt = seqgrad::testing::tiny_gpt();
     gpt.vocab = models[1].target_vocab.size();
-    gpt.context = 16, gpt.d_model = 16, gpt.n_heads = 2, gpt.n_layers = 1, gpt.d_ff = 32;
     Generator gen(1);
     models[1].model = make_model(gpt, gen);
     models[1].path = "lm.safetensors";
@@ -368,18 +367,11 @@ TEST_CASE("a GPT's kept weights average into a checkpoint that evaluates and res
         std::ofstream out(text);
         for (int i = 0; i < 200; ++i) out << "the cat sat on the mat and the dog ran after it " << i % 7 << "\n";
     }
-    ModelConfig gpt = model_kind("gpt").base;
-    gpt.context = 16, gpt.d_model = 16, gpt.n_heads = 2, gpt.n_layers = 1, gpt.d_ff = 32;
-    TrainingOptions o;
-    task("text").defaults(o);
-    o.task = "text";
-    o.text = text;
-    o.batches.max_sentences = 8;
+    TrainingOptions o = seqgrad::testing::text_options(text);
     o.max_steps = 30;
-    o.eval_every_steps = 10;
     o.keep_checkpoints = 3;
     const std::string dir = scratch().fresh("gpt_run");
-    train(gpt, o, dir);
+    train(seqgrad::testing::tiny_gpt(), o, dir);
     const std::vector<std::string> kept = CheckpointDir(dir).kept_files();
     REQUIRE(kept.size() == 3);
     const std::string out = scratch().fresh("gpt_mean");

@@ -22,6 +22,8 @@ using namespace seqgrad::models;
 using namespace seqgrad::training;
 using Catch::Matchers::Contains;
 using seqgrad::testing::TempDir;
+using seqgrad::testing::text_options;
+using seqgrad::testing::tiny_gpt;
 namespace fs = std::filesystem;
 
 namespace {
@@ -54,29 +56,6 @@ std::string rhymes() {
 const std::string& rhymes_path() {
     static const std::string path = write_file("rhymes.txt", rhymes());
     return path;
-}
-
-ModelConfig tiny_gpt(int64_t context = 16) {
-    ModelConfig c = model_kind("gpt").base;
-    c.context = context;
-    c.d_model = 16;
-    c.n_heads = 2;
-    c.n_layers = 1;
-    c.d_ff = 32;
-    c.dropout = 0.1f;  // so that resuming must restore the dropout generator too
-    return c;
-}
-
-TrainingOptions text_options(const std::string& path) {
-    TrainingOptions o;
-    task("text").defaults(o);
-    o.task = "text";
-    o.text = path;
-    o.batches.max_sentences = 8;
-    o.warmup_steps = 5;
-    o.eval_every_steps = 10;
-    o.log_every = 1000;
-    return o;
 }
 
 struct LossLog {
