@@ -19,6 +19,7 @@
 #include "seqgrad/training/config_file.h"
 #include "seqgrad/training/data.h"
 #include "seqgrad/training/pairs.h"
+#include "seqgrad/training/recipe.h"
 #include "seqgrad/training/task.h"
 #include "seqgrad/training/trainer.h"
 
@@ -178,18 +179,13 @@ int run_train(const TrainFlags& flags) {
         }
         check(!model.empty(), "train", "--model is required (", models::model_kind_names(),
               "), or a --config file that names one");
-        const models::ModelKind& kind = models::model_kind(model);
-        models::ModelConfig config = kind.recipe;
-        // A text (--text, or a config file's "text") starts from the text task's options; a config
-        // file's "training" keys go over them, and a run without one takes its kind's rate too.
-        const bool text = flags.training.count("text") || (file && file->training_sets("text"));
-        if (text) training::task("text").defaults(options);
+        // The kind's recipe (training/recipe.h), a config file's keys over it, the flags over both.
+        training::Recipe start = training::recipe(model);
+        models::ModelConfig config = start.model;
+        options = start.training;
         if (file) {
-            file->apply_model_keys(config);  // the file's model keys over the recipe
+            file->apply_model_keys(config);
             options = file->training(options);
-        } else {
-            options.schedule = kind.schedule;
-            options.lr = kind.lr;
         }
         for (const auto& [key, words] : flags.model_keys) config.set(key, words);
         apply_training_flags(flags, options);
@@ -240,8 +236,9 @@ void add_train_command(CLI::App& app, int& exit_status) {
         kinds += "  " + kind.name + ": " + kind.description + "\n";
     for (const training::Task& task : training::tasks()) tasks += "  " + task.name + ": " + task.description + "\n";
     cmd->footer("Models:\n" + kinds + "\nTasks:\n" + tasks +
-                "\nA --config file holds model keys and an optional \"training\" object of training options; "
-                "flags override it. Each model reads its own keys (docs/parity.md).");
+                "\nEach model starts from its recipe (the configs/ file the README trains it with); a --config "
+                "file's model keys and \"training\" object of training options go over it, and flags over "
+                "both. Each model reads its own keys (docs/parity.md).");
     cmd->add_option("--model", flags->model, models::model_kind_names());
     cmd->add_option("--config", flags->config_file,
                     "JSON file: model keys (docs/parity.md) and an optional \"training\" object of training options");

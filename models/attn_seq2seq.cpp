@@ -192,10 +192,6 @@ ModelKind attn_seq2seq_kind() {
                                4 * target * static_cast<double>(src_len) * hh;
         return encoder + decoder + 2 * target * hh * static_cast<double>(c.tgt_vocab);
     };
-    kind.recipe.model = kind.name;
-    kind.recipe.src_vocab = kind.recipe.tgt_vocab = 4;  // filled in from the data
-    kind.schedule = "constant";                         // Adam at a fixed rate
-    kind.lr = 1e-3;
     return kind;
 }
 

@@ -226,19 +226,6 @@ ModelKind gpt_kind() {
     base.positional = "learned";
     base.activation = "gelu";
     base.tie_output = true;
-    // nanoGPT's "baby GPT" of Shakespeare's characters, which trains on two cores.
-    ModelConfig& r = kind.recipe;
-    r = base;
-    r.vocab = 4;  // filled in from the data
-    r.context = 256;
-    r.d_model = 384;
-    r.n_heads = 6;
-    r.n_layers = 6;
-    r.d_ff = 1536;
-    r.dropout = 0.2f;
-    r.bias = false;  // as nanoGPT trains it
-    kind.schedule = "cosine";
-    kind.lr = 1e-3;
     return kind;
 }
 

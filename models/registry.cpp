@@ -1,4 +1,4 @@
-// The model kinds: one line each. A kind's definition (its keys, checks, constructor and recipe)
+// The model kinds: one line each. A kind's definition (its keys, checks and constructor)
 // sits in its model's file.
 #include "seqgrad/models/registry.h"
 

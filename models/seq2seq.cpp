@@ -145,10 +145,6 @@ ModelKind seq2seq_kind() {
         const double output = 2 * target * static_cast<double>(c.hidden_size * c.tgt_vocab);
         return source * layers * lstm + target * layers * lstm + output;
     };
-    kind.recipe.model = kind.name;
-    kind.recipe.src_vocab = kind.recipe.tgt_vocab = 4;  // filled in from the data
-    kind.schedule = "constant";                         // Adam at a fixed rate
-    kind.lr = 1e-3;
     return kind;
 }
 

@@ -402,16 +402,6 @@ ModelKind transformer_kind() {
         return static_cast<double>(c.n_enc_layers) * encoder + static_cast<double>(c.n_dec_layers) * decoder +
                2 * nt * d * static_cast<double>(c.tgt_vocab);
     };
-    // A small Pre-LN Transformer that trains in minutes on two cores.
-    ModelConfig& r = kind.recipe;
-    r.model = kind.name;
-    r.src_vocab = r.tgt_vocab = 4;  // filled in from the data
-    r.d_model = 256;
-    r.n_heads = 4;
-    r.n_layers = r.n_enc_layers = r.n_dec_layers = 3;
-    r.d_ff = 1024;
-    r.max_seq_len = 64;
-    r.norm = "pre";
     return kind;
 }
 

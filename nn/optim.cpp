@@ -347,8 +347,12 @@ double CosineSchedule::rate(int64_t step) const {
     const auto w = static_cast<double>(warmup), d = static_cast<double>(decay_steps);
     if (i < w) return lr * (i + 1) / (w + 1);
     if (i >= d) return min_lr;
-    const double ratio = (i - w) / (d - w);  // d > i >= w
-    return min_lr + 0.5 * (1.0 + std::cos(std::numbers::pi * ratio)) * (lr - min_lr);
+    return cosine_rate(lr, min_lr, (i - w) / (d - w));  // d > i >= w
+}
+
+double cosine_rate(double lr, double min_lr, double position) {
+    const double p = std::clamp(position, 0.0, 1.0);
+    return min_lr + 0.5 * (1.0 + std::cos(std::numbers::pi * p)) * (lr - min_lr);
 }
 
 double NoamSchedule::rate(int64_t step) const {

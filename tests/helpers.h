@@ -98,11 +98,10 @@ inline models::ModelConfig tiny_gpt(int64_t context = 16) {
     return c;
 }
 
-// The text task on the file at `path` with the task's defaults, batches of 8 windows, 5 warm-up
+// The text task on the file at `path` with the GPT's recipe, batches of 8 windows, 5 warm-up
 // steps and a dev evaluation every 10; the caller sets the budget.
 inline training::TrainingOptions text_options(const std::string& path) {
-    training::TrainingOptions o;
-    training::task("text").defaults(o);
+    training::TrainingOptions o = training::recipe("gpt").training;
     o.task = "text";
     o.text = path;
     o.batches.max_sentences = 8;

@@ -448,7 +448,7 @@ TEST_CASE("min_count and max_vocab shape the vocabularies and the report counts 
 TEST_CASE("an empty corpus is refused and leaves no directory behind", "[corpus]") {
     const TempFile empty("");
     TrainingOptions o = corpus_options({empty.path()});
-    CHECK_THAT(error_of([&] { train(seqgrad::models::model_kind("seq2seq").recipe, o, "/tmp/seqgrad_never_made"); }),
+    CHECK_THAT(error_of([&] { train(seqgrad::training::recipe("seq2seq").model, o, "/tmp/seqgrad_never_made"); }),
                Contains("empty train or dev split"));
     CHECK_FALSE(std::filesystem::exists("/tmp/seqgrad_never_made"));
 }
@@ -526,7 +526,7 @@ const std::string& tiny_run() {
         o.batches.max_sentences = 32;
         o.schedule = "constant";
         o.lr = 3e-3;
-        seqgrad::models::ModelConfig c = seqgrad::models::model_kind("attn_seq2seq").recipe;
+        seqgrad::models::ModelConfig c = seqgrad::training::recipe("attn_seq2seq").model;
         c.hidden_size = 16;
         c.num_layers = 1;
         train(c, o, (root / "run").string());
@@ -554,7 +554,7 @@ TEST_CASE("resuming on data whose vocabularies changed is refused", "[corpus]") 
     std::ofstream(root / "pairs.tsv") << numbered_tsv(100);
     TrainingOptions o = corpus_options({(root / "pairs.tsv").string()});
     o.max_steps = 2;
-    seqgrad::models::ModelConfig c = seqgrad::models::model_kind("seq2seq").recipe;
+    seqgrad::models::ModelConfig c = seqgrad::training::recipe("seq2seq").model;
     c.hidden_size = 8;
     train(c, o, (root / "run").string());
     std::ofstream(root / "pairs.tsv") << numbered_tsv(100) << "QQ\tZZ\n";  // new symbols

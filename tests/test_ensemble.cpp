@@ -36,7 +36,7 @@ TrainingOptions reverse_task() {
 }
 
 ModelConfig small(const std::string& kind) {
-    ModelConfig c = model_kind(kind).recipe;
+    ModelConfig c = seqgrad::training::recipe(kind).model;
     if (kind == "transformer") {
         c.d_model = 16;
         c.n_heads = 2;

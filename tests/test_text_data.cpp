@@ -236,6 +236,69 @@ TEST_CASE("an interrupted and resumed text run gives the same losses and weights
     CHECK(weights_of(parts + "/model.safetensors") == weights_of(whole + "/model.safetensors"));
 }
 
+// The rates of a run's steps, and a stop request after `stop_after` of them (0: none).
+struct RateLog {
+    std::vector<double> rates, losses;
+    int64_t stop_after = 0;
+    std::atomic<bool>* stop = nullptr;
+    void operator()(const TrainingEvent& e) {
+        if (e.kind != TrainingEvent::Kind::step) return;
+        rates.push_back(e.learning_rate);
+        losses.push_back(e.loss);
+        if (stop && e.step == stop_after) *stop = true;
+    }
+};
+
+TEST_CASE("a cosine given neither decay_steps nor max_steps runs over the epochs and resumes exactly",
+          "[text][training]") {
+    TrainingOptions o = text_options(rhymes_path());
+    o.epochs = 2;
+    o.warmup_steps = 3;
+    const std::string whole = fresh_dir("cosine_whole"), parts = fresh_dir("cosine_parts");
+    RateLog uninterrupted;
+    train(tiny_gpt(), o, whole, std::ref(uninterrupted));
+    const std::vector<double>& r = uninterrupted.rates;
+    REQUIRE(r.size() >= 10);
+    for (size_t i = 0; i < 3; ++i) CHECK(r[i] == Approx(o.lr * static_cast<double>(i + 1) / 4));  // the warm-up
+    for (size_t i = 4; i < r.size(); ++i) {
+        INFO("step " << i + 1);
+        CHECK(r[i] <= r[i - 1]);
+        CHECK(r[i] < o.lr);
+    }
+    CHECK(r[r.size() / 2] > o.min_lr + 0.1 * (o.lr - o.min_lr));
+    CHECK(r.back() == o.min_lr);  // at the end of the second epoch
+
+    // Stopped halfway and resumed with the run's own budget: the same rates, losses and weights.
+    std::atomic<bool> stop{false};
+    RateLog first{.stop_after = static_cast<int64_t>(r.size() / 2), .stop = &stop}, second;
+    CHECK(train(tiny_gpt(), o, parts, std::ref(first), &stop).stop_reason == "interrupted");
+    CHECK(resume(parts, 0, 0, 0, std::ref(second)).stop_reason == "budget");
+    std::vector<double> rates = first.rates, losses = first.losses;
+    rates.insert(rates.end(), second.rates.begin(), second.rates.end());
+    losses.insert(losses.end(), second.losses.begin(), second.losses.end());
+    CHECK(rates == uninterrupted.rates);
+    CHECK(losses == uninterrupted.losses);
+    CHECK(weights_of(parts + "/model.safetensors") == weights_of(whole + "/model.safetensors"));
+}
+
+TEST_CASE("a cosine given only minutes falls over the session's time", "[text][training]") {
+    TrainingOptions o = text_options(rhymes_path());
+    o.minutes = 0.01;  // 0.6 s: many steps of this model
+    o.warmup_steps = 2;
+    o.eval_every_steps = 0;
+    RateLog log;
+    train(tiny_gpt(), o, fresh_dir("cosine_minutes"), std::ref(log));
+    const std::vector<double>& r = log.rates;
+    REQUIRE(r.size() >= 4);
+    for (size_t i = 3; i < r.size(); ++i) {
+        INFO("step " << i + 1);
+        CHECK(r[i] <= r[i - 1]);  // the clock only moves on
+        CHECK(r[i] >= o.min_lr);
+    }
+    // The last step comes after at least half of the time: past the cosine's middle.
+    CHECK(r.back() <= (o.lr + o.min_lr) / 2);
+}
+
 TEST_CASE("gradient accumulation over micro-batches equals one large batch", "[text][training]") {
     TrainingOptions o = text_options(rhymes_path());
     o.max_steps = 6;

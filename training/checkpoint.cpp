@@ -254,6 +254,8 @@ const OptionTable<Progress>& progress_table() {
             // These two are absent in checkpoints from before lr_decay: their defaults apply.
             .add("lr_scale", "lr_decay's factors so far", &P::lr_scale)
             .add("scheduled_best", "the best score of the scheduled evaluations (-1: none)", &P::scheduled_best)
+            // Absent before the cosine could run over the budget.
+            .add("schedule_position", "a cosine over the budget: where it is, 0 to 1", &P::schedule_position)
             .list("history", "every dev evaluation", history_table(), &P::history)
             .required();
     return table;

@@ -70,7 +70,9 @@ const OptionTable<TrainingOptions>& table() {
             .above(0)
             .add("min_lr", "cosine: the rate it ends at", &O::min_lr)
             .at_least(0)
-            .add("decay_steps", "cosine: the step it reaches min_lr at (0: max_steps)", &O::decay_steps)
+            .add("decay_steps",
+                 "cosine: the step it reaches min_lr at (0: max_steps, else the end of the minutes or epochs)",
+                 &O::decay_steps)
             .at_least(0)
             .add("accumulate", "micro-batches a step's batch is cut into, their gradients summed", &O::accumulate)
             .at_least(1)
@@ -151,8 +153,6 @@ const OptionTable<TrainingOptions>& table() {
                 check(o.batches.max_sentences > 0 || o.batches.max_tokens > 0, "training options",
                       "a batch needs a sentence or token limit");
                 check(o.task != "text" || !o.text.empty(), "training options", "a text task needs \"text\" (a file)");
-                check(o.schedule != "cosine" || o.decay_steps > 0 || o.max_steps > 0, "training options",
-                      "the cosine schedule needs decay_steps or max_steps (the step it reaches min_lr at)");
                 check(o.schedule != "cosine" || o.min_lr <= o.lr, "training options", "min_lr ", o.min_lr,
                       " is above lr ", o.lr);
             });

@@ -72,19 +72,6 @@ Task text_task() {
         return std::make_unique<WindowStream>(std::move(data.train_text), longest + 1, options.batches.max_sentences,
                                               options.seed);
     };
-    t.defaults = [](TrainingOptions& o) {  // nanoGPT's: AdamW, cosine to a tenth, no label smoothing
-        o.schedule = "cosine";
-        o.lr = 1e-3;
-        o.min_lr = 1e-4;
-        o.warmup_steps = 100;
-        o.beta2 = 0.99;
-        o.eps = 1e-8;
-        o.weight_decay = 0.1;
-        o.decay = "matrices";
-        o.label_smoothing = 0;
-        o.batches.max_sentences = 64;
-        o.eval_every_steps = 250;
-    };
     t.metric = "loss";
     t.score = [](const EvalResult& r) { return r.loss; };
     t.describe = describe_text_loss;

@@ -108,6 +108,7 @@ public:
           stop_requested_(stop_requested),
           seconds_before_(run.progress.seconds),
           start_step_(run.progress.step),
+          start_position_(run.progress.schedule_position),
           evaluated_step_(run.progress.history.empty() ? -1 : run.progress.history.back().step),
           committed_step_(run.dir.has_training_state() ? run.progress.step : -1) {
         if (group_.size() > 1 && run.options.overlap_gradients)
@@ -130,6 +131,13 @@ private:
     double learning_rate(int64_t step) const;
     bool budget_reached() const;
     double budget_fraction() const;
+    double epochs_done() const;  // whole epochs and the share of the current one
+    // A cosine given neither decay_steps nor max_steps runs over the run's epochs or time.
+    bool cosine_over_budget() const {
+        const TrainingOptions& o = run_.options;
+        return o.schedule == "cosine" && o.decay_steps == 0 && o.max_steps == 0;
+    }
+    double schedule_position() const;
     double session_seconds() const { return std::chrono::duration<double>(Clock::now() - session_start_).count(); }
     void emit(const TrainingEvent& e) const {
         if (listener_ && group_.is_root()) listener_(e);
@@ -149,6 +157,7 @@ private:
     const Clock::time_point session_start_ = Clock::now();
     const double seconds_before_;  // training time of the earlier sessions
     const int64_t start_step_;
+    const double start_position_;  // the cosine's position when this session started
     int64_t saved_step_ = -1;      // the step of this session's last checkpoint
     int64_t evaluated_step_ = -1;  // the step of the last evaluation (known to every rank)
     bool pending_ = false;         // a checkpoint written but not yet committed
@@ -238,10 +247,14 @@ bool Trainer::step() {
         loss = run_.model->loss(mine.src, mine.tgt, o.label_smoothing);
         loss_value = loss.item();
     }
+    // The cosine's position over the budget, on rank 0's clock.
+    double position = cosine_over_budget() ? schedule_position() : 0;
     if (group_.size() > 1) {
-        double sum[1] = {loss_value * weight};  // a non-finite loss on any rank makes the sum one
+        // A non-finite loss on any rank makes the sum one.
+        double sum[2] = {loss_value * weight, group_.is_root() ? position : 0};
         group_.all_reduce_sum(std::span<double>(sum));
         loss_value = sum[0];
+        position = sum[1];
     }
     if (!std::isfinite(loss_value)) {
         const int64_t bad_step = run_.progress.step + 1;
@@ -267,6 +280,7 @@ bool Trainer::step() {
             nn::all_reduce_gradients(run_.model->parameters(), group_, static_cast<float>(weight), kBucketFloats);
     }
     if (o.clip_norm > 0) nn::clip_grad_norm(run_.model->parameters(), o.clip_norm);
+    if (cosine_over_budget()) run_.progress.schedule_position = position;
     const double lr = learning_rate(run_.progress.step + 1);
     run_.optimizer->set_lr(lr);
     run_.optimizer->step();
@@ -435,6 +449,13 @@ void Trainer::discard_checkpoint() {
 double Trainer::learning_rate(int64_t step) const {
     const TrainingOptions& o = run_.options;
     if (o.schedule == "constant") return o.lr * run_.progress.lr_scale;
+    if (o.schedule == "cosine" && cosine_over_budget()) {
+        // The warm-up by steps, then the cosine by the position over the budget.
+        const double rate = step <= o.warmup_steps
+                                ? o.lr * static_cast<double>(step) / static_cast<double>(o.warmup_steps + 1)
+                                : nn::cosine_rate(o.lr, o.min_lr, run_.progress.schedule_position);
+        return rate * run_.progress.lr_scale;
+    }
     if (o.schedule == "cosine")
         return nn::CosineSchedule{o.lr, o.min_lr, o.warmup_steps, o.decay_steps > 0 ? o.decay_steps : o.max_steps}.rate(
                    step) *
@@ -455,13 +476,26 @@ double Trainer::budget_fraction() const {
     double f = -1;
     if (o.max_steps > 0) f = std::max(f, static_cast<double>(run_.progress.step) / static_cast<double>(o.max_steps));
     if (o.minutes > 0) f = std::max(f, session_seconds() / (60.0 * o.minutes));
-    if (o.epochs > 0) {
-        const BatchStreamState at = run_.stream->state();
-        const double batches = static_cast<double>(std::max<int64_t>(run_.stream->batches_in_epoch(), 1));
-        const double epochs_done = static_cast<double>(at.epoch) + static_cast<double>(at.next_batch) / batches;
-        f = std::max(f, epochs_done / static_cast<double>(o.epochs));
-    }
+    if (o.epochs > 0) f = std::max(f, epochs_done() / static_cast<double>(o.epochs));
     return std::min(f, 1.0);
+}
+
+double Trainer::epochs_done() const {
+    const BatchStreamState at = run_.stream->state();
+    const double batches = static_cast<double>(std::max<int64_t>(run_.stream->batches_in_epoch(), 1));
+    return static_cast<double>(at.epoch) + static_cast<double>(at.next_batch) / batches;
+}
+
+// The position (0 to 1) of a cosine over the budget: the run's share of its epochs, or, by the
+// clock, from where the last session left it to 1 at the end of this session's minutes; the
+// further of the two.
+double Trainer::schedule_position() const {
+    const TrainingOptions& o = run_.options;
+    double position = 0;
+    if (o.epochs > 0) position = epochs_done() / static_cast<double>(o.epochs);
+    if (o.minutes > 0)
+        position = std::max(position, start_position_ + (1 - start_position_) * session_seconds() / (60.0 * o.minutes));
+    return std::min(position, 1.0);
 }
 
 // "precision": "bf16" on a CPU (or build) without bfloat16 products: refused before anything is

@@ -18,7 +18,7 @@ fresh_dir "$work"
 cat > "$work/tiny.json" <<'EOF'
 {"model": "transformer", "d_model": 32, "n_heads": 2, "n_layers": 1, "d_ff": 64, "norm": "pre",
  "training": {"synthetic": {"train_size": 400, "dev_size": 40, "test_size": 40, "max_length": 6},
-              "schedule": "constant", "lr": 0.003}}
+              "schedule": "constant", "lr": 0.003, "lr_decay": 1, "average_decay": 0}}
 EOF
 train=("$seqgrad" train --task reverse --model transformer --config "$work/tiny.json" --threads 1)
 trained_steps=300  # enough for the tiny model to reverse most words (the int8 check needs a trained model)

@@ -26,6 +26,7 @@
 #include "seqgrad/core/threads.h"
 #include "seqgrad/models/registry.h"
 #include "seqgrad/nn/distributed.h"
+#include "seqgrad/training/recipe.h"
 #include "seqgrad/training/task.h"
 #include "seqgrad/training/trainer.h"
 
@@ -36,7 +37,7 @@ using namespace seqgrad;
 int train(const std::string& model, const std::string& dir, int64_t steps, const std::string& variant) {
     const nn::Distributed& group = nn::Distributed::current();
     set_num_threads(1);  // one thread a rank, and one for the single process
-    models::ModelConfig config = models::model_kind(model).recipe;
+    models::ModelConfig config = training::recipe(model).model;
     config.update_from_json(
         model == "transformer" ? R"({"d_model": 32, "n_heads": 2, "n_layers": 1, "d_ff": 64, "dropout": 0})"
         : model == "gpt" ? R"({"d_model": 32, "n_heads": 2, "n_layers": 1, "d_ff": 64, "dropout": 0, "context": 16})"
@@ -44,8 +45,8 @@ int train(const std::string& model, const std::string& dir, int64_t steps, const
     training::TrainingOptions options;
     if (model == "gpt") {
         // The same text for every rank, each from its own file (no rank waits for another's).
+        options = training::recipe("gpt").training;
         options.task = "text";
-        training::task("text").defaults(options);
         options.text = dir + ".rank" + std::to_string(group.rank()) + ".txt";
         {
             std::ofstream text(options.text);

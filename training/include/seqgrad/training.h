@@ -15,6 +15,7 @@
 #include "seqgrad/training/line_reader.h"
 #include "seqgrad/training/options.h"
 #include "seqgrad/training/pairs.h"
+#include "seqgrad/training/recipe.h"
 #include "seqgrad/training/synthetic.h"
 #include "seqgrad/training/task.h"
 #include "seqgrad/training/text.h"

@@ -41,12 +41,6 @@ struct ModelKind {
     // 2 x the multiply-adds of the forward pass's matrix products over a batch (for GFLOP/s and
     // MFU); masked halves of attention are counted in full.
     std::function<double(const ModelConfig&, int64_t batch, int64_t src_len, int64_t tgt_len)> forward_flops;
-
-    // What `seqgrad train` starts from without a config file: the model (vocabulary sizes come
-    // from the data) and the schedule and rate it trains with.
-    ModelConfig recipe;
-    std::string schedule = "noam";
-    double lr = 1.0;
 };
 
 // The largest model a config or a file may ask for: 2^31 parameters (8 GiB of float32 weights,

@@ -160,4 +160,7 @@ struct CosineSchedule {
     double rate(int64_t step) const;
 };
 
+// The cosine's rate at `position` from 0 (lr) to 1 (min_lr), clamped to that range.
+double cosine_rate(double lr, double min_lr, double position);
+
 }  // namespace seqgrad::nn

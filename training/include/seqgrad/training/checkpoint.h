@@ -119,6 +119,8 @@ struct Progress {
     // resumed run decays exactly where an uninterrupted one would).
     double lr_scale = 1.0;
     double scheduled_best = -1;  // none yet
+    // A cosine that runs over the budget (no decay_steps or max_steps): its position, 0 to 1.
+    double schedule_position = 0;
 
     std::string to_json() const;
     static Progress from_json(const std::string& text);  // Error if a required key is missing

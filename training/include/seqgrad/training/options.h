@@ -43,7 +43,8 @@ struct TrainingOptions {
 
     BatchOptions batches;
     // "noam": lr * d^-0.5 * min(t^-0.5, t * warmup^-1.5); "constant"; or "cosine": linear warm-up to
-    // lr, then a cosine down to min_lr at decay_steps (0: max_steps).
+    // lr, then a cosine down to min_lr at decay_steps (0: max_steps; without either, at the end of
+    // the session's minutes or epochs, whichever comes first, on rank 0's clock).
     std::string schedule = "noam";
     double lr = 1.0;  // the constant rate, the cosine's peak, or Noam's factor
     double min_lr = 0.0;

@@ -46,8 +46,6 @@ struct Task {
     // The run's training batches from its data (whose training split they take), `longest` the
     // model's longest sequence (a language model's context).
     std::function<std::unique_ptr<BatchSource>(TrainingData&, const TrainingOptions&, int64_t longest)> batches;
-    // The training options a run of this task starts from when no config file gives them.
-    std::function<void(TrainingOptions&)> defaults;
     // The dev metric: its name, the number "best" means the lowest of, and a result as one line.
     std::string metric;
     std::function<double(const EvalResult&)> score;

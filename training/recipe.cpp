@@ -1,0 +1,93 @@
+// The model kinds' recipes (recipe.h). Each is the configs/ file the README trains that kind with;
+// tests/test_recipe.cpp keeps the two the same.
+#include "seqgrad/training/recipe.h"
+
+#include "seqgrad/models/registry.h"
+
+namespace seqgrad::training {
+
+namespace {
+
+// A small Pre-LN Transformer that trains G2P in minutes on two cores: Adam at a constant rate,
+// halved after each dev evaluation that does not improve, and a moving average of the weights
+// evaluated and kept (configs/g2p-transformer.json).
+Recipe transformer_recipe() {
+    Recipe r;
+    r.model = models::model_kind("transformer").base;
+    models::ModelConfig& m = r.model;
+    m.d_model = 256;
+    m.n_heads = 4;
+    m.n_layers = m.n_enc_layers = m.n_dec_layers = 3;
+    m.d_ff = 512;
+    m.max_seq_len = 64;
+    m.norm = "pre";
+    m.dropout = 0.1f;
+    r.training.schedule = "constant";
+    r.training.lr = 1e-3;
+    r.training.lr_decay = 0.5;
+    r.training.average_decay = 0.999;
+    return r;
+}
+
+// The LSTM encoder-decoders: 2 layers of 256, Adam at a constant rate
+// (configs/g2p-attn_seq2seq.json, configs/g2p-seq2seq.json).
+Recipe lstm_recipe(const std::string& kind) {
+    Recipe r;
+    r.model = models::model_kind(kind).base;
+    r.model.hidden_size = 256;
+    r.model.num_layers = 2;
+    r.training.schedule = "constant";
+    r.training.lr = 1e-3;
+    return r;
+}
+
+// nanoGPT's CPU recipe for Shakespeare's characters (configs/gpt-shakespeare-cpu.json): 4 layers
+// of 128, windows of 64 characters, 12 of them a step; AdamW with nanoGPT's settings, a warm-up
+// and a cosine down to a tenth (over max_steps, else over the run's time or epochs).
+Recipe gpt_recipe() {
+    Recipe r;
+    r.model = models::model_kind("gpt").base;
+    models::ModelConfig& m = r.model;
+    m.context = 64;
+    m.d_model = 128;
+    m.n_heads = 4;
+    m.n_layers = 4;
+    m.d_ff = 512;
+    m.dropout = 0;
+    m.bias = false;
+    TrainingOptions& o = r.training;
+    o.schedule = "cosine";
+    o.lr = 1e-3;
+    o.min_lr = 1e-4;
+    o.warmup_steps = 100;
+    o.beta2 = 0.99;
+    o.eps = 1e-8;
+    o.weight_decay = 0.1;
+    o.decay = "matrices";
+    o.clip_norm = 1.0f;
+    o.label_smoothing = 0;
+    o.batches.max_sentences = 12;
+    o.eval_every_steps = 500;
+    return r;
+}
+
+// One line a kind.
+Recipe kind_recipe(const std::string& kind) {
+    if (kind == "transformer") return transformer_recipe();
+    if (kind == "attn_seq2seq" || kind == "seq2seq") return lstm_recipe(kind);
+    if (kind == "gpt") return gpt_recipe();
+    throw Error("recipe: the model kind \"" + kind + "\" has no recipe (training/recipe.cpp)");
+}
+
+}  // namespace
+
+Recipe recipe(const std::string& model) {
+    const models::ModelKind& kind = models::model_kind(model);  // an Error names the known kinds
+    Recipe r = kind_recipe(kind.name);
+    r.model.model = kind.name;
+    // Filled in from the data; a size that validates until then.
+    r.model.src_vocab = r.model.tgt_vocab = r.model.vocab = 4;
+    return r;
+}
+
+}  // namespace seqgrad::training
