@@ -73,8 +73,8 @@ def main():
     torch_settings.add_comparison_arguments(parser, ROOT, "timed steps")
     parser.add_argument("--models", nargs="+", choices=MODELS, default=list(MODELS))
     parser.add_argument("--torch-model", choices=("expert", "twin"), default="expert",
-                        help="PyTorch's Transformer and LSTM encoder-decoder as an expert writes them "
-                             "(bench/torch_expert.py), or the parity twins")
+                        help="PyTorch's Transformer, LSTM and attention LSTM encoder-decoders as an expert "
+                             "writes them (bench/torch_expert.py), or the parity twins")
     parser.add_argument("--shapes", nargs="+", choices=SHAPES, default=list(SHAPES))
     parser.add_argument("--bf16", action="store_true",
                         help="the Transformer in float32 and bf16 on both sides (PyTorch: autocast)")

@@ -4,12 +4,14 @@
 One training step of the same model, at the same shape, with the same batch recipe as
 bench/model_bench.cpp: zero_grad, forward, cross-entropy with label smoothing 0.1 ignoring
 padding, backward, Adam (lr 1e-4). The models are the PyTorch versions that make the parity
-fixtures (tests/fixtures/make_fixtures.py), so both sides run exactly the same computation; the
-Transformer by default as a PyTorch expert writes it (--torch-model expert: bench/torch_expert.py's
-ExpertTransformer with the twin's weights, nn.LayerNorm, fused q/k/v and k/v products, additive
-masks, zero_grad with set_to_none), and the LSTM encoder-decoder with its teacher-forced decoder
-as one nn.LSTM call (ExpertSeq2Seq); `torch_expert.py --check` holds both to the twins' function.
-The attention LSTM stays its twin: its attention reads the state of the step before.
+fixtures (tests/fixtures/make_fixtures.py), so both sides run exactly the same computation; by
+default each as a PyTorch expert writes it (--torch-model expert, bench/torch_expert.py, all with
+zero_grad(set_to_none=True)): the Transformer as ExpertTransformer with the twin's weights
+(nn.LayerNorm, fused q/k/v and k/v products, additive masks), the LSTM encoder-decoder with its
+teacher-forced decoder as one nn.LSTM call (ExpertSeq2Seq), and the attention LSTM with only its
+attention and cells in the decoder's step loop, which it needs (the attention reads the state of
+the step before), and the rest before or after it (ExpertAttnSeq2Seq); `torch_expert.py --check`
+holds all three to the twins' function. --torch-model twin times the twins themselves.
 
     /usr/bin/python3 bench/torch_bench.py --model transformer --shape g2p [--threads 2]
                                           [--setting default|threads|passive]
@@ -70,7 +72,7 @@ def main():
                         help="PyTorch's thread setting (bench/torch_settings.py)")
     parser.add_argument("--min-time", type=float, default=3.0, help="seconds of timed steps (at least 3 steps)")
     parser.add_argument("--torch-model", choices=("expert", "twin"), default="expert",
-                        help="the Transformer as an expert writes it (bench/torch_expert.py), or the parity twin")
+                        help="the models as an expert writes them (bench/torch_expert.py), or the parity twins")
     parser.add_argument("--precision", choices=("float32", "bf16"), default="float32",
                         help="bf16: the forward pass and loss under torch.autocast(\"cpu\", torch.bfloat16)")
     args = parser.parse_args()
@@ -86,14 +88,16 @@ def main():
     torch.manual_seed(7)
     s = SHAPES[args.shape]
     model = build_model(model_config(args.model, s))
-    expert = args.model in ("transformer", "seq2seq") and args.torch_model == "expert"
-    if expert:  # the same weights in the expert's layout (the LSTM's: the twin's own modules)
+    expert = args.torch_model == "expert"
+    if expert:  # the same weights in the expert's layout (the LSTMs': the twin's own modules)
         import torch_expert
         if args.model == "transformer":
             twin, model = model, torch_expert.ExpertTransformer(model_config(args.model, s))
             torch_expert.transformer_from_twin(model, twin)
-        else:
+        elif args.model == "seq2seq":
             model = torch_expert.ExpertSeq2Seq(model)
+        else:
+            model = torch_expert.ExpertAttnSeq2Seq(model)
     model.train()
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-4)
     src = torch.randint(FIRST_REAL_TOKEN, s["src_vocab"], (s["batch"], s["src_len"]))

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""PyTorch at its best in code: the benchmarks' GPT as a PyTorch expert writes it.
+"""PyTorch at its best in code: the benchmarks' models as a PyTorch expert writes them.
 
 The parity twin of tests/fixtures/make_fixtures.py (class GPT) is written to match seqgrad's
 parameters one for one: layer norm from mean, var and sqrt (about seven kernels and a dozen
@@ -13,11 +13,25 @@ with OpenBLAS on two, AMD Zen 4). Its dropouts are the twin's (and seqgrad's): t
 embedding's, the attention weights', the feed-forward's hidden layer and the two residual
 branches'.
 
-    /usr/bin/python3 bench/torch_expert.py --check   # ExpertGPT against the twin, the same weights
+torch_bench.py's models likewise: ExpertTransformer (nn.LayerNorm, one q/k/v and one cross k/v
+product, additive masks made once), ExpertSeq2Seq (the teacher-forced decoder as one nn.LSTM call
+over the whole target) and ExpertAttnSeq2Seq, the attention LSTM, whose decoder stays a step loop
+because its attention reads the state of the step before, but with only that attention and the
+cells in it (one product of [input; h] per layer and step): the encoder, the attention's keys, the
+padding mask and the first layer's gates from the embeddings come before the loop, the output
+layer in one product over all steps after it. At torch_bench.py's shapes seed, small and g2p
+(2 threads, passive, AMD Zen 4) it trained 606-731, 3.8-4.1k and 3.7-5.1k tokens/s against the
+twin's 374-447, 1.66-1.80k and 3.1-3.2k; at small and g2p most of that is the encoder run
+unpacked, which those batches allow (their sources have no padding), at seed the output layer's
+one product. The LSTMs run the twin's own modules; the GPT and the Transformer get the twin's
+weights copied (from_twin, transformer_from_twin).
 
---check builds both at the bench shapes without dropout, copies the twin's weights into the expert
-(torch_expert.from_twin) and compares the logits, the loss and every gradient, then exits 0 if
-they agree to float32 rounding (printed): the timings compare the same function.
+    /usr/bin/python3 bench/torch_expert.py --check   # each expert model against its twin
+
+--check builds each pair at the bench shapes without dropout, with the same weights, and compares
+the logits, the loss and every gradient (the LSTMs' on batches with padding, the attention LSTM's
+also without, as the bench's), then exits 0 if they agree to float32 rounding (the largest
+relative difference, printed, below 1e-5): the timings compare the same function.
 """
 import argparse
 import math
@@ -290,6 +304,71 @@ class ExpertSeq2Seq(nn.Module):
         return m.decoder.fc(out)
 
 
+# ---- the attention LSTM encoder-decoder (Bahdanau et al., 2015) ----
+
+class ExpertAttnSeq2Seq(nn.Module):
+    """The twin's AttnSeq2Seq (its own modules, the same parameters) with only what needs the state
+    of the step before left in the decoder's loop: the attention, whose query is the top layer's h
+    of the step before, and the LSTM's cells. Before the loop: the encoder (the twin's packed
+    nn.LSTM call when a source row has padding; on a batch with none, the same call unpacked, since
+    PyTorch's CPU backward of a packed sequence zero-fills and adds a gradient of all its steps'
+    input gates [B * S, 4h] at every step), the attention's keys (additive: the encoder outputs'
+    share of attn, with its bias), one additive padding mask, and the first layer's gates from the
+    embeddings, with both its biases, for every step in one product. In the loop, per layer one
+    product of [input; h] with [weight_ih | weight_hh] (stacked once a forward) and the gates'
+    pointwise ops; after it the output layer in one product over all steps. Teacher forcing at
+    every step, as the twin's; no dropout, as the twin has none."""
+
+    def __init__(self, twin, pad=0):
+        super().__init__()
+        self.twin, self.pad = twin, pad
+        self.additive = hasattr(twin.decoder.attention, "attn")  # AttentionParams; else AttentionSimple (dot)
+
+    def forward(self, src, tgt_in):
+        m = self.twin
+        rnn, attention = m.decoder.rnn, m.decoder.attention
+        layers, hidden = rnn.num_layers, rnn.hidden_size
+        if bool((src != self.pad).all()):  # no padding: the same nn.LSTM call, unpacked
+            out, (h, c) = m.encoder.rnn(m.encoder.embedding(src))
+            enc_out = torch.tanh(m.encoder.fc(out))
+        else:
+            enc_out, h, c = m.encoder(src)
+        h = list(h.view(layers, 2, src.size(0), hidden).sum(dim=1).unbind(0))  # each layer's directions added
+        c = list(c.view(layers, 2, src.size(0), hidden).sum(dim=1).unbind(0))
+        mask = ((src == self.pad).float() * MASK_FILL).unsqueeze(1)  # [B, 1, S]
+        if self.additive:
+            keys = F.linear(enc_out, attention.attn.weight[:, hidden:], attention.attn.bias)  # [B, S, h]
+            query_weight = attention.attn.weight[:, :hidden]
+        else:
+            keys = enc_out.transpose(1, 2)  # [B, h, S]
+            scale = 1.0 / math.sqrt(hidden)
+        w_ih = [getattr(rnn, f"weight_ih_l{k}") for k in range(layers)]
+        weights = [torch.cat((w_ih[k][:, hidden:] if k == 0 else w_ih[k], getattr(rnn, f"weight_hh_l{k}")), dim=1)
+                   for k in range(layers)]
+        biases = [getattr(rnn, f"bias_ih_l{k}") + getattr(rnn, f"bias_hh_l{k}") for k in range(layers)]
+        # The first layer's gates from the embeddings, T of [B, 4h] (unbind: one stack of their gradients
+        # where indexing would zero-fill and add a whole [T, B, 4h] gradient per step); the context's
+        # share is added in the loop.
+        embedded = F.linear(m.decoder.embedding(tgt_in.t()), w_ih[0][:, :hidden], biases[0]).unbind(0)
+        outputs = []
+        for t in range(tgt_in.size(1)):
+            query = h[-1]  # the previous step's top layer (the bridged state at t = 0)
+            if self.additive:
+                energy = torch.tanh(keys + (query @ query_weight.t()).unsqueeze(1))
+                scores = (energy @ attention.v).unsqueeze(1) + mask
+            else:
+                scores = torch.baddbmm(mask, query.unsqueeze(1), keys, alpha=scale)
+            x = torch.bmm(torch.softmax(scores, dim=-1), enc_out).squeeze(1)  # the context [B, h]
+            for k in range(layers):
+                gates = torch.addmm(embedded[t] if k == 0 else biases[k], torch.cat((x, h[k]), dim=1),
+                                    weights[k].t())
+                i, f, g, o = gates.chunk(4, dim=1)
+                c[k] = torch.sigmoid(f) * c[k] + torch.sigmoid(i) * torch.tanh(g)
+                h[k] = x = torch.sigmoid(o) * torch.tanh(c[k])
+            outputs.append(x)
+        return m.decoder.fc(torch.stack(outputs, dim=1))
+
+
 # The expert Transformer's parameters as the twin's: each a list of twin names stacked.
 def transformer_names(expert):
     names = {"src_embedding.weight": ["src_embedding.weight"], "tgt_embedding.weight": ["tgt_embedding.weight"],
@@ -464,6 +543,43 @@ def check_seq2seq(shapes, model_config, first_real_token, sos, label_smoothing):
     return ok
 
 
+def check_attn_seq2seq(shapes, model_config, first_real_token, sos, label_smoothing):
+    """ExpertAttnSeq2Seq against its twin (the same modules), with dot and additive attention, on a
+    batch with padding (the packed encoder, the mask) and on one whose sources have none, as the
+    bench's (the unpacked one): the largest relative differences of the logits, the loss and every
+    gradient. The weights are the parity fixtures' (init_parameters): at PyTorch's default ones the
+    additive attention's tanh is nearly linear, so its bias's gradient almost cancels (softmax
+    ignores a shift) and comes out of the twin itself 5e-5 away from its float64 value."""
+    sys.path.insert(0, os.path.join(HERE, "..", "tests", "fixtures"))
+    from make_fixtures import build_model, init_parameters, loss_fn
+    ok = True
+    for name, s in shapes.items():
+        for attention in ("dot", "additive"):
+            cfg = dict(model_config("attn_seq2seq", s), attention=attention)
+            torch.manual_seed(9)
+            twin = build_model(cfg)
+            init_parameters(twin, torch.Generator().manual_seed(9))
+            for padded in (True, False):
+                src = torch.randint(first_real_token, s["src_vocab"], (4, s["src_len"]))
+                tgt = torch.randint(first_real_token, s["tgt_vocab"], (4, s["tgt_len"] + 1))
+                tgt[:, 0] = sos
+                if padded:
+                    src[1, -3:], tgt[2, -4:] = 0, 0
+                results = []
+                for model in (twin, ExpertAttnSeq2Seq(twin)):
+                    twin.zero_grad(set_to_none=True)
+                    logits = model(src, tgt[:, :-1])
+                    loss = loss_fn(logits, tgt[:, 1:], label_smoothing)
+                    loss.backward()
+                    results.append((logits.detach(), loss.detach(),  # an unused parameter's gradient: 0
+                                    {n: torch.zeros_like(p) if p.grad is None else p.grad.clone()
+                                     for n, p in twin.named_parameters()}))
+                (tl, tloss, tg), (el, eloss, eg) = results
+                label = f"attn_seq2seq {name} {attention} {'padded' if padded else 'unpadded'}"
+                ok = agree(label, (tl, tloss), (el, eloss), [(n, tg[n], eg[n]) for n in tg]) and ok
+    return ok
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="compare the expert models with the twins and exit")
@@ -478,6 +594,8 @@ def main():
                            torch_bench.SOS, torch_bench.LABEL_SMOOTHING) and ok
     ok = check_seq2seq(torch_bench.SHAPES, torch_bench.model_config, torch_bench.FIRST_REAL_TOKEN,
                        torch_bench.SOS, torch_bench.LABEL_SMOOTHING) and ok
+    ok = check_attn_seq2seq(torch_bench.SHAPES, torch_bench.model_config, torch_bench.FIRST_REAL_TOKEN,
+                            torch_bench.SOS, torch_bench.LABEL_SMOOTHING) and ok
     print("the expert models compute the twins' functions" if ok else "an expert model DIFFERS from its twin")
     sys.exit(0 if ok else 1)
 
