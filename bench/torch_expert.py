@@ -20,7 +20,7 @@ because its attention reads the state of the step before, but with only that att
 cells in it (one product of [input; h] per layer and step): the encoder, the attention's keys, the
 padding mask and the first layer's gates from the embeddings come before the loop, the output
 layer in one product over all steps after it. At torch_bench.py's shapes seed, small and g2p
-(2 threads, passive, AMD Zen 4) it trained 606-731, 3.8-4.1k and 3.7-5.1k tokens/s against the
+(2 threads, passive, AMD Zen 4) it trained 606-731, 3.2-4.1k and 3.7-5.1k tokens/s against the
 twin's 374-447, 1.66-1.80k and 3.1-3.2k; at small and g2p most of that is the encoder run
 unpacked, which those batches allow (their sources have no padding), at seed the output layer's
 one product. The LSTMs run the twin's own modules; the GPT and the Transformer get the twin's
