@@ -69,6 +69,7 @@
 #include "seqgrad/core/threads.h"
 #include "seqgrad/nn/attention.h"
 #include "seqgrad/nn/distributed.h"
+#include "seqgrad/nn/distributed.h"
 #include "bench_common.h"
 
 extern "C" {
@@ -518,22 +519,19 @@ void configure_and_describe(int requested_threads) {
     const std::string coretype_text = coretype ? coretype : "(unset)";
     const int threads = seqgrad::get_num_threads();
 
-    benchmark::AddCustomContext("seqgrad_kernels", seqgrad::isa_description());
+    for (const seqgrad::RuntimePart& part : seqgrad::nn::runtime_parts())
+        benchmark::AddCustomContext(part.name, part.value);
     benchmark::AddCustomContext("openblas_core", core);
     benchmark::AddCustomContext("OPENBLAS_CORETYPE", coretype_text);
     benchmark::AddCustomContext("seqgrad_threads", std::to_string(threads));
     benchmark::AddCustomContext("openblas_threads", std::to_string(openblas_get_num_threads()));
     const double peak_gflops = sgemm_peak_flops() * 1e-9;
     benchmark::AddCustomContext("sgemm_peak_gflops", std::to_string(peak_gflops));
-    benchmark::AddCustomContext("float32_products", seqgrad::float32_products_kernel());
     benchmark::AddCustomContext("bf16_kernel", seqgrad::bf16_available() ? seqgrad::bf16_kernel_name()
                                                                          : seqgrad::bf16_unavailable_reason());
 
-    std::fprintf(stderr,
-                 "seqgrad_bench: seqgrad kernels %s; OpenBLAS core %s, %d thread(s), OPENBLAS_CORETYPE %s, sgemm peak "
-                 "%.0f GFLOP/s (2048^3); float32 products of weights: %s\n",
-                 seqgrad::isa_description().c_str(), core.c_str(), threads, coretype_text.c_str(), peak_gflops,
-                 seqgrad::float32_products_kernel().c_str());
+    std::fprintf(stderr, "%s\nseqgrad_bench: %d thread(s), OPENBLAS_CORETYPE %s, sgemm peak %.0f GFLOP/s (2048^3)\n",
+                 seqgrad::nn::runtime_line().c_str(), threads, coretype_text.c_str(), peak_gflops);
     if (coretype)
         std::fprintf(stderr,
                      "seqgrad_bench: warning: OPENBLAS_CORETYPE=%s overrides OpenBLAS's own choice of kernels "

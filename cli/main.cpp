@@ -57,12 +57,12 @@ int main(int argc, char** argv) {
                 if (const std::string warning = seqgrad::blas_kernel_warning(); !warning.empty())
                     std::fprintf(stderr, "seqgrad: warning: %s\n", warning.c_str());
     CLI::App app{"seqgrad: reverse-mode autograd and sequence models, from scratch in C++20"};
-    // --version names what this machine runs: seqgrad's kernel level and the libraries' kernels.
+    // --version names what this machine runs: seqgrad's kernel level, the libraries and their kernels.
     app.set_version_flag("--version", std::function<std::string()>([] {
-                             return std::string("seqgrad ") + SEQGRAD_VERSION +
-                                    "\nkernels: " + seqgrad::isa_description() +
-                                    "\nproducts of weights: " + seqgrad::float32_products_kernel() +
-                                    "\nOpenBLAS core: " + seqgrad::blas_core_name();
+                             std::string text = "seqgrad " + seqgrad::version();
+                             for (const seqgrad::RuntimePart& part : seqgrad::nn::runtime_parts())
+                                 text += "\n" + part.name + ": " + part.value;
+                             return text;
                          }));
     app.require_subcommand(1);
     int exit_status = 0;

@@ -163,7 +163,9 @@ int run_train(const TrainFlags& flags) {
         training::TrainingOptions budgets;
         for (const auto& [key, words] : flags.training) budgets.set(key, words);
         dir = flags.resume;
-        if (group.is_root()) std::fprintf(stderr, "Resuming %s%s\n", dir.c_str(), ranks_text(group).c_str());
+        if (group.is_root())
+            std::fprintf(stderr, "%s\nResuming %s%s\n", nn::runtime_line().c_str(), dir.c_str(),
+                         ranks_text(group).c_str());
         options = training::load_training_state(training::CheckpointDir(dir).training_file()).options;
         display.set_log_every(options.log_every);
         result = training::resume(dir, budgets.epochs, budgets.minutes, budgets.max_steps, listener, &g_stop);
@@ -200,8 +202,9 @@ int run_train(const TrainFlags& flags) {
                                  : options.task == "text" ? options.text
                                                           : options.task;
         if (group.is_root())
-            std::fprintf(stderr, "Training %s on %s into %s (%d %s%s%s)\n", model.c_str(), data.c_str(), dir.c_str(),
-                         get_num_threads(), get_num_threads() == 1 ? "thread" : "threads", ranks_text(group).c_str(),
+            std::fprintf(stderr, "%s\nTraining %s on %s into %s (%d %s%s%s)\n", nn::runtime_line().c_str(),
+                         model.c_str(), data.c_str(), dir.c_str(), get_num_threads(),
+                         get_num_threads() == 1 ? "thread" : "threads", ranks_text(group).c_str(),
                          products_text(options.precision).c_str());
         result = training::train(config, options, dir, listener, &g_stop);
     }

@@ -362,4 +362,24 @@ void broadcast_parameters(const std::vector<Tensor>& params, const Distributed& 
     for (Tensor p : params) group.broadcast(std::span<float>(p.data(), static_cast<size_t>(p.numel())), root);
 }
 
+std::string mpi_library() {
+#ifdef SEQGRAD_HAVE_MPI
+    char text[MPI_MAX_LIBRARY_VERSION_STRING] = {};
+    int length = 0;
+    if (MPI_Get_library_version(text, &length) != MPI_SUCCESS) return "(version unknown)";
+    const std::string name(text, static_cast<size_t>(std::max(length, 0)));
+    return name.substr(0, std::min(name.find_first_of(",\n"), name.size()));
+#else
+    return "none (built without MPI)";
+#endif
+}
+
+std::vector<RuntimePart> runtime_parts() {
+    std::vector<RuntimePart> parts = seqgrad::runtime_parts();
+    parts.push_back({"MPI", mpi_library()});
+    return parts;
+}
+
+std::string runtime_line() { return seqgrad::runtime_line(runtime_parts()); }
+
 }  // namespace seqgrad::nn

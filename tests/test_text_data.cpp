@@ -270,7 +270,9 @@ TEST_CASE("a cosine given neither decay_steps nor max_steps runs over the epochs
 
     // Stopped halfway and resumed with the run's own budget: the same rates, losses and weights.
     std::atomic<bool> stop{false};
-    RateLog first{.stop_after = static_cast<int64_t>(r.size() / 2), .stop = &stop}, second;
+    RateLog first, second;
+    first.stop_after = static_cast<int64_t>(r.size() / 2);
+    first.stop = &stop;
     CHECK(train(tiny_gpt(), o, parts, std::ref(first), &stop).stop_reason == "interrupted");
     CHECK(resume(parts, 0, 0, 0, std::ref(second)).stop_reason == "budget");
     std::vector<double> rates = first.rates, losses = first.losses;

@@ -61,12 +61,20 @@ if grep -qw avx2 /proc/cpuinfo 2>/dev/null; then
 fi
 echo "seqgrad check behaves"
 
-# --version names seqgrad's kernel level, as SEQGRAD_MAX_CPU_ISA caps it; a name that is no level,
-# or a level this CPU lacks, is refused in one sentence before anything runs.
+# --version names seqgrad's version and kernel level, as SEQGRAD_MAX_CPU_ISA caps it, and the
+# libraries found at run time; a name that is no level, or a level this CPU lacks, is refused in one
+# sentence before anything runs.
 out=$("$seqgrad" --version 2>&1); status=$?
 [ $status -eq 0 ] || fail "--version exited $status: $out"
+grep -qE "^seqgrad [0-9]+\.[0-9]+\.[0-9]+$" <<< "$out" || fail "--version does not name the version: $out"
 grep -qE "^kernels: (portable|avx2|avx512) \(" <<< "$out" || fail "--version does not name the kernels' level: $out"
 grep -q "^products of weights: " <<< "$out" || fail "--version does not name the products' library: $out"
+grep -qE "^OpenBLAS: [0-9]+\.[0-9]+\.[0-9]+ \([A-Za-z0-9]+ kernels\)$" <<< "$out" \
+  || fail "--version does not name OpenBLAS's version and kernels: $out"
+grep -qE "^oneDNN: ([0-9]+\.[0-9]+\.[0-9]+|none \(built without it\))$" <<< "$out" \
+  || fail "--version does not name oneDNN: $out"
+grep -qE "^MPI: (Open MPI v[0-9.]+|MPICH.*|none \(built without MPI\))$" <<< "$out" \
+  || fail "--version does not name MPI: $out"
 out=$(SEQGRAD_MAX_CPU_ISA=portable "$seqgrad" --version 2>&1)
 grep -q "^kernels: portable (SSE4.2" <<< "$out" || fail "SEQGRAD_MAX_CPU_ISA=portable is not the level run: $out"
 out=$(SEQGRAD_MAX_CPU_ISA=avx3 "$seqgrad" check "$fixtures/seq2seq_init_state_1layer.safetensors" 2>&1); status=$?

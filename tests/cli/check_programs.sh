@@ -29,9 +29,12 @@ out=$("${train[@]}" --max-steps 6 --out "$work/run" 2>&1); status=$?
 [ -f "$work/run/model.safetensors" ] && [ -f "$work/run/best.safetensors" ] && [ -f "$work/run/training.safetensors" ] \
   || fail "the run left no complete checkpoint"
 grep -q "Best dev WER" <<< "$out" || fail "the run did not report its best dev WER"
-# Its first line names the level of seqgrad's kernels (isa_level(), as SEQGRAD_MAX_CPU_ISA caps it)
-# and the library the products of weights run on (float32_products_kernel()).
+# Its log begins with what --version names, on one line; then the start line names the level of
+# seqgrad's kernels (isa_level(), as SEQGRAD_MAX_CPU_ISA caps it) and the library the products of
+# weights run on (float32_products_kernel()).
 level=${SEQGRAD_MAX_CPU_ISA:-(portable|avx2|avx512)}
+grep -qE "^seqgrad [0-9.]+; kernels: $level \(.*; products of weights: .*; OpenBLAS: .*; oneDNN: .*; MPI: " \
+  <<< "$(head -1 <<< "$out")" || fail "the log does not begin with the runtime's line: $(head -1 <<< "$out")"
 grep -qE "^Training transformer on reverse into .*\(1 thread, $level kernels, products on (OpenBLAS sgemm|oneDNN) " \
   <<< "$out" || fail "the start line does not name the kernels' level and the products' library: $(head -1 <<< "$out")"
 # An unknown library is refused before anything is written.

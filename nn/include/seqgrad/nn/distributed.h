@@ -27,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "seqgrad/core/runtime.h"
 #include "seqgrad/core/tensor.h"
 
 namespace seqgrad::nn {
@@ -122,5 +123,13 @@ void broadcast_parameters(const std::vector<Tensor>& params, const Distributed& 
 // The number of processes the launcher says it started (mpirun's, PMI's or Slurm's environment),
 // 1 when none did. What Distributed checks when seqgrad has no MPI.
 int launcher_size();
+
+// The MPI library this build runs with, as it names itself up to the first comma ("Open MPI
+// v4.1.4"), or "none (built without MPI)".
+std::string mpi_library();
+// core's runtime_parts() (core/runtime.h) and the MPI library: what `seqgrad --version` prints and
+// the line that heads seqgrad_bench's output and each training run's log.
+std::vector<RuntimePart> runtime_parts();
+std::string runtime_line();
 
 }  // namespace seqgrad::nn
