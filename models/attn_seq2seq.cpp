@@ -132,18 +132,17 @@ std::unique_ptr<DecodingState> AttnSeq2Seq::start_decoding(const IntTensor& src)
 }
 
 Tensor AttnSeq2Seq::decode_step(DecodingState& state, const IntTensor& tokens) {
-    auto* decoding = dynamic_cast<AttnSeq2SeqDecoding*>(&state);
-    check(decoding != nullptr, "AttnSeq2Seq::decode_step", "the state was not made by this model's start_decoding");
-    AttnSeq2SeqStep next = step(tokens, decoding->state);
-    decoding->state = next.state;
-    decoding->last_weights = next.attention_weights;
+    auto& decoding = own_state<AttnSeq2SeqDecoding>(state, "AttnSeq2Seq::decode_step");
+    AttnSeq2SeqStep next = step(tokens, decoding.state);
+    decoding.state = next.state;
+    decoding.last_weights = next.attention_weights;
     return next.logits;
 }
 
 std::vector<Tensor> AttnSeq2Seq::last_attention(const DecodingState& state) const {
-    const auto* decoding = dynamic_cast<const AttnSeq2SeqDecoding*>(&state);
-    if (!decoding || !decoding->last_weights.defined()) return {};
-    return {decoding->last_weights};
+    const auto& decoding = own_state<AttnSeq2SeqDecoding>(state, "AttnSeq2Seq::last_attention");
+    if (!decoding.last_weights.defined()) return {};
+    return {decoding.last_weights};
 }
 
 AttnSeq2SeqStep AttnSeq2Seq::step(const IntTensor& prev_tokens, const AttnSeq2SeqState& state) const {

@@ -24,11 +24,7 @@ public:
     }
 };
 
-EnsembleState& ensemble_state(DecodingState& state) {
-    auto* ours = dynamic_cast<EnsembleState*>(&state);
-    check(ours != nullptr, "ensemble", "the state was not started by this ensemble");
-    return *ours;
-}
+EnsembleState& ensemble_state(DecodingState& state) { return own_state<EnsembleState>(state, "ensemble"); }
 
 }  // namespace
 

@@ -15,7 +15,6 @@ namespace seqgrad::models {
 namespace {
 
 const char* kOp = "GPT";
-const char* kForeignState = "the decoding state was not made by a GPT's start_decoding";
 constexpr float kNormEps = 1e-5f;  // GPT-2's LayerNorm
 
 nn::Activation activation_of(const ModelConfig& config) {
@@ -136,9 +135,7 @@ std::unique_ptr<DecodingState> Gpt::start_decoding(const IntTensor& source) {
 }
 
 Tensor Gpt::decode_step(DecodingState& decoding_state, const IntTensor& tokens) {
-    auto* state = dynamic_cast<GptDecodingState*>(&decoding_state);
-    check(state != nullptr, kOp, kForeignState);
-    nn::KeyValueCache& cache = state->cache;
+    nn::KeyValueCache& cache = own_state<GptDecodingState>(decoding_state, kOp).cache;
     const int64_t rows = cache.rows();
     check(tokens.dim() == 1 && tokens.size(0) == rows, kOp, "decode_step takes one token per row, [", rows, "], got ",
           tokens.shape());
@@ -154,8 +151,7 @@ Tensor Gpt::decode_step(DecodingState& decoding_state, const IntTensor& tokens) 
 }
 
 Tensor Gpt::prefill(DecodingState& decoding_state, const IntTensor& prefix) {
-    auto* state = dynamic_cast<GptDecodingState*>(&decoding_state);
-    check(state != nullptr, kOp, kForeignState);
+    auto* state = &own_state<GptDecodingState>(decoding_state, kOp);
     // A prompt after earlier steps steps through (a block's prefill attends within the prefix alone).
     if (state->cache.length() > 0) return LanguageModel::prefill(decoding_state, prefix);
     nn::KeyValueCache& cache = state->cache;

@@ -104,10 +104,9 @@ std::unique_ptr<DecodingState> Seq2Seq::start_decoding(const IntTensor& src) {
 }
 
 Tensor Seq2Seq::decode_step(DecodingState& state, const IntTensor& tokens) {
-    auto* decoding = dynamic_cast<Seq2SeqDecoding*>(&state);
-    check(decoding != nullptr, "Seq2Seq::decode_step", "the state was not made by this model's start_decoding");
-    Seq2SeqStep next = step(tokens, decoding->state);
-    decoding->state = next.state;
+    auto& decoding = own_state<Seq2SeqDecoding>(state, "Seq2Seq::decode_step");
+    Seq2SeqStep next = step(tokens, decoding.state);
+    decoding.state = next.state;
     return next.logits;
 }
 

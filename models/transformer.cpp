@@ -16,7 +16,6 @@ namespace seqgrad::models {
 namespace {
 
 const char* kOp = "Transformer";
-const char* kForeignState = "the decoding state was not made by a Transformer's start_decoding";
 
 // The config's choices (validated by check_transformer_config) as the layers take them.
 nn::Activation activation_of(const ModelConfig& config) {
@@ -294,9 +293,7 @@ std::unique_ptr<DecodingState> Transformer::start_decoding(const IntTensor& src)
 }
 
 Tensor Transformer::decode_step(DecodingState& decoding_state, const IntTensor& tokens) {
-    auto* own = dynamic_cast<TransformerDecodingState*>(&decoding_state);
-    check(own != nullptr, kOp, kForeignState);
-    TransformerDecodingState& state = *own;
+    auto& state = own_state<TransformerDecodingState>(decoding_state, kOp);
     const int64_t batch = state.rows(), position = state.length();
     check(tokens.dim() == 1 && tokens.size(0) == batch, kOp, "decode_step takes one token per row, [", batch, "], got ",
           tokens.shape());
@@ -328,11 +325,10 @@ AttentionLayout Transformer::attention_layout() const {
 }
 
 std::vector<Tensor> Transformer::last_attention(const DecodingState& decoding_state) const {
-    const auto* state = dynamic_cast<const TransformerDecodingState*>(&decoding_state);
-    check(state != nullptr, kOp, kForeignState);
+    const auto& state = own_state<TransformerDecodingState>(decoding_state, kOp);
     std::vector<Tensor> weights;
-    for (const Tensor& w : state->cross_attention_weights) {  // [B, H, 1, S] each
-        if (!w.defined()) return {};                          // no step yet
+    for (const Tensor& w : state.cross_attention_weights) {  // [B, H, 1, S] each
+        if (!w.defined()) return {};                         // no step yet
         for (int64_t head = 0; head < w.size(1); ++head)
             weights.push_back(reshape(slice(w, 1, head, head + 1), {w.size(0), w.size(3)}));
     }

@@ -1,5 +1,6 @@
 // The GPT (models/gpt.h): its shapes, parameters and initialisation, causality, gradients, and
-// decoding through the key/value cache against recomputing the window. Its parity with PyTorch is
+// the end of its context (decoding through the key/value cache against the forward pass is
+// test_conformance.cpp's). Its parity with PyTorch is
 // test_parity.cpp's (tests/fixtures/gpt_*.safetensors).
 #include "test_nn_helpers.h"
 
@@ -154,31 +155,15 @@ TEST_CASE("the GPT's loss passes gradcheck through its blocks, norms, positions 
     }
 }
 
-TEST_CASE("decoding a GPT step by step through its cache gives the logits of recomputing the window", "[gpt]") {
-    for (const std::string positional : {"learned", "sinusoidal", "rope"}) {
-        INFO(positional);
-        Generator gen(7);
-        auto model = make_model(tiny_gpt(positional), gen);
-        model->eval();
-        NoGradGuard no_grad;
-        const IntTensor ids = windows(3, 12, 8);
-        const Tensor full = model->logits(IntTensor::zeros({3, 0}), ids);  // [3, 12, V]
-        auto state = model->start_decoding(IntTensor::zeros({3, 0}));
-        for (int64_t t = 0; t < 12; ++t) {
-            const Tensor step = model->decode_step(*state, column(ids, t));
-            CHECK(testing::max_abs_diff(step, reshape(slice(full, 1, t, t + 1), {3, 11})) < 1e-5f);
-        }
-        CHECK_THROWS_WITH(model->decode_step(*state, column(ids, 0)), Contains("beyond the context"));
-        // A prompt read in one pass (prefill) ends where stepping through it does, and goes on alike.
-        auto prefilled = model->start_decoding(IntTensor::zeros({3, 0}));
-        std::vector<int64_t> first5;
-        for (int64_t r = 0; r < 3; ++r)
-            for (int64_t t = 0; t < 5; ++t) first5.push_back(ids.data()[r * 12 + t]);
-        const Tensor after = model->prefill(*prefilled, IntTensor::from_vector(first5, {3, 5}));
-        CHECK(testing::max_abs_diff(after, reshape(slice(full, 1, 4, 5), {3, 11})) < 1e-5f);
-        const Tensor next = model->decode_step(*prefilled, column(ids, 5));
-        CHECK(testing::max_abs_diff(next, reshape(slice(full, 1, 5, 6), {3, 11})) < 1e-5f);
-    }
+TEST_CASE("decoding a GPT past its context is refused", "[gpt][errors]") {
+    Generator gen(7);
+    auto model = make_model(tiny_gpt("learned"), gen);
+    model->eval();
+    NoGradGuard no_grad;
+    const IntTensor ids = windows(3, 12, 8);
+    auto state = model->start_decoding(IntTensor::zeros({3, 0}));
+    for (int64_t t = 0; t < 12; ++t) model->decode_step(*state, column(ids, t));
+    CHECK_THROWS_WITH(model->decode_step(*state, column(ids, 0)), Contains("beyond the context"));
 }
 
 TEST_CASE("the GPT refuses a source, ids out of range and windows past its context", "[gpt][errors]") {

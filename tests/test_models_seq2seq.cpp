@@ -1,5 +1,5 @@
 // The LSTM Seq2Seq (both decoders): parity with PyTorch on every committed seq2seq fixture,
-// step-by-step decoding against forward, padding invariance, the parameter names of docs/parity.md,
+// padding invariance (step-by-step decoding is test_conformance.cpp's), the parameter names of docs/parity.md,
 // gradcheck through the whole model, and clear errors for bad batches.
 #include "test_nn_helpers.h"
 
@@ -36,42 +36,6 @@ using testing::parameter;
 }  // namespace
 
 // ---- decoding and padding ----
-
-TEST_CASE("Seq2Seq decoding step by step gives forward's teacher-forced logits", "[seq2seq]") {
-    for (const std::string decoder : {"init_state", "context_input"}) {
-        INFO(decoder);
-        Generator gen(3);
-        Seq2Seq model(small_config(decoder, 2), gen);
-        const Tensor logits = model.forward(kSrc, kTgtIn);  // [3, 5, 9]
-        REQUIRE(logits.shape() == Shape{3, 5, 9});
-
-        Seq2SeqState state = model.encode(kSrc);
-        for (int64_t t = 0; t < kTgtIn.size(1); ++t) {
-            std::vector<int64_t> column;
-            for (int64_t b = 0; b < 3; ++b) column.push_back(kTgtIn.data()[b * kTgtIn.size(1) + t]);
-            const Seq2SeqStep step = model.step(IntTensor::from_vector(column, {3}), state);
-            REQUIRE(step.logits.shape() == Shape{3, 9});
-            const Tensor expected = reshape(slice(logits, 1, t, t + 1), {3, 9});
-            CHECK(testing::max_abs_diff(step.logits, expected) <= 1e-5f);
-            state = step.state;
-        }
-    }
-}
-
-TEST_CASE("Seq2Seq state selection picks and repeats rows for beam search", "[seq2seq]") {
-    Generator gen(4);
-    Seq2Seq model(small_config("context_input", 2), gen);
-    const Seq2SeqState state = model.encode(kSrc);
-    const std::vector<int64_t> rows = {2, 0, 0};
-    const Seq2SeqState picked = state.select(rows);
-    REQUIRE(picked.hidden.shape() == Shape{2, 3, 5});
-    const IntTensor prev = IntTensor::from_vector({kSos, kSos, kSos}, {3});
-    const Tensor all = model.step(prev, state).logits;
-    const Tensor chosen = model.step(prev, picked).logits;
-    for (size_t i = 0; i < rows.size(); ++i)
-        for (int64_t v = 0; v < 9; ++v)
-            CHECK(chosen.data()[static_cast<int64_t>(i) * 9 + v] == all.data()[rows[i] * 9 + v]);
-}
 
 TEST_CASE("Seq2Seq padding never changes a row's logits at its real positions", "[seq2seq]") {
     for (const std::string decoder : {"init_state", "context_input"}) {

@@ -9,6 +9,7 @@
 #include <memory>
 #include <vector>
 
+#include "seqgrad/core/error.h"
 #include "seqgrad/core/tensor.h"
 
 namespace seqgrad::models {
@@ -29,6 +30,21 @@ public:
         select_rows(rows);
     }
 };
+
+// The state a decoder's start_decoding made, as that decoder's own type; an Error naming `op` for a
+// state another decoder made.
+template <class State>
+State& own_state(DecodingState& state, const char* op) {
+    auto* own = dynamic_cast<State*>(&state);
+    check(own != nullptr, op, "the state was not made by this decoder's start_decoding");
+    return *own;
+}
+template <class State>
+const State& own_state(const DecodingState& state, const char* op) {
+    const auto* own = dynamic_cast<const State*>(&state);
+    check(own != nullptr, op, "the state was not made by this decoder's start_decoding");
+    return *own;
+}
 
 // A decoder that is fed one token at a time (the models' own decoders, models::Decoder among them, are
 // layers; this is the interface a search sees of a whole model).
