@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "commands.h"
+#include "decoding_flags.h"
 #include "seqgrad/core/autograd.h"
 #include "seqgrad/core/error.h"
 #include "seqgrad/training/checkpoint.h"
@@ -17,9 +18,15 @@ struct AttentionFlags {
     std::string checkpoint;
     std::string word;
     std::string out;
-    int64_t beam = 1;
-    int64_t max_len = 40;
+    GivenOptions decoding;  // --beam, --max-len
 };
+
+// The search drawn: greedy, and at most 40 symbols, unless the flags say otherwise.
+models::DecodingOptions attention_defaults() {
+    models::DecodingOptions o;
+    o.max_len = 40;
+    return o;
+}
 
 // One title per attention map: the model's own (Seq2SeqModel::attention_layout), or numbers.
 std::vector<std::string> panel_titles(const models::AttentionLayout& layout, size_t maps) {
@@ -30,7 +37,7 @@ std::vector<std::string> panel_titles(const models::AttentionLayout& layout, siz
 }
 
 void run_attention(const AttentionFlags& flags) {
-    check(flags.max_len >= 1, "attention", "--max-len must be at least 1, got ", flags.max_len);
+    const models::DecodingOptions options = decoding_options(flags.decoding, attention_defaults());
     training::LoadedModel loaded = training::load_model(flags.checkpoint);
     auto* seq2seq = dynamic_cast<models::Seq2SeqModel*>(loaded.model.get());
     check(seq2seq != nullptr, "attention", "the model \"", loaded.model->config().model,
@@ -47,9 +54,6 @@ void run_attention(const AttentionFlags& flags) {
     const IntTensor src = IntTensor::from_vector(ids, {1, static_cast<int64_t>(ids.size())});
 
     NoGradGuard no_grad;
-    models::DecodingOptions options;
-    options.beam_size = flags.beam;
-    options.max_len = flags.max_len;
     const std::vector<models::Hypothesis> found = models::search(model, src, options).front();
     const models::Hypothesis best = found.empty() ? models::Hypothesis{} : found.front();
 
@@ -88,7 +92,8 @@ void run_attention(const AttentionFlags& flags) {
     for (const std::string& symbol : outputs) pronunciation += (pronunciation.empty() ? "" : " ") + symbol;
     svg::HeatmapFigure figure;
     figure.title = "\"" + flags.word + "\" \u2192 " + pronunciation + "  (" + config.model + ", step " +
-                   std::to_string(loaded.step) + (flags.beam > 1 ? ", beam " + std::to_string(flags.beam) : "") + ")";
+                   std::to_string(loaded.step) +
+                   (options.beam_size > 1 ? ", beam " + std::to_string(options.beam_size) : "") + ")";
     figure.column_labels = source;
     figure.row_labels = outputs;
     figure.column_axis = "source symbols";
@@ -113,10 +118,7 @@ void add_attention_command(CLI::App& app) {
     cmd->add_option("--checkpoint", flags->checkpoint, "A checkpoint directory or model file")->required();
     cmd->add_option("word", flags->word, "The word to decode")->required();
     cmd->add_option("--out", flags->out, "The SVG file to write")->required();
-    cmd->add_option("--beam", flags->beam, "Beam size (1: greedy)")
-        ->capture_default_str()
-        ->check(CLI::Range(int64_t{1}, kMaxBeam));
-    cmd->add_option("--max-len", flags->max_len, "Most output symbols, </s> included")->capture_default_str();
+    add_decoding_option_flags(cmd, {"beam_size", "max_len"}, flags->decoding, attention_defaults());
     cmd->callback([flags] { run_attention(*flags); });
 }
 

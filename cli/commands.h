@@ -8,11 +8,6 @@
 
 namespace seqgrad::cli {
 
-// The widest beam the decoding commands accept. Beam search runs every beam of every word as a
-// row of one batch (with the Transformer's key/value cache per row), so memory grows with the
-// beam; past a few dozen beams G2P gains nothing.
-inline constexpr int64_t kMaxBeam = 256;
-
 // Flag checks whose messages read "--lr: must be positive, got -1" (CLI11's own number checks
 // print the type's whole range).
 inline CLI::Validator number_check(bool zero_allowed) {

@@ -1,11 +1,13 @@
 // The flags of the decoding commands (decoding_flags.h).
 #include "decoding_flags.h"
 
+#include <algorithm>
+
 #include "commands.h"
 
 namespace seqgrad::cli {
 
-void add_decoding_flags(CLI::App* cmd, DecodingFlags& f) {
+void add_decoding_flags(CLI::App* cmd, DecodingFlags& f, const std::vector<std::string>& keys) {
     cmd->add_option("--checkpoint", f.checkpoints,
                     "A checkpoint directory (its best weights) or a model file; the flag repeated, several decode "
                     "together (an ensemble: their target sides must be the same)")
@@ -14,12 +16,23 @@ void add_decoding_flags(CLI::App* cmd, DecodingFlags& f) {
     cmd->add_option("--weights", f.weights,
                     "An ensemble's weights, one per checkpoint, positive (divided by their sum; default: equal)")
         ->check(kPositive);
-    cmd->add_option("--beam", f.beam, "Beam size (1: greedy)")
-        ->capture_default_str()
-        ->check(CLI::Range(int64_t{1}, kMaxBeam));
-    cmd->add_option("--alpha", f.alpha, "Beam search length penalty ((5+len)/6)^alpha")->capture_default_str();
+    add_decoding_option_flags(cmd, keys, f.decoding);
     cmd->add_option("--threads", f.threads, "Threads (default: the number of cores)")->check(kPositive);
     add_precision_flags(cmd, f.int8, f.bf16);
+}
+
+void add_decoding_option_flags(CLI::App* cmd, const std::vector<std::string>& keys, GivenOptions& given,
+                               const models::DecodingOptions& defaults) {
+    std::vector<OptionInfo> offered;
+    for (const OptionInfo& option : models::DecodingOptions::options(defaults))
+        if (std::find(keys.begin(), keys.end(), option.key) != keys.end()) offered.push_back(option);
+    add_option_flags(cmd, offered, "Decoding", given);
+}
+
+models::DecodingOptions decoding_options(const GivenOptions& given, models::DecodingOptions base) {
+    for (const auto& [key, words] : given) base.set(key, words);
+    base.validate();
+    return base;
 }
 
 void add_precision_flags(CLI::App* cmd, bool& int8, bool& bf16) {
@@ -34,15 +47,6 @@ void add_precision_flags(CLI::App* cmd, bool& int8, bool& bf16) {
 
 Precision packed_precision(bool int8, bool bf16) {
     return int8 ? Precision::int8 : bf16 ? Precision::bf16 : Precision::float32;
-}
-
-models::DecodingOptions decoding_of(const DecodingFlags& f) {
-    models::DecodingOptions o;
-    o.beam_size = f.beam;
-    o.nbest = f.nbest;
-    o.length_penalty = f.alpha;
-    o.max_len = f.max_len;
-    return o;
 }
 
 }  // namespace seqgrad::cli

@@ -94,6 +94,7 @@ std::string models_read(const training::Ensemble& ensemble) {
 int run_eval(const EvalFlags& f) {
     if (f.threads > 0) set_num_threads(f.threads);
     check(f.split == "dev" || f.split == "test", "eval", "--split must be dev or test, got ", f.split);
+    const models::DecodingOptions decoding = decoding_of(f);  // refused before any checkpoint is read
     std::vector<training::LoadedModel> models;
     for (const std::string& path : f.checkpoints) {
         models.push_back(training::load_model(path));
@@ -133,9 +134,9 @@ int run_eval(const EvalFlags& f) {
     std::vector<std::vector<std::string>> predictions;
     const training::Task& task = training::task(loaded.task);
     const training::EvalResult r =
-        training::evaluate(ensemble, examples, decoding_of(f), f.metrics.empty() ? nullptr : &predictions);
-    std::printf("%s (%s, beam %lld): %s", what.c_str(), models_read(ensemble).c_str(), static_cast<long long>(f.beam),
-                task.describe(r).c_str());
+        training::evaluate(ensemble, examples, decoding, f.metrics.empty() ? nullptr : &predictions);
+    std::printf("%s (%s, beam %lld): %s", what.c_str(), models_read(ensemble).c_str(),
+                static_cast<long long>(decoding.beam_size), task.describe(r).c_str());
     if (!f.metrics.empty()) {
         std::vector<std::string> hypotheses;
         std::vector<std::vector<std::string>> references;
@@ -159,10 +160,7 @@ void add_eval_command(CLI::App& app, int& exit_status) {
     CLI::App* cmd = app.add_subcommand("eval", "A checkpoint's score on a split or a file: sequence and token error "
                                                "rates (WER, PER), or a language model's loss, perplexity and bits "
                                                "per character");
-    add_decoding_flags(cmd, *f);
-    cmd->add_option("--max-len", f->max_len,
-                    "Longest output, in tokens (default: twice the longest input + 10, at least 40)")
-        ->check(kPositive);
+    add_decoding_flags(cmd, *f, {"beam_size", "length_penalty", "max_len"});
     cmd->add_option("--split", f->split, "dev or test (of the run's own data)")->capture_default_str();
     cmd->add_option("--test", f->test_files,
                     "Evaluate on these pairs instead: one TSV file, or a source and a target file")

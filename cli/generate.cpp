@@ -15,40 +15,36 @@ struct GenerateFlags {
     std::string checkpoint;
     std::string prompt = "\n";
     std::string prompt_file;
-    int64_t max_tokens = 500;
-    float temperature = 0.8f;
-    int64_t top_k = 0;
-    float top_p = 1.0f;
-    int64_t seed = 1;
     int64_t num_samples = 1;
-    int64_t context = 0;
-    bool strict = false;
+    GivenOptions generation, decoding;  // the options the command line gave, by key
     bool int8 = false;
     bool bf16 = false;
     int threads = 0;
 };
 
+// What `seqgrad generate` writes unless told otherwise: 500 tokens, sampled at temperature 0.8.
+inference::GenerationOptions generate_defaults() {
+    inference::GenerationOptions o;
+    o.max_tokens = 500;
+    o.decoding.temperature = 0.8f;
+    return o;
+}
+
 int run_generate(const GenerateFlags& f) {
     if (f.threads > 0) set_num_threads(f.threads);
     // Refused before the checkpoint is read: nothing is computed for options out of range.
-    check(f.temperature >= 0, "generate", "--temperature must be 0 (greedy) or more, got ", f.temperature);
-    check(f.top_p > 0 && f.top_p <= 1, "generate", "--top-p must be in (0, 1], got ", f.top_p);
-    check(f.top_k >= 0, "generate", "--top-k must be 1 or more, got ", f.top_k);
-    check(f.max_tokens >= 0, "generate", "--max-tokens must be 0 or more, got ", f.max_tokens);
+    inference::GenerationOptions options = generate_defaults();
+    for (const auto& [key, words] : f.generation) options.set(key, words);
+    options.decoding = decoding_options(f.decoding, options.decoding);
+    options.validate();
     check(f.num_samples >= 1, "generate", "--num-samples must be 1 or more, got ", f.num_samples);
     const std::string prompt = f.prompt_file.empty() ? f.prompt : training::read_file(f.prompt_file);
     const inference::TextGenerator generator(f.checkpoint, packed_precision(f.int8, f.bf16));
-    inference::GenerationOptions options;
-    options.max_tokens = f.max_tokens;
-    options.decoding.temperature = f.temperature;
-    options.decoding.top_k = f.top_k;
-    options.decoding.top_p = f.top_p;
-    options.context = f.context;
-    options.strict = f.strict;
+    const uint64_t seed = options.decoding.seed;
     int64_t tokens = 0;
     double seconds = 0;
     for (int64_t sample = 0; sample < f.num_samples; ++sample) {
-        options.decoding.seed = static_cast<uint64_t>(f.seed) + static_cast<uint64_t>(sample);
+        options.decoding.seed = seed + static_cast<uint64_t>(sample);
         if (sample > 0) std::fputs("\n---------------\n", stdout);
         std::fputs(prompt.c_str(), stdout);
         const inference::Generation g = generator.generate(prompt, options, [](const std::string& piece) {
@@ -78,24 +74,18 @@ void add_generate_command(CLI::App& app, int& exit_status) {
     CLI::App* cmd = app.add_subcommand("generate", "A language model continues a prompt, writing its text as it goes");
     cmd->footer("Each token is sampled from the model's distribution at --temperature (0: the most likely), among "
                 "the --top-k most likely and the smallest set of tokens whose probability reaches --top-p; the same "
-                "--seed writes the same text. Past the model's context the window slides: the last half of it is "
-                "read again and generation goes on.");
+                "--seed writes the same text (sample i of --num-samples uses seed + i). Past the model's context the "
+                "window slides: the last half of it is read again and generation goes on.");
     cmd->add_option("--checkpoint", f->checkpoint,
                     "A language model's checkpoint directory (its best weights) or "
                     "model file")
         ->required();
     CLI::Option* prompt = cmd->add_option("--prompt", f->prompt, "The text to continue (default: a new line)");
     cmd->add_option("--prompt-file", f->prompt_file, "Read the prompt from this file instead")->excludes(prompt);
-    cmd->add_option("--max-tokens", f->max_tokens, "New tokens to write")->capture_default_str();
-    cmd->add_option("--temperature", f->temperature, "0: the most likely token; higher: more varied")
-        ->capture_default_str();
-    cmd->add_option("--top-k", f->top_k, "Sample among the k most likely tokens (default: all)")->check(kPositive);
-    cmd->add_option("--top-p", f->top_p, "Sample within the most likely tokens whose probability reaches p")
-        ->capture_default_str();
-    cmd->add_option("--seed", f->seed, "The sampler's seed (sample i uses seed + i)")->capture_default_str();
     cmd->add_option("--num-samples", f->num_samples, "Texts to write, one after another")->capture_default_str();
-    cmd->add_option("--context", f->context, "The window the model reads (default: its context)")->check(kPositive);
-    cmd->add_flag("--strict", f->strict, "Refuse a prompt with symbols the vocabulary lacks (else they read as <unk>)");
+    const inference::GenerationOptions defaults = generate_defaults();
+    add_option_flags(cmd, inference::GenerationOptions::options(defaults), "Generation", f->generation);
+    add_decoding_option_flags(cmd, {"temperature", "top_k", "top_p", "seed"}, f->decoding, defaults.decoding);
     add_precision_flags(cmd, f->int8, f->bf16);
     cmd->add_option("--threads", f->threads, "Threads (default: the number of cores)")->check(kPositive);
     cmd->callback([f, &exit_status] { exit_status = run_generate(*f); });

@@ -52,10 +52,9 @@ private:
 
 int run_predict(const PredictFlags& f) {
     if (f.threads > 0) set_num_threads(f.threads);
-    check(f.nbest <= f.beam, "predict", "--nbest ", f.nbest, " needs a beam at least as wide (--beam ", f.beam, ")");
+    const models::DecodingOptions options = decoding_of(f);  // refused before any checkpoint is read
     check(f.chunk >= 1, "predict", "--chunk must be positive, got ", f.chunk);
     const inference::Translator translator(f.checkpoints, f.weights, precision_of(f));
-    const models::DecodingOptions options = decoding_of(f);
 
     InputLines input(f);
     std::vector<std::string> chunk;
@@ -70,7 +69,7 @@ int run_predict(const PredictFlags& f) {
         for (size_t i = 0; i < chunk.size(); ++i) {
             ++line_number;
             if (chunk[i].empty()) ++empty_lines;
-            if (f.nbest > 1) {
+            if (options.nbest > 1) {
                 for (size_t rank = 0; rank < results[i].size(); ++rank)
                     std::printf("%lld\t%zu\t%s\t%.4f\n", static_cast<long long>(line_number), rank + 1,
                                 results[i][rank].text.c_str(), results[i][rank].score);
@@ -101,13 +100,7 @@ void add_predict_command(CLI::App& app, int& exit_status) {
     auto f = std::make_shared<PredictFlags>();
     CLI::App* cmd = app.add_subcommand("predict", "Outputs for inputs given as arguments, in --input files, or one per "
                                                   "line on standard input");
-    add_decoding_flags(cmd, *f);
-    cmd->add_option("--max-len", f->max_len,
-                    "Longest output, in tokens (default: twice the longest input + 10, at least 40)")
-        ->check(kPositive);
-    cmd->add_option("--nbest", f->nbest, "Hypotheses per input (at most --beam): TSV of line, rank, output, score")
-        ->capture_default_str()
-        ->check(CLI::Range(int64_t{1}, kMaxBeam));
+    add_decoding_flags(cmd, *f, {"beam_size", "nbest", "length_penalty", "max_len"});
     cmd->add_option("--input", f->input_files, "Files of inputs, one a line (plain or gzip)");
     cmd->add_option("--chunk", f->chunk, "Lines read and decoded at a time (memory stays bounded)")
         ->capture_default_str();

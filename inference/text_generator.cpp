@@ -7,6 +7,7 @@
 
 #include "seqgrad/core/autograd.h"
 #include "seqgrad/core/hash.h"
+#include "seqgrad/internal/option_table.h"
 #include "seqgrad/models/registry.h"
 #include "seqgrad/training/text.h"
 
@@ -15,7 +16,36 @@ namespace {
 
 const char* kOp = "generate";
 
+const internal::OptionTable<GenerationOptions>& generation_table() {
+    using G = GenerationOptions;
+    static const internal::OptionTable<G> table =
+        internal::OptionTable<G>("generate")
+            .add("max_tokens", "new tokens to write", &G::max_tokens)
+            .at_least(0)
+            .add("context", "the window the model reads, at most its context (0: its context)", &G::context)
+            .at_least(0)
+            .add("strict", "refuse a prompt with symbols the vocabulary lacks (else they read as <unk>)", &G::strict)
+            .rule([](const G& o) {
+                check(o.decoding.beam_size == 1, kOp, "generation samples one text: beam size must be 1, got ",
+                      o.decoding.beam_size);
+                o.decoding.validate();
+            });
+    return table;
+}
+
 }  // namespace
+
+void GenerationOptions::validate() const { generation_table().validate(*this); }
+
+std::vector<OptionInfo> GenerationOptions::options() { return options(GenerationOptions{}); }
+
+std::vector<OptionInfo> GenerationOptions::options(const GenerationOptions& defaults) {
+    return generation_table().options(&defaults);
+}
+
+void GenerationOptions::set(const std::string& key, const std::vector<std::string>& words) {
+    generation_table().set(*this, key, words);
+}
 
 TextGenerator::TextGenerator(const std::string& checkpoint, Precision precision)
     : loaded_(training::load_model(checkpoint)) {
@@ -29,14 +59,9 @@ int64_t TextGenerator::context() const { return loaded_.model->max_decode_length
 
 Generation TextGenerator::generate(const std::string& prompt, const GenerationOptions& options,
                                    const std::function<void(const std::string&)>& on_text) const {
-    check(options.max_tokens >= 0, kOp, "max_tokens must be 0 or more, got ", options.max_tokens);
-    check(options.decoding.beam_size == 1, kOp, "generation samples one text: beam size must be 1, got ",
-          options.decoding.beam_size);
-    check(options.decoding.top_k == 0 || options.decoding.top_k >= 1, kOp, "top_k must be 1 or more, got ",
-          options.decoding.top_k);
-    options.decoding.validate();  // temperature, top_p
-    check(options.context >= 0 && options.context <= context(), kOp, "a context of ", options.context,
-          " tokens is above the model's, ", context());
+    options.validate();
+    check(options.context <= context(), kOp, "a context of ", options.context, " tokens is above the model's, ",
+          context());
     const int64_t window = options.context > 0 ? options.context : context();
     check(window >= 2, kOp, "a window of ", window, " tokens leaves no room to generate");
     check(training::is_utf8(prompt) || loaded_.target_tokenizer.kind() == "byte", kOp, "the prompt is not valid UTF-8");

@@ -8,24 +8,71 @@
 #include <numeric>
 
 #include "seqgrad/core/autograd.h"
+#include "seqgrad/internal/option_table.h"
 #include "seqgrad/models/model.h"
 
 namespace seqgrad::models {
 
 // ---- options ----
 
-void DecodingOptions::validate() const {
-    const char* op = "decoding";
-    check(max_len >= 0, op, "max_len must be 0 (the default) or more, got ", max_len);
-    check(min_len >= 0, op, "min_len must not be negative, got ", min_len);
-    check(beam_size >= 1, op, "beam size must be at least 1, got ", beam_size);
-    check(nbest >= 1 && nbest <= beam_size, op, "nbest must be in 1..", beam_size, " (the beam size), got ", nbest);
-    check(temperature >= 0 && std::isfinite(temperature), op, "temperature must be 0 or more, got ", temperature);
-    check(temperature == 0 || beam_size == 1, op, "sampling (temperature above 0) takes beam size 1, got ", beam_size);
-    check(top_k >= 0, op, "top_k must be 0 (all tokens) or more, got ", top_k);
-    check(top_p > 0 && top_p <= 1, op, "top_p must be in (0, 1], got ", top_p);
-    check(max_hypotheses >= 1, op, "max_hypotheses must be positive, got ", max_hypotheses);
-    for (const int64_t token : barred) check(token >= 0, op, "a barred token must be 0 or more, got ", token);
+namespace {
+
+// The decoding options' one table: each option's key, flag, range and meaning.
+const internal::OptionTable<DecodingOptions>& decoding_table() {
+    using D = DecodingOptions;
+    static const internal::OptionTable<D> table =
+        internal::OptionTable<D>("decoding")
+            .add("beam_size", "beam size (1: one hypothesis per input, chosen or sampled token by token)",
+                 &D::beam_size)
+            .at_least(1)
+            .at_most(static_cast<double>(kMaxBeamSize))
+            .flag("beam")
+            .add("nbest", "hypotheses kept per input, best first (at most the beam size)", &D::nbest)
+            .at_least(1)
+            .add("length_penalty", "beam search's length penalty ((5 + length) / 6)^alpha; 0 turns it off",
+                 &D::length_penalty)
+            .flag("alpha")
+            .add("max_len", "output tokens, </s> included (0: twice the input's length plus 10, at least 40)",
+                 &D::max_len)
+            .at_least(0)
+            .add("min_len", "no </s> before this many tokens (0: from the first)", &D::min_len)
+            .at_least(0)
+            .add("temperature", "0: the most likely token; above 0: drawn from softmax(logits / temperature)",
+                 &D::temperature)
+            .at_least(0)
+            .add("top_k", "draw among the k most likely tokens (0: all)", &D::top_k)
+            .at_least(0)
+            .add("top_p", "draw within the most likely tokens whose probability reaches p (1: all)", &D::top_p)
+            .above(0)
+            .at_most(1)
+            .add("seed", "the sampler's seed: the same seed draws the same tokens", &D::seed)
+            .add("max_hypotheses", "hypotheses decoded together (inputs x beam)", &D::max_hypotheses)
+            .at_least(1)
+            .rule([](const D& o) {
+                const char* op = "decoding";
+                check(o.nbest <= o.beam_size, op, "\"nbest\" must be at most the beam size, ", o.beam_size, ", got ",
+                      o.nbest);
+                check(std::isfinite(o.temperature), op, "\"temperature\" must be finite, got ", o.temperature);
+                check(o.temperature == 0 || o.beam_size == 1, op,
+                      "sampling (temperature above 0) takes beam size 1, got ", o.beam_size);
+                for (const int64_t token : o.barred)
+                    check(token >= 0, op, "a barred token must be 0 or more, got ", token);
+            });
+    return table;
+}
+
+}  // namespace
+
+void DecodingOptions::validate() const { decoding_table().validate(*this); }
+
+std::vector<OptionInfo> DecodingOptions::options() { return options(DecodingOptions{}); }
+
+std::vector<OptionInfo> DecodingOptions::options(const DecodingOptions& defaults) {
+    return decoding_table().options(&defaults);
+}
+
+void DecodingOptions::set(const std::string& key, const std::vector<std::string>& words) {
+    decoding_table().set(*this, key, words);
 }
 
 int64_t default_max_length(int64_t source_length) { return std::max<int64_t>(40, 2 * source_length + 10); }

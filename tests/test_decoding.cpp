@@ -224,7 +224,8 @@ TEST_CASE("decoding rejects bad arguments", "[decoding][errors]") {
     auto model = make_model(tiny_models()[0], gen);
     CHECK_THROWS_AS(greedy_decode(*model, IntTensor::zeros({0, 3}), 5), Error);
     CHECK_THROWS_AS(greedy_decode(*model, sources(), 0), Error);
-    CHECK_THROWS_WITH(beam_search(*model, sources(), {5, 0, 0.6f}), Catch::Contains("beam size"));
+    CHECK_THROWS_WITH(beam_search(*model, sources(), {5, 0, 0.6f}),
+                      Catch::Contains("\"beam_size\" must be in [1, 256], got 0"));
     CHECK(length_penalty(1, 0.0f) == 1.0f);
     CHECK(length_penalty(7, 1.0f) == Approx(2.0f));
 }

@@ -332,3 +332,31 @@ TEST_CASE("searches refuse options out of range and prefixes that do not fit", "
     CHECK_THAT(error_of({}, IntTensor::full({2, kLongest + 1}, 4)), Contains("no room"));
     CHECK_THAT(error_of({}, IntTensor::full({3, 2}, 4)), Contains("prefix"));
 }
+
+TEST_CASE("the decoding options' one table makes their flags and checks their ranges", "[decoding][options]") {
+    using Catch::Matchers::Contains;
+    std::vector<std::string> keys, flags;
+    for (const OptionInfo& o : DecodingOptions::options()) {
+        keys.push_back(o.key);
+        flags.push_back(o.flag);
+    }
+    CHECK(keys == std::vector<std::string>{"beam_size", "nbest", "length_penalty", "max_len", "min_len", "temperature",
+                                           "top_k", "top_p", "seed", "max_hypotheses"});
+    CHECK(flags[0] == "beam");
+    CHECK(flags[2] == "alpha");
+    DecodingOptions o;
+    o.set("beam_size", {"3"});
+    o.set("nbest", {"2"});
+    CHECK(o.beam_size == 3);
+    CHECK_NOTHROW(o.validate());
+    CHECK_THAT(testing::error_of([&] { o.set("top_p", {"0"}); }), Contains("--top-p: must be in (0, 1], got 0"));
+    CHECK_THAT(testing::error_of([&] { o.set("beam_size", {"257"}); }), Contains("--beam: must be in [1, 256]"));
+    CHECK(o.beam_size == 3);  // a value refused changes nothing
+    o.nbest = 4;              // wider than the beam: the table's rule across fields
+    CHECK_THAT(testing::error_of([&] { o.validate(); }), Contains("\"nbest\" must be at most the beam size, 3"));
+    // A command's own defaults show in the help.
+    DecodingOptions sampling;
+    sampling.temperature = 0.8f;
+    for (const OptionInfo& info : DecodingOptions::options(sampling))
+        if (info.key == "temperature") CHECK_THAT(info.help, Contains("default 0.8,"));
+}

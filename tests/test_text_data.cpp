@@ -446,15 +446,15 @@ TEST_CASE("bad generation requests are refused", "[text][generate][errors]") {
     const inference::TextGenerator generator(trained_checkpoint());
     inference::GenerationOptions options;
     options.decoding.temperature = -0.5f;
-    CHECK_THROWS_WITH(generator.generate("the", options), Contains("temperature must be 0 or more"));
+    CHECK_THROWS_WITH(generator.generate("the", options), Contains("\"temperature\" must be 0 or more"));
     options.decoding.temperature = 1;
     for (float p : {0.0f, 1.5f}) {
         options.decoding.top_p = p;
-        CHECK_THROWS_WITH(generator.generate("the", options), Contains("top_p must be in (0, 1]"));
+        CHECK_THROWS_WITH(generator.generate("the", options), Contains("\"top_p\" must be in (0, 1]"));
     }
     options.decoding.top_p = 1;
     options.decoding.top_k = -1;
-    CHECK_THROWS_WITH(generator.generate("the", options), Contains("top_k must be 1 or more"));
+    CHECK_THROWS_WITH(generator.generate("the", options), Contains("\"top_k\" must be 0 or more"));
     options.decoding.top_k = 0;
     options.context = 17;
     CHECK_THROWS_WITH(generator.generate("the", options), Contains("above the model's, 16"));
@@ -466,4 +466,18 @@ TEST_CASE("bad generation requests are refused", "[text][generate][errors]") {
     options.strict = true;
     CHECK_THROWS_WITH(generator.generate("THE CAT", options), Contains("6 symbols the vocabulary lacks"));
     CHECK_THROWS_WITH(inference::Translator(trained_checkpoint()), Contains("language model"));
+}
+
+TEST_CASE("generation options are checked by their table and the decoding options' own", "[text][generate][errors]") {
+    inference::GenerationOptions options;
+    CHECK_NOTHROW(options.validate());
+    options.decoding.beam_size = 2;
+    CHECK_THROWS_WITH(options.validate(), Contains("beam size must be 1, got 2"));
+    options.decoding.beam_size = 1;
+    options.decoding.top_k = -2;
+    CHECK_THROWS_WITH(options.validate(), Contains("\"top_k\" must be 0 or more, got -2"));
+    options.decoding.top_k = 0;
+    CHECK_THROWS_WITH(options.set("max_tokens", {"-1"}), Contains("--max-tokens: must be 0 or more, got -1"));
+    options.set("strict", {});
+    CHECK(options.strict);
 }

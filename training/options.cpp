@@ -174,7 +174,7 @@ void TrainingOptions::validate() const { table().validate(*this); }
 
 std::string TrainingOptions::describe() { return table().describe(); }
 
-std::vector<models::OptionInfo> TrainingOptions::options() { return table().options(); }
+std::vector<OptionInfo> TrainingOptions::options() { return table().options(); }
 
 void TrainingOptions::set(const std::string& key, const std::vector<std::string>& words) {
     table().set(*this, key, words);

@@ -174,9 +174,9 @@ expect_refused "--text with a sequence-to-sequence model" "language model" \
 expect_refused "a prompt with unknown symbols under --strict" "6 symbols the vocabulary lacks" \
   "${gen[@]}" --prompt "THE CAT" --strict
 expect_refused "a temperature below 0" "temperature" "${gen[@]}" --temperature -0.5
-expect_refused "a top-p of 0" "top-p must be in (0, 1]" "${gen[@]}" --top-p 0
-expect_refused "a top-p above 1" "top-p must be in (0, 1]" "${gen[@]}" --top-p 1.5
-expect_refused "a top-k of 0" "top-k" "${gen[@]}" --top-k 0
+expect_refused "a top-p of 0" "--top-p: must be in (0, 1], got 0" "${gen[@]}" --top-p 0
+expect_refused "a top-p above 1" "--top-p: must be in (0, 1], got 1.5" "${gen[@]}" --top-p 1.5
+expect_refused "a negative top-k" "--top-k: must be 0 or more, got -1" "${gen[@]}" --top-k -1
 expect_refused "a context above the model's" "above the model's, 32" "${gen[@]}" --context 64
 expect_refused "eval with a context above the model's" "context" \
   "$seqgrad" eval --checkpoint "$work/lm" --context 64 --threads 1

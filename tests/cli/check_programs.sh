@@ -186,7 +186,7 @@ out=$("$seqgrad" train --task reverse --model transformer --lr -0.5 --max-steps 
 refused "a negative --lr" $status "$out" "--lr: must be positive, got -0.5"
 [ ! -e "$work/z" ] || fail "a refused flag still created the output directory"
 out=$("$seqgrad" predict --checkpoint "$work/run" --beam 100000 abc 2>&1); status=$?
-refused "a beam wider than the program allows" $status "$out" "--beam: Value 100000 not in range 1 to 256"
+refused "a beam wider than the program allows" $status "$out" "--beam: must be in \\[1, 256\\], got 100000"
 # ---- your own data: a corpus of pairs, from training to predictions ----
 # Made-up words and their reversals: a TSV, and the same as aligned, gzip-compressed files.
 for i in $(seq 1 600); do

@@ -96,8 +96,8 @@ out=$("$seqgrad" attention --checkpoint "$work/seq2seq" abc --out "$work/none.sv
 refused "attention of a model without attention" $status "$out" "has no attention to draw"
 out=$("$seqgrad" attention --checkpoint "$work/transformer" "" --out "$work/empty.svg" 2>&1); status=$?
 refused "attention of an empty word" $status "$out" "the word is empty"
-out=$("$seqgrad" attention --checkpoint "$work/transformer" abc --max-len 0 --out "$work/zero.svg" 2>&1); status=$?
-refused "attention with --max-len 0" $status "$out" "max-len"
+out=$("$seqgrad" attention --checkpoint "$work/transformer" abc --max-len -1 --out "$work/zero.svg" 2>&1); status=$?
+refused "attention with --max-len -1" $status "$out" "--max-len: must be 0 or more, got -1"
 out=$("$seqgrad" attention --checkpoint "$work/nothing_here" abc --out "$work/missing.svg" 2>&1); status=$?
 refused "attention of a missing checkpoint" $status "$out" "nothing_here"
 out=$("$seqgrad" attention --checkpoint "$work/transformer" abc --out "$work/no/such/dir/a.svg" 2>&1); status=$?

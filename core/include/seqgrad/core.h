@@ -9,6 +9,7 @@
 #include "seqgrad/core/gradcheck.h"
 #include "seqgrad/core/hash.h"
 #include "seqgrad/core/ops.h"
+#include "seqgrad/core/option_info.h"
 #include "seqgrad/core/packed.h"
 #include "seqgrad/core/precision.h"
 #include "seqgrad/core/profile.h"

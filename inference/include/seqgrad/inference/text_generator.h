@@ -17,7 +17,9 @@
 #include <functional>
 #include <mutex>
 #include <string>
+#include <vector>
 
+#include "seqgrad/core/option_info.h"
 #include "seqgrad/core/packed.h"
 #include "seqgrad/models/search.h"
 #include "seqgrad/training/checkpoint.h"
@@ -31,6 +33,15 @@ struct GenerationOptions {
     models::DecodingOptions decoding;
     int64_t context = 0;  // the window the model reads, at most its own context (0: its context)
     bool strict = false;  // refuse a prompt with symbols the vocabulary lacks (else they read as <unk>)
+
+    // Throws Error naming the first option out of range, the decoding options' included (one table,
+    // text_generator.cpp, with the decoding options' own, search.cpp).
+    void validate() const;
+    // The options a command line offers besides the decoding ones (`seqgrad generate`), their help
+    // showing `defaults`' values, and setting one from the words given to its flag.
+    static std::vector<OptionInfo> options();
+    static std::vector<OptionInfo> options(const GenerationOptions& defaults);
+    void set(const std::string& key, const std::vector<std::string>& words);
 };
 
 struct Generation {

@@ -11,7 +11,7 @@
 
 #include "seqgrad/core/random.h"
 #include "seqgrad/core/tensor.h"
-#include "seqgrad/models/option_info.h"
+#include "seqgrad/core/option_info.h"
 #include "seqgrad/models/step_decoder.h"
 #include "seqgrad/nn/module.h"
 

@@ -9,9 +9,11 @@
 #include <functional>
 #include <memory>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "seqgrad/core/ops.h"
+#include "seqgrad/core/option_info.h"
 #include "seqgrad/core/random.h"
 #include "seqgrad/models/step_decoder.h"
 
@@ -54,9 +56,21 @@ struct DecodingOptions {
     // generator bars <pad> and <s>, which no text a language model learns from holds.
     std::vector<int64_t> barred{};
 
-    // Throws Error naming the first option out of range.
+    // Throws Error naming the first option out of range. Every range is the options' table's
+    // (search.cpp), which also makes the command line's flags.
     void validate() const;
+    // The options a command line offers (`seqgrad eval`, `predict` and `generate` each take some),
+    // and setting one from the words given to its flag, read and checked as the table says.
+    // Their help shows `defaults`' values.
+    static std::vector<OptionInfo> options();
+    static std::vector<OptionInfo> options(const DecodingOptions& defaults);
+    void set(const std::string& key, const std::vector<std::string>& words);
 };
+
+// The widest beam a search takes. Beam search runs every beam of every input as a row of one
+// batch (with a key/value cache per row), so memory grows with the beam; past a few dozen beams
+// G2P gains nothing.
+inline constexpr int64_t kMaxBeamSize = 256;
 
 // The longest output a source of `source_length` tokens gets by default: twice its length plus
 // 10, and at least 40 (a pronunciation, a sentence and its translation all fit).

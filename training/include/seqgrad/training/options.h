@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "seqgrad/models/option_info.h"
+#include "seqgrad/core/option_info.h"
 #include "seqgrad/training/batching.h"
 #include "seqgrad/training/g2p.h"
 #include "seqgrad/training/synthetic.h"
@@ -105,7 +105,7 @@ struct TrainingOptions {
     static std::string describe();
     // The options a command line offers (`seqgrad train`'s flags), and setting one from the words
     // given to its flag, read and checked as the JSON key would be (validate() checks the ranges).
-    static std::vector<models::OptionInfo> options();
+    static std::vector<OptionInfo> options();
     void set(const std::string& key, const std::vector<std::string>& words);
 };
 

@@ -1,10 +1,10 @@
-// One option of an option table (a model config's keys, the training options), as a command line
+// One option of an option table (a model config's keys, the decoding and training options), as a command line
 // offers it: the table that reads and checks the JSON key also makes its flag and its help text.
 #pragma once
 
 #include <string>
 
-namespace seqgrad::models {
+namespace seqgrad {
 
 struct OptionInfo {
     enum class Kind {
@@ -18,4 +18,4 @@ struct OptionInfo {
     Kind kind = Kind::value;
 };
 
-}  // namespace seqgrad::models
+}  // namespace seqgrad

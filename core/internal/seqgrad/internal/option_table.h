@@ -34,7 +34,7 @@
 #include <vector>
 
 #include "seqgrad/core/error.h"
-#include "seqgrad/models/option_info.h"
+#include "seqgrad/core/option_info.h"
 
 namespace seqgrad::internal {
 
@@ -185,12 +185,14 @@ public:
     }
 
     // The fields a command line can set (values, flags and lists of words; not nested objects),
-    // in order, each with its flag and help text.
-    std::vector<models::OptionInfo> options() const {
-        const auto defaults = std::make_unique<S>();
-        std::vector<models::OptionInfo> all;
+    // in order, each with its flag and help text, which shows the value in `shown` as the default
+    // (by default a default-constructed S's).
+    std::vector<OptionInfo> options(const S* shown = nullptr) const {
+        const auto constructed = shown ? nullptr : std::make_unique<S>();
+        const S* defaults = shown ? shown : constructed.get();
+        std::vector<OptionInfo> all;
         for (const auto& f : fields_) {
-            const std::optional<models::OptionInfo::Kind> kind = f->command_line_kind();
+            const std::optional<OptionInfo::Kind> kind = f->command_line_kind();
             if (!kind) continue;
             const std::string flag = f->flag.empty() ? dashed(f->key) : f->flag;
             std::string help = f->help + " (" + f->type_name() + ", default " + f->text(*defaults);
@@ -205,9 +207,12 @@ public:
     void set(S& s, const std::string& key, const std::vector<std::string>& words) const {
         const Field* f = find(key);
         check(f != nullptr && f->command_line_kind(), what_.c_str(), "no option \"", key, "\" to set");
-        f->read(f->from_words(words), s, what_);
-        const std::string problem = f->problem(s);
+        // Into a copy: a value refused leaves `s` as it was.
+        S candidate = s;
+        f->read(f->from_words(words), candidate, what_);
+        const std::string problem = f->problem(candidate);
         check(problem.empty(), ("--" + (f->flag.empty() ? dashed(f->key) : f->flag)).c_str(), problem);
+        s = std::move(candidate);
     }
 
     // One line per field: key, type, default (a default-constructed S's value), range, help.
@@ -246,7 +251,7 @@ private:
         virtual std::string problem(const S&) const { return ""; }
         virtual const char* type_name() const = 0;
         // How a command line sets the field (none: it cannot), and the JSON of the words it gave.
-        virtual std::optional<models::OptionInfo::Kind> command_line_kind() const { return std::nullopt; }
+        virtual std::optional<OptionInfo::Kind> command_line_kind() const { return std::nullopt; }
         virtual Json from_words(const std::vector<std::string>& words) const {
             (void)words;
             throw Error(key + ": not an option of the command line");
@@ -373,11 +378,11 @@ private:
             else if constexpr (std::is_same_v<Value, std::string>) return "string";
             else return "array";
         }
-        std::optional<models::OptionInfo::Kind> command_line_kind() const override {
-            if constexpr (std::is_same_v<Value, bool>) return models::OptionInfo::Kind::flag;
+        std::optional<OptionInfo::Kind> command_line_kind() const override {
+            if constexpr (std::is_same_v<Value, bool>) return OptionInfo::Kind::flag;
             else if constexpr (std::is_arithmetic_v<Value> || std::is_same_v<Value, std::string>)
-                return models::OptionInfo::Kind::value;
-            else if constexpr (std::is_same_v<Value, std::vector<std::string>>) return models::OptionInfo::Kind::list;
+                return OptionInfo::Kind::value;
+            else if constexpr (std::is_same_v<Value, std::vector<std::string>>) return OptionInfo::Kind::list;
             else return std::nullopt;
         }
         Json from_words(const std::vector<std::string>& words) const override {
