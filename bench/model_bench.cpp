@@ -46,7 +46,7 @@
 //   tokens_per_second       target tokens (batch x tgt_len) per second
 //   gflops                  model FLOPs per second, in billions: 3x the forward pass's matrix
 //                           products (backward costs two products per forward one), counted
-//                           from the shapes by the model kind's forward_flops() (registry.h); elementwise work, the
+//                           from the shapes by forward_flops() (model_flops.h); elementwise work, the
 //                           softmaxes and Adam are not counted
 //   mfu                     gflops over the sgemm peak measured at start-up (bench_common.h)
 //   peak_mib                the most tensor memory in use during the timed steps (parameters,
@@ -83,6 +83,7 @@
 #include <vector>
 
 #include "bench_common.h"
+#include "model_flops.h"
 #include "seqgrad/core/allocator.h"
 #include "seqgrad/core/autograd.h"
 #include "seqgrad/core/ops.h"
@@ -251,8 +252,7 @@ TrainingStep seq2seq_step(const std::string& model_name, const BenchShape& shape
     step.loss = [model = step.model.get(), batch = random_batch(shape, gen)] {
         return seqgrad::models::sequence_loss(model->logits(batch.src, batch.tgt_in), batch.tgt_out, kLabelSmoothing);
     };
-    step.flops =
-        3 * seqgrad::models::model_kind(config.model).forward_flops(config, shape.batch, shape.src_len, shape.tgt_len);
+    step.flops = 3 * forward_flops(config, shape.batch, shape.src_len, shape.tgt_len);
     step.tokens = shape.batch * shape.tgt_len;
     return step;
 }
@@ -348,7 +348,7 @@ TrainingStep gpt_step(const GptShape& shape) {
                  no_source = IntTensor::zeros({shape.batch, 0})] { return model->loss(no_source, windows, 0.0f); };
     step.clip = 1.0f;
     step.clipped = step.model->parameters();
-    step.flops = 3 * seqgrad::models::model_kind("gpt").forward_flops(config, shape.batch, 0, shape.context);
+    step.flops = 3 * forward_flops(config, shape.batch, 0, shape.context);
     step.tokens = shape.batch * shape.context;
     return step;
 }

@@ -178,19 +178,6 @@ ModelKind attn_seq2seq_kind() {
                                 (layers - 1) * lstm_layer_parameters(h, h) + h * c.tgt_vocab + c.tgt_vocab;
         return encoder + decoder;
     };
-    kind.forward_flops = [](const ModelConfig& c, int64_t batch, int64_t src_len, int64_t tgt_len) {
-        // A bidirectional encoder (layers above the first read 2h), fc from 2h to h, a decoder whose
-        // first layer reads [embedding; context] (2h), and dot attention's scores and context
-        // (2 S h multiply-adds each per target token).
-        const int64_t h = c.hidden_size;
-        const double layers = static_cast<double>(c.num_layers), hh = static_cast<double>(h);
-        const double source = static_cast<double>(batch * src_len), target = static_cast<double>(batch * tgt_len);
-        const double encoder = 2 * source * (lstm_layer_flops(h, h) + (layers - 1) * lstm_layer_flops(2 * h, h)) +
-                               2 * source * 2 * hh * hh;
-        const double decoder = target * (lstm_layer_flops(2 * h, h) + (layers - 1) * lstm_layer_flops(h, h)) +
-                               4 * target * static_cast<double>(src_len) * hh;
-        return encoder + decoder + 2 * target * hh * static_cast<double>(c.tgt_vocab);
-    };
     return kind;
 }
 

@@ -199,14 +199,6 @@ ModelKind gpt_kind() {
         n += c.n_layers * (attention + ffn + 2 * norm) + norm;
         return n + (c.tie_output ? 0 : c.vocab * d);
     };
-    kind.forward_flops = [](const ModelConfig& c, int64_t batch, int64_t, int64_t length) {
-        const double b = static_cast<double>(batch), t = static_cast<double>(length), n = b * t;
-        const double d = static_cast<double>(c.d_model), f = static_cast<double>(c.d_ff);
-        // A block: the Q, K, V, O projections, scores and weighted values (the masked half counted
-        // too), the two feed-forward products; then the output projection.
-        const double block = 8 * n * d * d + 4 * b * t * t * d + 4 * n * d * f;
-        return static_cast<double>(c.n_layers) * block + 2 * n * d * static_cast<double>(c.vocab);
-    };
     // What a config of this kind leaves out: GPT-2 small's design (learned positions, GELU, the
     // output tied to the embedding) and sizes.
     ModelConfig& base = kind.base;

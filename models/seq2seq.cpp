@@ -138,12 +138,6 @@ ModelKind seq2seq_kind() {
                                 (layers - 1) * lstm_layer_parameters(h, h) + h * c.tgt_vocab + c.tgt_vocab;
         return encoder + decoder;
     };
-    kind.forward_flops = [](const ModelConfig& c, int64_t batch, int64_t src_len, int64_t tgt_len) {
-        const double layers = static_cast<double>(c.num_layers), lstm = lstm_layer_flops(c.hidden_size, c.hidden_size);
-        const double source = static_cast<double>(batch * src_len), target = static_cast<double>(batch * tgt_len);
-        const double output = 2 * target * static_cast<double>(c.hidden_size * c.tgt_vocab);
-        return source * layers * lstm + target * layers * lstm + output;
-    };
     return kind;
 }
 

@@ -384,20 +384,6 @@ ModelKind transformer_kind() {
         if (c.norm == "pre") n += 2 * norm;
         return n + (c.tie_output ? 0 : c.tgt_vocab * d) + c.tgt_vocab;
     };
-    kind.forward_flops = [](const ModelConfig& c, int64_t batch, int64_t src_len, int64_t tgt_len) {
-        const double b = static_cast<double>(batch), src = static_cast<double>(src_len),
-                     tgt = static_cast<double>(tgt_len);
-        const double ns = b * src, nt = b * tgt;  // source and target tokens
-        const double d = static_cast<double>(c.d_model), f = static_cast<double>(c.d_ff);
-        // Encoder layer: Q, K, V, O projections; scores and weighted values; the two FFN products.
-        const double encoder = 8 * ns * d * d + 4 * b * src * src * d + 4 * ns * d * f;
-        // Decoder layer: self-attention as above over the target; cross-attention's Q and O on
-        // the target and K and V on the source; its scores and values; the FFN.
-        const double decoder = 8 * nt * d * d + 4 * b * tgt * tgt * d + 4 * nt * d * d + 4 * ns * d * d +
-                               4 * b * tgt * src * d + 4 * nt * d * f;
-        return static_cast<double>(c.n_enc_layers) * encoder + static_cast<double>(c.n_dec_layers) * decoder +
-               2 * nt * d * static_cast<double>(c.tgt_vocab);
-    };
     return kind;
 }
 

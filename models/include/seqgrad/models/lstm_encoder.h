@@ -42,10 +42,4 @@ inline int64_t lstm_layer_parameters(int64_t input, int64_t hidden) {
     return 4 * hidden * (input + hidden) + 8 * hidden;
 }
 
-// The FLOPs of one LSTM layer per token and direction: the four gates' input and recurrent
-// products, 2 x 4h (input + h) multiply-adds.
-inline double lstm_layer_flops(int64_t input, int64_t hidden) {
-    return 8.0 * static_cast<double>(hidden) * static_cast<double>(input + hidden);
-}
-
 }  // namespace seqgrad::models

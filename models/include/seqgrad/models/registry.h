@@ -38,9 +38,6 @@ struct ModelKind {
     // The number of parameters a config asks for, counted from the config alone (equal to the
     // built model's num_parameters()), so that a config is judged before anything is allocated.
     std::function<int64_t(const ModelConfig&)> parameters;
-    // 2 x the multiply-adds of the forward pass's matrix products over a batch (for GFLOP/s and
-    // MFU); masked halves of attention are counted in full.
-    std::function<double(const ModelConfig&, int64_t batch, int64_t src_len, int64_t tgt_len)> forward_flops;
 };
 
 // The largest model a config or a file may ask for: 2^31 parameters (8 GiB of float32 weights,

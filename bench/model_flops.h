@@ -1,0 +1,17 @@
+// The work of a model's forward pass, for the benchmarks' GFLOP/s and MFU: 2 x the multiply-adds
+// of its matrix products over a batch, counted from the config and the shapes (masked halves of
+// attention counted in full; elementwise work, the softmaxes and the optimizer not at all).
+#pragma once
+
+#include <cstdint>
+
+#include "seqgrad/models/model.h"
+
+namespace seqgrad_bench {
+
+// A sequence-to-sequence model reads src_len source tokens and writes tgt_len target ones a row;
+// a language model reads windows of tgt_len tokens (src_len 0). An Error for a model kind with no
+// count here (model_flops.cpp: one function a kind).
+double forward_flops(const seqgrad::models::ModelConfig& config, int64_t batch, int64_t src_len, int64_t tgt_len);
+
+}  // namespace seqgrad_bench
