@@ -35,8 +35,8 @@ int run_generate(const GenerateFlags& f) {
     // Refused before the checkpoint is read: nothing is computed for options out of range.
     inference::GenerationOptions options = generate_defaults();
     for (const auto& [key, words] : f.generation) options.set(key, words);
-    options.decoding = decoding_options(f.decoding, options.decoding);
-    options.validate();
+    for (const auto& [key, words] : f.decoding) options.decoding.set(key, words);
+    options.validate();  // the decoding options' checks among its own
     check(f.num_samples >= 1, "generate", "--num-samples must be 1 or more, got ", f.num_samples);
     const std::string prompt = f.prompt_file.empty() ? f.prompt : training::read_file(f.prompt_file);
     const inference::TextGenerator generator(f.checkpoint, packed_precision(f.int8, f.bf16));

@@ -345,13 +345,16 @@ double CosineSchedule::rate(int64_t step) const {
           ", ", min_lr, ", ", lr);
     const auto i = static_cast<double>(step - 1);
     const auto w = static_cast<double>(warmup), d = static_cast<double>(decay_steps);
-    if (i < w) return lr * (i + 1) / (w + 1);
-    if (i >= d) return min_lr;
-    return cosine_rate(lr, min_lr, (i - w) / (d - w));  // d > i >= w
+    return rate(step, i >= d ? 1.0 : i < w ? 0.0 : (i - w) / (d - w));  // d > i >= w in the last
 }
 
-double cosine_rate(double lr, double min_lr, double position) {
+double CosineSchedule::rate(int64_t step, double position) const {
+    check(step >= 1 && warmup >= 0 && min_lr <= lr, "CosineSchedule",
+          "needs step >= 1, warmup >= 0 and min_lr <= lr, got ", step, ", ", warmup, ", ", min_lr, ", ", lr);
+    const auto i = static_cast<double>(step - 1), w = static_cast<double>(warmup);
+    if (i < w) return lr * (i + 1) / (w + 1);
     const double p = std::clamp(position, 0.0, 1.0);
+    if (p == 1.0) return min_lr;
     return min_lr + 0.5 * (1.0 + std::cos(std::numbers::pi * p)) * (lr - min_lr);
 }
 

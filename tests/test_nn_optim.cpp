@@ -310,6 +310,14 @@ TEST_CASE("the cosine schedule warms up linearly, then falls as a half cosine to
     CHECK(no_warmup.rate(3) == Approx(1.0).epsilon(1e-12));
     CHECK_THROWS_AS(cosine.rate(0), Error);
     CHECK_THROWS_AS((CosineSchedule{1e-4, 1e-3, 10, 100}.rate(1)), Error);  // min_lr above lr
+
+    // By a position instead of steps: the same warm-up, then the cosine at that position.
+    CHECK(cosine.rate(50, 0.7) == cosine.rate(50));
+    CHECK(cosine.rate(1051, 0.5) == cosine.rate(1051));
+    CHECK(cosine.rate(300, 0.5) == cosine.rate(1051));
+    CHECK(cosine.rate(300, 1.0) == 1e-4);
+    CHECK(cosine.rate(300, 1.5) == 1e-4);  // clamped
+    CHECK(cosine.rate(300, -1.0) == 1e-3);
 }
 
 TEST_CASE("decay_matrices_only decays the matrices and leaves vectors (biases, norms) alone", "[nn][optim]") {

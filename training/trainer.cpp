@@ -449,17 +449,13 @@ void Trainer::discard_checkpoint() {
 double Trainer::learning_rate(int64_t step) const {
     const TrainingOptions& o = run_.options;
     if (o.schedule == "constant") return o.lr * run_.progress.lr_scale;
-    if (o.schedule == "cosine" && cosine_over_budget()) {
-        // The warm-up by steps, then the cosine by the position over the budget.
-        const double rate = step <= o.warmup_steps
-                                ? o.lr * static_cast<double>(step) / static_cast<double>(o.warmup_steps + 1)
-                                : nn::cosine_rate(o.lr, o.min_lr, run_.progress.schedule_position);
-        return rate * run_.progress.lr_scale;
-    }
-    if (o.schedule == "cosine")
-        return nn::CosineSchedule{o.lr, o.min_lr, o.warmup_steps, o.decay_steps > 0 ? o.decay_steps : o.max_steps}.rate(
-                   step) *
+    if (o.schedule == "cosine") {
+        const nn::CosineSchedule cosine{o.lr, o.min_lr, o.warmup_steps,
+                                        o.decay_steps > 0 ? o.decay_steps : o.max_steps};
+        // Over the budget: the warm-up by steps, then the cosine by the position over the budget.
+        return (cosine_over_budget() ? cosine.rate(step, run_.progress.schedule_position) : cosine.rate(step)) *
                run_.progress.lr_scale;
+    }
     const int64_t width = models::model_width(run_.model->config());
     return nn::NoamSchedule{width, o.warmup_steps, o.lr}.rate(step) * run_.progress.lr_scale;
 }

@@ -158,9 +158,9 @@ struct CosineSchedule {
     int64_t warmup;
     int64_t decay_steps;
     double rate(int64_t step) const;
+    // The same warm-up, then the cosine at `position`, 0 (lr) to 1 (min_lr), clamped to that range,
+    // instead of by decay_steps: a cosine spread over a budget of time whose last step is unknown.
+    double rate(int64_t step, double position) const;
 };
-
-// The cosine's rate at `position` from 0 (lr) to 1 (min_lr), clamped to that range.
-double cosine_rate(double lr, double min_lr, double position);
 
 }  // namespace seqgrad::nn
