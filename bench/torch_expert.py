@@ -475,6 +475,31 @@ def check(shapes, gpt_config, vocab, first_real_token, seed):
     return ok
 
 
+def pair_batch(s, first_real_token, sos, padded=True):
+    """Four pairs of shape s, <s> first; with padding (a short source, a short target) if asked."""
+    src = torch.randint(first_real_token, s["src_vocab"], (4, s["src_len"]))
+    tgt = torch.randint(first_real_token, s["tgt_vocab"], (4, s["tgt_len"] + 1))
+    tgt[:, 0] = sos
+    if padded:
+        src[1, -3:], tgt[2, -4:] = 0, 0  # the masks must hide it alike
+    return src, tgt
+
+
+def passes_over_twin(twin, models, src, tgt, loss_fn, label_smoothing):
+    """Each of `models` (the twin, and an expert made of the twin's own modules) run on one batch:
+    its logits, its loss and the twin's parameters' gradients (an unused parameter's: 0)."""
+    results = []
+    for model in models:
+        twin.zero_grad(set_to_none=True)
+        logits = model(src, tgt[:, :-1])
+        loss = loss_fn(logits, tgt[:, 1:], label_smoothing)
+        loss.backward()
+        results.append((logits.detach(), loss.detach(),
+                        {n: torch.zeros_like(p) if p.grad is None else p.grad.clone()
+                         for n, p in twin.named_parameters()}))
+    return results
+
+
 def check_transformer(shapes, model_config, first_real_token, sos, label_smoothing):
     """ExpertTransformer against the twin at each shape without dropout, Post-LN and Pre-LN, on a batch
     with padding: the largest relative differences of the logits, the loss and every gradient."""
@@ -492,10 +517,7 @@ def check_transformer(shapes, model_config, first_real_token, sos, label_smoothi
                         p.add_(torch.rand(p.shape) * 0.2 - 0.1)
             expert = ExpertTransformer(cfg)
             transformer_from_twin(expert, twin)
-            src = torch.randint(first_real_token, s["src_vocab"], (4, s["src_len"]))
-            tgt = torch.randint(first_real_token, s["tgt_vocab"], (4, s["tgt_len"] + 1))
-            tgt[:, 0] = sos
-            src[1, -3:], tgt[2, -4:] = 0, 0  # padding: the masks must hide it alike
+            src, tgt = pair_batch(s, first_real_token, sos)
             results = []
             for model in (twin, expert):
                 model.train()
@@ -526,19 +548,9 @@ def check_seq2seq(shapes, model_config, first_real_token, sos, label_smoothing):
             cfg = dict(model_config("seq2seq", s), decoder=decoder)
             torch.manual_seed(5)
             twin = build_model(cfg)
-            src = torch.randint(first_real_token, s["src_vocab"], (4, s["src_len"]))
-            tgt = torch.randint(first_real_token, s["tgt_vocab"], (4, s["tgt_len"] + 1))
-            tgt[:, 0] = sos
-            src[1, -3:], tgt[2, -4:] = 0, 0
-            results = []
-            for model in (twin, ExpertSeq2Seq(twin)):
-                twin.zero_grad(set_to_none=True)
-                logits = model(src, tgt[:, :-1])
-                loss = loss_fn(logits, tgt[:, 1:], label_smoothing)
-                loss.backward()
-                results.append((logits.detach(), loss.detach(),
-                                {n: p.grad.clone() for n, p in twin.named_parameters()}))
-            (tl, tloss, tg), (el, eloss, eg) = results
+            src, tgt = pair_batch(s, first_real_token, sos)
+            (tl, tloss, tg), (el, eloss, eg) = passes_over_twin(twin, (twin, ExpertSeq2Seq(twin)), src, tgt, loss_fn,
+                                                                label_smoothing)
             ok = agree(f"seq2seq {name} {decoder}", (tl, tloss), (el, eloss), [(n, tg[n], eg[n]) for n in tg]) and ok
     return ok
 
@@ -560,21 +572,9 @@ def check_attn_seq2seq(shapes, model_config, first_real_token, sos, label_smooth
             twin = build_model(cfg)
             init_parameters(twin, torch.Generator().manual_seed(9))
             for padded in (True, False):
-                src = torch.randint(first_real_token, s["src_vocab"], (4, s["src_len"]))
-                tgt = torch.randint(first_real_token, s["tgt_vocab"], (4, s["tgt_len"] + 1))
-                tgt[:, 0] = sos
-                if padded:
-                    src[1, -3:], tgt[2, -4:] = 0, 0
-                results = []
-                for model in (twin, ExpertAttnSeq2Seq(twin)):
-                    twin.zero_grad(set_to_none=True)
-                    logits = model(src, tgt[:, :-1])
-                    loss = loss_fn(logits, tgt[:, 1:], label_smoothing)
-                    loss.backward()
-                    results.append((logits.detach(), loss.detach(),  # an unused parameter's gradient: 0
-                                    {n: torch.zeros_like(p) if p.grad is None else p.grad.clone()
-                                     for n, p in twin.named_parameters()}))
-                (tl, tloss, tg), (el, eloss, eg) = results
+                src, tgt = pair_batch(s, first_real_token, sos, padded)
+                (tl, tloss, tg), (el, eloss, eg) = passes_over_twin(twin, (twin, ExpertAttnSeq2Seq(twin)), src, tgt,
+                                                                    loss_fn, label_smoothing)
                 label = f"attn_seq2seq {name} {attention} {'padded' if padded else 'unpadded'}"
                 ok = agree(label, (tl, tloss), (el, eloss), [(n, tg[n], eg[n]) for n in tg]) and ok
     return ok
