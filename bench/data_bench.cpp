@@ -68,7 +68,7 @@ void corpus_million(benchmark::State& state) {
     options.max_steps = 1;
     int64_t batches = 0;
     for (auto _ : state) {
-        seqgrad::training::TrainingData data = seqgrad::training::prepare_data(options);
+        seqgrad::training::PairData data = seqgrad::training::prepare_pairs(options);
         seqgrad::training::BatchStream stream(std::move(data.train), options.batches, options.seed);
         batches = stream.batches_in_epoch();
         for (int i = 0; i < 10; ++i) benchmark::DoNotOptimize(stream.next());

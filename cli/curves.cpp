@@ -58,10 +58,10 @@ RunCurve read_run(const std::string& directory) {
     run.model = model_name_of(directory);
     if (run.model.empty()) run.model = directory_name(directory);
     const training::TrainingState state = training::load_training_state(dir.training_file());
-    const training::Task& task = training::task(state.options.task);
-    run.metric = task.metric;
+    const std::unique_ptr<training::Evaluator> evaluator = training::task(state.options.task).evaluator(state.options);
+    run.metric = evaluator->metric();
     for (const training::HistoryEntry& entry : state.progress.history) {
-        const double score = task.score(entry.dev);
+        const double score = evaluator->value(entry.dev);
         if (std::isfinite(score)) run.points.push_back({entry.minutes, score});  // NaN: nothing was scored
     }
     return run;

@@ -48,7 +48,7 @@ int eval_language_model(const EvalFlags& f, training::LoadedModel& loaded) {
           "(give one --checkpoint)");
     const int64_t context = loaded.model->max_decode_length();
     check(f.context <= context, "eval", "--context ", f.context, " is above the model's, ", context);
-    training::TrainingData data;
+    training::TextData data;
     std::string what;
     if (!f.text.empty()) {
         training::EncodedText text = training::encode_text(f.text, loaded.target_tokenizer, loaded.target_vocab);
@@ -64,14 +64,13 @@ int eval_language_model(const EvalFlags& f, training::LoadedModel& loaded) {
         request.train = false;
         request.target_tokenizer = &loaded.target_tokenizer;
         request.target_vocab = &loaded.target_vocab;
-        data = training::prepare_data(options, request);
+        data = training::prepare_text(options, request);
         what = "the run's validation text";
     }
-    const training::Task& task = training::task("text");
     const training::EvalResult r =
-        task.evaluate(*loaded.model, data, training::Split::dev, 0, f.context > 0 ? f.context : context, {}, nullptr);
+        data.evaluate(*loaded.model, training::Split::dev, 0, f.context > 0 ? f.context : context, {});
     std::printf("%s (%s, step %lld): %s\n", what.c_str(), loaded.path.c_str(), static_cast<long long>(loaded.step),
-                task.describe(r).c_str());
+                data.evaluator().describe(r).c_str());
     return 0;
 }
 
@@ -126,30 +125,16 @@ int run_eval(const EvalFlags& f) {
         request.target_tokenizer = &loaded.target_tokenizer;
         request.source_vocab = &loaded.source_vocab;
         request.target_vocab = &loaded.target_vocab;
-        training::TrainingData data = training::prepare_data(options, request);
+        training::PairData data = training::prepare_pairs(options, request);
         examples = std::move(f.split == "test" ? data.test : data.dev);
         what = loaded.task + " " + f.split;
     }
     check(!examples.empty(), "eval", what, " has no examples to evaluate");
     std::vector<std::vector<std::string>> predictions;
-    const training::Task& task = training::task(loaded.task);
-    const training::EvalResult r =
-        training::evaluate(ensemble, examples, decoding, f.metrics.empty() ? nullptr : &predictions);
-    std::printf("%s (%s, beam %lld): %s", what.c_str(), models_read(ensemble).c_str(),
-                static_cast<long long>(decoding.beam_size), task.describe(r).c_str());
-    if (!f.metrics.empty()) {
-        std::vector<std::string> hypotheses;
-        std::vector<std::vector<std::string>> references;
-        for (size_t i = 0; i < examples.size(); ++i) {
-            hypotheses.push_back(loaded.target_tokenizer.detokenize(predictions[i]));
-            references.push_back(examples[i].reference_texts);
-        }
-        for (const std::string& metric : f.metrics) {
-            if (metric == "bleu") std::printf("  BLEU %.2f", training::corpus_bleu(hypotheses, references).score);
-            else std::printf("  chrF %.2f", training::corpus_chrf(hypotheses, references));
-        }
-    }
-    std::printf("\n");
+    training::PairScores r = training::evaluate(ensemble, examples, decoding, &predictions);
+    training::score_texts(r, f.metrics, predictions, examples, loaded.target_tokenizer);
+    std::printf("%s (%s, beam %lld): %s\n", what.c_str(), models_read(ensemble).c_str(),
+                static_cast<long long>(decoding.beam_size), training::pair_evaluator("wer")->describe(r).c_str());
     return 0;
 }
 

@@ -74,16 +74,13 @@ void apply_training_flags(const TrainFlags& flags, training::TrainingOptions& op
               options.task);
         options.task = task;
     }
-    check(options.task != "corpus" || !options.train_files.empty(), "train",
-          "the corpus task needs --train (a TSV file, or a source and a target file)");
-    check(options.task != "text" || !options.text.empty(), "train", "the text task needs --text (a text file)");
 }
 
 // Shows some dev words with the predictions of the best weights; for a text, a sample of `count`
 // lines' worth of text the best weights write.
 void show_examples(const std::string& dir, const training::TrainingOptions& options, int64_t count) {
     if (count <= 0) return;
-    if (options.task == "text") {
+    if (!training::task(options.task).reads_source()) {
         inference::TextGenerator generator(dir);
         inference::GenerationOptions sample;
         sample.max_tokens = 40 * count;
@@ -100,7 +97,7 @@ void show_examples(const std::string& dir, const training::TrainingOptions& opti
     request.target_tokenizer = &loaded.target_tokenizer;
     request.source_vocab = &loaded.source_vocab;
     request.target_vocab = &loaded.target_vocab;
-    const training::TrainingData data = training::prepare_data(options, request);
+    const training::PairData data = training::prepare_pairs(options, request);
     std::vector<training::Example> sample;
     const size_t stride = std::max<size_t>(1, data.dev.size() / static_cast<size_t>(count));
     for (size_t i = 0; i < data.dev.size() && static_cast<int64_t>(sample.size()) < count; i += stride)
@@ -191,16 +188,11 @@ int run_train(const TrainFlags& flags) {
         }
         for (const auto& [key, words] : flags.model_keys) config.set(key, words);
         apply_training_flags(flags, options);
-        const std::string data_name = options.task == "corpus"
-                                          ? std::filesystem::path(options.train_files.front()).stem().string()
-                                      : options.task == "text" ? std::filesystem::path(options.text).stem().string()
-                                                               : options.task;
-        dir = flags.out.empty() ? "runs/" + model + "-" + data_name : flags.out;
         options.validate();
+        const training::Task& task = training::task(options.task);
+        dir = flags.out.empty() ? "runs/" + model + "-" + task.short_name(options) : flags.out;
         display.set_log_every(options.log_every);
-        const std::string data = options.task == "corpus" ? training::corpus_name(options.train_files)
-                                 : options.task == "text" ? options.text
-                                                          : options.task;
+        const std::string data = task.data_name(options);
         if (group.is_root())
             std::fprintf(stderr, "%s\nTraining %s on %s into %s (%d %s%s%s)\n", nn::runtime_line().c_str(),
                          model.c_str(), data.c_str(), dir.c_str(), get_num_threads(),
@@ -218,7 +210,8 @@ int run_train(const TrainFlags& flags) {
                 static_cast<long long>(result.steps), static_cast<long long>(result.epochs),
                 format_duration(60 * result.minutes).c_str());
     if (result.has_best)
-        std::printf("Best dev %s; weights in %s\n", training::task(options.task).describe(result.best_dev).c_str(),
+        std::printf("Best dev %s; weights in %s\n",
+                    training::task(options.task).evaluator(options)->describe(result.best_dev).c_str(),
                     training::CheckpointDir(dir).best_file().c_str());
     if (result.stop_reason == "interrupted") {
         std::printf("Interrupted: continue with  seqgrad train --resume %s\n", dir.c_str());
@@ -237,7 +230,7 @@ void add_train_command(CLI::App& app, int& exit_status) {
     std::string kinds, tasks;
     for (const models::ModelKind& kind : models::model_kinds())
         kinds += "  " + kind.name + ": " + kind.description + "\n";
-    for (const training::Task& task : training::tasks()) tasks += "  " + task.name + ": " + task.description + "\n";
+    for (const auto& task : training::tasks()) tasks += "  " + task->name() + ": " + task->description() + "\n";
     cmd->footer("Models:\n" + kinds + "\nTasks:\n" + tasks +
                 "\nEach model starts from its recipe (the configs/ file the README trains it with); a --config "
                 "file's model keys and \"training\" object of training options go over it, and flags over "

@@ -18,7 +18,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         request.test = true;
         request.max_source_length = 64;
         seqgrad_fuzz::refused_or_read([&] {
-            TrainingData d = prepare_data(options, request);
+            PairData d = prepare_pairs(options, request);
             BatchStream stream(std::move(d.train), options.batches, 1);
             (void)stream.next();
         });

@@ -357,7 +357,7 @@ TEST_CASE("a corpus without dev files is carved by a hash of the source, every l
     TrainingOptions o = corpus_options({tsv.path()});
     DataRequest request;
     request.test = true;
-    const TrainingData data = prepare_data(o, request);
+    const PairData data = prepare_pairs(o, request);
     int64_t train_pairs = 0;
     for (int i = 0; i < 400; ++i) train_pairs += split_by_hash(seqgrad::detail::concat("w", i)) == Split::train;
     train_pairs += split_by_hash("w7") == Split::train;
@@ -381,7 +381,7 @@ TEST_CASE("dev and test files replace the carved splits", "[corpus]") {
     o.test_files = {test_source.path(), test_target.path()};
     DataRequest request;
     request.test = true;
-    const TrainingData data = prepare_data(o, request);
+    const PairData data = prepare_pairs(o, request);
     CHECK(data.train.size() == 2);
     REQUIRE(data.dev.size() == 1);
     CHECK(data.dev[0].references.size() == 2);  // one source, two references
@@ -393,11 +393,11 @@ TEST_CASE("dev and test files replace the carved splits", "[corpus]") {
 TEST_CASE("bad lines refuse the corpus with their file and line, or are skipped and counted", "[corpus]") {
     const TempFile tsv("a\tA\nno tab\nb\tB\n\xfe\tX\n" + numbered_tsv(100));
     TrainingOptions o = corpus_options({tsv.path()});
-    const std::string refused = error_of([&] { prepare_data(o); });
+    const std::string refused = error_of([&] { prepare_pairs(o); });
     CHECK_THAT(refused, Contains("2 lines are not valid pairs") && Contains(tsv.path() + ":2: no tab") &&
                             Contains(tsv.path() + ":4: the source") && Contains("--skip-invalid"));
     o.skip_invalid = true;
-    const TrainingData data = prepare_data(o);
+    const PairData data = prepare_pairs(o);
     bool reported = false;
     for (const std::string& line : data.report)
         reported = reported || line.find("skipped 2 invalid lines") != std::string::npos;
@@ -409,7 +409,7 @@ TEST_CASE("a side longer than the model takes is a bad line, and the target coun
     DataRequest request;
     request.max_source_length = request.max_target_length = 4;
     TrainingOptions o = corpus_options({tsv.path()});
-    const std::string message = error_of([&] { prepare_data(o, request); });
+    const std::string message = error_of([&] { prepare_pairs(o, request); });
     CHECK_THAT(message, Contains(":2: the target has 4 symbols (and </s>); the model takes at most 3"));
     CHECK_THAT(message, Contains("1 line is not a valid pair"));  // abcd -> ABC fits: 4, and 3 + 1
 }
@@ -419,10 +419,10 @@ TEST_CASE("a special token used as a symbol is a bad line, but <unk> reads as un
     o.tgt_tokens = "space";
     const TempFile bad("a\tx <s> y\n" + numbered_tsv(30));
     o.train_files = {bad.path()};
-    CHECK_THAT(error_of([&] { prepare_data(o); }), Contains(":1: the target uses the special token <s>"));
+    CHECK_THAT(error_of([&] { prepare_pairs(o); }), Contains(":1: the target uses the special token <s>"));
     const TempFile unknown("a\tx <unk> y\n" + numbered_tsv(30));
     o.train_files = {unknown.path()};
-    CHECK_NOTHROW(prepare_data(o));
+    CHECK_NOTHROW(prepare_pairs(o));
 }
 
 TEST_CASE("min_count and max_vocab shape the vocabularies and the report counts unknown tokens", "[corpus]") {
@@ -431,7 +431,7 @@ TEST_CASE("min_count and max_vocab shape the vocabularies and the report counts 
     const TempFile tsv(text);
     TrainingOptions o = corpus_options({tsv.path()});
     o.min_count = 10;  // z and q are rare
-    const TrainingData data = prepare_data(o);
+    const PairData data = prepare_pairs(o);
     CHECK(data.source_vocab.contains("a"));
     CHECK_FALSE(data.source_vocab.contains("z"));
     int64_t unknown = 0;
@@ -442,7 +442,7 @@ TEST_CASE("min_count and max_vocab shape the vocabularies and the report counts 
     CHECK_THAT(data.report.back(), Contains(expected));
     o.min_count = 1;
     o.max_vocab = 2;
-    CHECK(prepare_data(o).source_vocab.size() == 4 + 2);
+    CHECK(prepare_pairs(o).source_vocab.size() == 4 + 2);
 }
 
 TEST_CASE("an empty corpus is refused and leaves no directory behind", "[corpus]") {
@@ -459,7 +459,7 @@ TEST_CASE("G2P through the pipeline gives the dictionary's pairs in its splits, 
     o.task = "g2p";
     DataRequest request;
     request.test = true;
-    const TrainingData data = prepare_data(o, request);
+    const PairData data = prepare_pairs(o, request);
     // The expectation, worked out here from the dictionary reader and the hash split alone.
     const Lexicon lexicon = read_dictionary(o.dictionary);
     std::vector<std::pair<std::vector<std::string>, std::vector<std::string>>> train_pairs;

@@ -210,7 +210,7 @@ TEST_CASE("the real CMUdict reads cleanly and splits into the expected counts", 
     options.task = "g2p";
     DataRequest request;
     request.test = true;
-    const TrainingData data = prepare_data(options, request);
+    const PairData data = prepare_pairs(options, request);
     std::set<std::vector<int32_t>> train_words;
     for (int64_t i = 0; i < data.train.size(); ++i)
         train_words.emplace(data.train.source(i).begin(), data.train.source(i).end());
@@ -388,7 +388,7 @@ TEST_CASE("training encodes one example per pronunciation, evaluation one per wo
     options.train_files = {train.path()};
     options.dev_files = {dev.path()};
     options.tgt_tokens = "space";
-    const TrainingData data = prepare_data(options);
+    const PairData data = prepare_pairs(options);
     const Vocabulary& source = data.source_vocab;
     const Vocabulary& target = data.target_vocab;
     const EncodedPairs& training = data.train;

@@ -67,7 +67,7 @@ const std::vector<Example>& dev_examples() {
     static const std::vector<Example> dev = [] {
         DataRequest request;
         request.train = false;
-        return prepare_data(reverse_task(), request).dev;
+        return prepare_pairs(reverse_task(), request).dev;
     }();
     return dev;
 }
@@ -110,8 +110,8 @@ TEST_CASE("an ensemble of one checkpoint decodes exactly as its model alone", "[
     const std::vector<Example>& dev = dev_examples();
     for (const DecodingOptions& options : {beam(1, 1), beam(4, 3)}) {
         std::vector<std::vector<std::string>> a, b;
-        const EvalResult ra = evaluate(*alone.model, dev, alone.source_vocab, alone.target_vocab, options, &a);
-        const EvalResult rb = evaluate(one, dev, options, &b);
+        const PairScores ra = evaluate(*alone.model, dev, alone.source_vocab, alone.target_vocab, options, &a);
+        const PairScores rb = evaluate(one, dev, options, &b);
         CHECK(ra.wer == rb.wer);
         CHECK(ra.per == rb.per);
         CHECK(a == b);
@@ -199,7 +199,7 @@ TEST_CASE("ensemble weights are normalised to sum to 1, and bad ones refused", "
 TEST_CASE("models of different kinds decode together, and their ensemble scores the dev split", "[ensemble]") {
     const std::vector<std::string> runs{run("transformer"), run("attn_seq2seq")};
     Ensemble both(runs);
-    const EvalResult r = evaluate(both, dev_examples(), beam(4, 1));
+    const PairScores r = evaluate(both, dev_examples(), beam(4, 1));
     CHECK(r.words == static_cast<int64_t>(dev_examples().size()));
     // The scores are the ensemble's own outputs' (the Translator over the same checkpoints),
     // counted here: a word is wrong unless its best output is one of its references; the symbol
@@ -314,7 +314,7 @@ TEST_CASE("average writes the mean of kept weights as a checkpoint that loads, d
     CHECK(mean.step == 40);
     CHECK(distance_from_mean(kept, *mean.model) < 1e-6f);  // element by element, the mean of the three
     // It evaluates as any checkpoint does.
-    const EvalResult r = evaluate(*mean.model, dev_examples(), mean.source_vocab, mean.target_vocab, beam(1, 1));
+    const PairScores r = evaluate(*mean.model, dev_examples(), mean.source_vocab, mean.target_vocab, beam(1, 1));
     CHECK(r.words == static_cast<int64_t>(dev_examples().size()));
     CHECK(Translator(out).translate({"abc"})[0].size() == 1);
     // The run goes on from the mean, with the run's options and optimizer.
@@ -385,5 +385,5 @@ TEST_CASE("a GPT's kept weights average into a checkpoint that evaluates and res
     const TrainingResult resumed = resume(out, 0, 0, 35);
     CHECK(resumed.stop_reason == "budget");
     CHECK(load_model(CheckpointDir(out).model_file()).step == 35);
-    CHECK(std::isfinite(resumed.last_dev.loss));
+    CHECK(std::isfinite(std::get<TextScores>(resumed.last_dev).loss));
 }

@@ -143,7 +143,7 @@ TEST_CASE("a line over 1 MiB and a side over 4096 symbols are refused", "[limits
     o.task = "corpus";
     o.train_files = {tsv.path()};
     o.max_steps = 1;
-    CHECK_THAT(error_of([&] { prepare_data(o); }),
+    CHECK_THAT(error_of([&] { prepare_pairs(o); }),
                Contains(":41: the source has 4097 symbols; a side may have at most 4096"));
 }
 

@@ -100,7 +100,7 @@ TEST_CASE("a text without a validation file splits 90/10 in order and reports bo
     const TrainingOptions o = text_options(write_file("split.txt", text));
     DataRequest request;
     request.max_target_length = 4;
-    const TrainingData data = prepare_text(o, request);
+    const TextData data = prepare_text(o, request);
     // 90% of 32 characters is 28: the training text ends before the 29th character ("ö").
     CHECK(data.train_text.size() == 28);
     CHECK(data.dev_text.size() == 4);
@@ -115,14 +115,14 @@ TEST_CASE("a text without a validation file splits 90/10 in order and reports bo
 
     TrainingOptions bytes = o;
     bytes.tokens = "byte";
-    const TrainingData by_byte = prepare_text(bytes, request);
+    const TextData by_byte = prepare_text(bytes, request);
     CHECK(by_byte.train_text.size() == 31);  // 90% of 35 bytes
     CHECK(by_byte.dev_units == 4);
     CHECK(by_byte.unit == "byte");
 
     TrainingOptions with_val = o;
     with_val.val = write_file("val.txt", "cab\n");
-    const TrainingData given = prepare_text(with_val, request);
+    const TextData given = prepare_text(with_val, request);
     CHECK(given.train_text.size() == 32);
     CHECK(given.dev_text.size() == 4);
     CHECK_THAT(given.report[0], Contains("(" + with_val.val + ")"));
@@ -130,7 +130,7 @@ TEST_CASE("a text without a validation file splits 90/10 in order and reports bo
 
 TEST_CASE("the validation split ends exactly where the training text does", "[text]") {
     const TrainingOptions o = text_options(rhymes_path());
-    const TrainingData data = prepare_text(o, {});
+    const TextData data = prepare_text(o, {});
     std::vector<int64_t> all(data.train_text.begin(), data.train_text.end());
     all.insert(all.end(), data.dev_text.begin(), data.dev_text.end());
     CHECK(data.target_tokenizer.detokenize(data.target_vocab.decode(all)) == rhymes());
@@ -204,7 +204,7 @@ TEST_CASE("the loss of a text covers every token but the first once, in any wind
     }
     for (int64_t rows : {1, 3, 32}) {
         INFO("rows " << rows);
-        const EvalResult r = text_loss(*model, text, 8, rows, 103, "character");
+        const TextScores r = text_loss(*model, text, 8, rows, 103, "character");
         CHECK(r.tokens == 102);
         CHECK(r.loss == Approx(nats / 102).epsilon(1e-5));
         CHECK(r.perplexity() == Approx(std::exp(r.loss)));
@@ -331,7 +331,7 @@ TEST_CASE("gradient accumulation over micro-batches equals one large batch", "[t
 TEST_CASE("a GPT learns a text: its validation loss falls far below the untrained model's", "[text][training]") {
     const TrainingState state = load_training_state(CheckpointDir(trained_checkpoint()).training_file());
     REQUIRE(state.progress.has_best);
-    const double best = state.progress.best_dev.loss;
+    const double best = std::get<TextScores>(state.progress.best_dev).loss;
     const double uniform = std::log(static_cast<double>(load_model(trained_checkpoint()).target_vocab.size()));
     INFO("best validation loss " << best << ", a uniform guess's " << uniform);
     CHECK(best < 1.5);  // below what letter frequencies alone give (about 2.6): it has learned words

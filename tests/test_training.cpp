@@ -117,8 +117,8 @@ TEST_CASE("lr_decay lowers the rate after each evaluation that does not improve 
             rate = e.learning_rate;
             expected_next = rate;
         } else if (e.kind == TrainingEvent::Kind::evaluation) {
-            if (best < 0 || e.eval.wer < best) {
-                best = e.eval.wer;
+            if (best < 0 || std::get<PairScores>(e.eval).wer < best) {
+                best = std::get<PairScores>(e.eval).wer;
                 ++improvements;
             } else {
                 expected_next = rate * 0.8;
@@ -198,7 +198,7 @@ TEST_CASE("a loss that stops being finite ends the run and keeps the last good c
         for (float v : weights.to_vector()) REQUIRE(std::isfinite(v));
     const TrainingState state = load_training_state(dir + "/training.safetensors");
     CHECK(state.progress.step == kept.step);
-    TrainingData data = prepare_data(o);
+    PairData data = prepare_pairs(o);
     BatchStream stream(std::move(data.train), o.batches, o.seed);
     stream.restore(state.progress.stream);
     const Batch next = stream.next();
@@ -226,19 +226,81 @@ TEST_CASE("best.safetensors holds the weights of the best dev evaluation", "[tra
     REQUIRE(evaluations.size() == 6);
     // The first evaluation with the lowest WER is the best.
     const TrainingEvent best = *std::min_element(evaluations.begin(), evaluations.end(),
-                                                 [](const auto& a, const auto& b) { return a.eval.wer < b.eval.wer; });
-    CHECK(r.best_dev.wer == best.eval.wer);
+                                                 [](const auto& a, const auto& b) {
+        return std::get<PairScores>(a.eval).wer < std::get<PairScores>(b.eval).wer;
+    });
+    CHECK(std::get<PairScores>(r.best_dev).wer == std::get<PairScores>(best.eval).wer);
     const LoadedModel kept = load_model(dir + "/best.safetensors");
     CHECK(kept.step == best.step);
     DataRequest request;
     request.train = false;
-    const TrainingData data = prepare_data(o, request);
-    const EvalResult again = evaluate(*kept.model, data.dev, kept.source_vocab, kept.target_vocab,
+    const PairData data = prepare_pairs(o, request);
+    const PairScores again = evaluate(*kept.model, data.dev, kept.source_vocab, kept.target_vocab,
                                       DecodingOptions{.max_len = o.eval_max_len});
-    CHECK(again.wer == best.eval.wer);
-    CHECK(again.per == best.eval.per);
+    CHECK(again.wer == std::get<PairScores>(best.eval).wer);
+    CHECK(again.per == std::get<PairScores>(best.eval).per);
     // The directory alone resolves to the best weights.
     CHECK(load_model(dir).step == best.step);
+}
+
+TEST_CASE("with dev_metric chrf the best weights are those of the highest dev chrF", "[training]") {
+    TrainingOptions o = reverse_task(300);
+    o.schedule = "constant";
+    o.lr = 3e-3;
+    o.max_steps = 60;
+    o.eval_every_steps = 10;
+    o.label_smoothing = 0;
+    o.dev_metric = "chrf";
+    const std::string dir = fresh_dir("best_chrf");
+    std::vector<TrainingEvent> evaluations;
+    auto listener = [&](const TrainingEvent& e) {
+        if (e.kind == TrainingEvent::Kind::evaluation) evaluations.push_back(e);
+    };
+    const TrainingResult r = train(tiny_transformer(), o, dir, listener);
+    REQUIRE(evaluations.size() == 6);
+    std::vector<double> chrf;
+    for (const TrainingEvent& e : evaluations) {
+        const PairScores& scores = std::get<PairScores>(e.eval);
+        CHECK(std::isfinite(scores.chrf));
+        CHECK(std::isnan(scores.bleu));  // not asked for
+        CHECK(e.text.find("chrF") != std::string::npos);
+        chrf.push_back(scores.chrf);
+    }
+    REQUIRE(*std::max_element(chrf.begin(), chrf.end()) > *std::min_element(chrf.begin(), chrf.end()));
+    // The first evaluation with the highest chrF is the best, whatever its WER.
+    const size_t best = static_cast<size_t>(std::max_element(chrf.begin(), chrf.end()) - chrf.begin());
+    CHECK(std::get<PairScores>(r.best_dev).chrf == chrf[best]);
+    CHECK(load_model(dir + "/best.safetensors").step == evaluations[best].step);
+    // The history in the training state keeps each evaluation's chrF.
+    const TrainingState state = load_training_state(dir + "/training.safetensors");
+    REQUIRE(state.progress.history.size() == chrf.size());
+    for (size_t i = 0; i < chrf.size(); ++i) CHECK(std::get<PairScores>(state.progress.history[i].dev).chrf == chrf[i]);
+}
+
+TEST_CASE("a progress reads evaluations of either kind, and an older file's with every kind's keys", "[training]") {
+    Progress p;
+    p.has_best = true;
+    p.best_dev = TextScores{.loss = 1.25, .tokens = 100, .units = 120, .unit = "byte"};
+    p.last_dev = PairScores{.wer = 12.5, .per = 3.0, .words = 8, .bleu = 40.0};
+    Progress back = Progress::from_json(p.to_json());
+    CHECK(std::get<TextScores>(back.best_dev).units == 120);
+    CHECK(std::get<TextScores>(back.best_dev).unit == "byte");
+    CHECK(std::get<PairScores>(back.last_dev).bleu == 40.0);
+    CHECK(std::isnan(std::get<PairScores>(back.last_dev).chrf));
+    // Before the two kinds had results of their own, every evaluation held all the keys, a pair's
+    // with a loss of null.
+    std::string older = p.to_json();
+    const std::string pairs_new = R"("last_dev":{"bleu":40.0,"chrf":null,"per":3.0,"wer":12.5,"words":8})";
+    REQUIRE(older.find(pairs_new) != std::string::npos);
+    older.replace(older.find(pairs_new), pairs_new.size(),
+                  R"("last_dev":{"loss":null,"per":3.0,"tokens":0,"unit":"","units":0,"wer":12.5,"words":8})");
+    back = Progress::from_json(older);
+    CHECK(std::get<PairScores>(back.last_dev).wer == 12.5);
+    older.replace(older.find(R"("loss":null)"), 11, R"("loss":2.5)");
+    CHECK(std::get<TextScores>(Progress::from_json(older).last_dev).loss == 2.5);
+    // A key of neither kind is refused.
+    older.replace(older.find(R"("tokens":0)"), 10, R"("tokenz":0)");
+    CHECK_THROWS_WITH(Progress::from_json(older), Catch::Matchers::Contains("unknown key \"tokenz\""));
 }
 
 TEST_CASE("resuming from an older checkpoint whose two files disagree on the step is refused", "[training][errors]") {
@@ -351,7 +413,7 @@ TEST_CASE("the sgd optimizer steps each weight by the rate times its gradient", 
     CHECK(state.options.optimizer == "sgd");
     CHECK(state.optimizer.empty());  // plain SGD keeps no state
     const LoadedModel before = load_model(dir + "/model.safetensors");
-    TrainingData data = prepare_data(o);
+    PairData data = prepare_pairs(o);
     BatchStream stream(std::move(data.train), o.batches, o.seed);
     stream.restore(state.progress.stream);
     const Batch next = stream.next();
@@ -396,16 +458,16 @@ double reverse_test_wer(const ModelConfig& model, TrainingOptions o, const std::
     const std::string dir = fresh_dir(name);
     std::atomic<bool> stop{false};
     auto listener = [&](const TrainingEvent& e) {
-        if (e.kind == TrainingEvent::Kind::evaluation && e.eval.wer == 0.0) stop = true;
+        if (e.kind == TrainingEvent::Kind::evaluation && std::get<PairScores>(e.eval).wer == 0.0) stop = true;
     };
     const TrainingResult r = train(model, o, dir, listener, &stop);
-    INFO(name << ": best dev WER " << r.best_dev.wer << " after " << r.steps << " steps");
+    INFO(name << ": best dev WER " << std::get<PairScores>(r.best_dev).wer << " after " << r.steps << " steps");
     LoadedModel best = load_model(dir);
     DataRequest request;
     request.train = false;
     request.test = true;
-    const TrainingData data = prepare_data(o, request);
-    const EvalResult test =
+    const PairData data = prepare_pairs(o, request);
+    const PairScores test =
         evaluate(*best.model, data.test, best.source_vocab, best.target_vocab, DecodingOptions{.max_len = 10});
     return test.wer;
 }

@@ -6,10 +6,13 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <type_traits>
+#include <variant>
 
 #include "seqgrad/core/files.h"
 #include "seqgrad/internal/option_table.h"
 #include "seqgrad/models/registry.h"
+#include "seqgrad/training/data.h"
 #include "seqgrad/training/task.h"
 
 namespace seqgrad::training {
@@ -159,9 +162,9 @@ LoadedModel load_model(const std::string& path) {
                   "\"target_tokenizer\")");
             TrainingOptions options;
             options.task = loaded.task;
-            const Task& older = task(options.task);
-            check(static_cast<bool>(older.tokenizers), "checkpoint", "the file lacks its tokenizers");
-            std::tie(loaded.source_tokenizer, loaded.target_tokenizer) = older.tokenizers(options);
+            const auto* older = dynamic_cast<const PairsTask*>(&task(options.task));
+            check(older != nullptr, "checkpoint", "the file lacks its tokenizers");
+            std::tie(loaded.source_tokenizer, loaded.target_tokenizer) = older->tokenizers(options);
         }
         const models::ModelConfig config = models::ModelConfig::from_json(file.metadata("config"));
         const auto [source_size, target_size] = models::vocabulary_sizes(config);
@@ -197,33 +200,64 @@ namespace {
 
 using internal::OptionTable;
 
-const OptionTable<EvalResult>& eval_table() {
-    // Each task fills the fields it measures; the others keep their defaults.
-    static const OptionTable<EvalResult> table =
-        OptionTable<EvalResult>("evaluation")
-            .add("wer", "word (sequence) error rate, %", &EvalResult::wer)
-            .add("per", "phone (token) error rate, %", &EvalResult::per)
-            .add("words", "examples scored", &EvalResult::words)
-            .add("loss", "mean loss per token, nats", &EvalResult::loss)
-            .add("tokens", "tokens predicted", &EvalResult::tokens)
-            .add("units", "characters or bytes of the text", &EvalResult::units)
-            .add("unit", "character or byte", &EvalResult::unit);
+const OptionTable<PairScores>& pair_scores_table() {
+    static const OptionTable<PairScores> table = OptionTable<PairScores>("evaluation")
+                                                     .add("wer", "word (sequence) error rate, %", &PairScores::wer)
+                                                     .add("per", "phone (token) error rate, %", &PairScores::per)
+                                                     .add("words", "examples scored", &PairScores::words)
+                                                     .add("bleu", "BLEU, when measured", &PairScores::bleu)
+                                                     .add("chrf", "chrF, when measured", &PairScores::chrf);
     return table;
+}
+
+const OptionTable<TextScores>& text_scores_table() {
+    static const OptionTable<TextScores> table =
+        OptionTable<TextScores>("evaluation")
+            .add("loss", "mean loss per token, nats", &TextScores::loss)
+            .add("tokens", "tokens predicted", &TextScores::tokens)
+            .add("units", "characters or bytes of the text", &TextScores::units)
+            .add("unit", "character or byte", &TextScores::unit);
+    return table;
+}
+
+// An evaluation is written with the keys of its kind. A text's has a loss; older files wrote every
+// kind's keys in one object, with a loss of null for pairs, and read the same way.
+internal::Json write_eval(const EvalResult& result) {
+    return std::visit(
+        [](const auto& r) {
+        if constexpr (std::is_same_v<std::decay_t<decltype(r)>, PairScores>) return pair_scores_table().write(r);
+        else return text_scores_table().write(r);
+        },
+        result);
+}
+
+void read_eval(const internal::Json& json, EvalResult& result) {
+    // The other kind's keys (an older file's) are passed over; any other key is an Error.
+    const auto read = [&](const auto& table, const auto& other, auto scores) {
+        std::vector<std::string> ignored;
+        table.read(json, scores, {.strict = false, .ignored = &ignored, .complete = true});
+        for (const std::string& key : ignored) check(other.has(key), table.what().c_str(), "unknown key \"", key, "\"");
+        result = scores;
+    };
+    if (json.contains("loss") && !json.at("loss").is_null())
+        read(text_scores_table(), pair_scores_table(), TextScores{});
+    else read(pair_scores_table(), text_scores_table(), PairScores{});
 }
 
 const OptionTable<HistoryEntry>& history_table() {
     using H = HistoryEntry;
-    static const OptionTable<H> table = OptionTable<H>("history entry")
-                                            .add("step", "optimizer steps", &H::step)
-                                            .required()
-                                            .add("epoch", "epochs finished", &H::epoch)
-                                            .required()
-                                            .add("minutes", "training time, all sessions", &H::minutes)
-                                            .required()
-                                            .add("train_loss", "mean loss since the previous entry", &H::train_loss)
-                                            .required()
-                                            .object("dev", "the dev evaluation", eval_table(), &H::dev)
-                                            .required();
+    static const OptionTable<H> table =
+        OptionTable<H>("history entry")
+            .add("step", "optimizer steps", &H::step)
+            .required()
+            .add("epoch", "epochs finished", &H::epoch)
+            .required()
+            .add("minutes", "training time, all sessions", &H::minutes)
+            .required()
+            .add("train_loss", "mean loss since the previous entry", &H::train_loss)
+            .required()
+            .custom<EvalResult>("dev", "the dev evaluation", write_eval, read_eval, &H::dev)
+            .required();
     return table;
 }
 
@@ -243,9 +277,9 @@ const OptionTable<Progress>& progress_table() {
             .required()
             .add("has_best", "whether best_dev holds an evaluation", &P::has_best)
             .required()
-            .object("best_dev", "the best dev evaluation", eval_table(), &P::best_dev)
+            .custom<EvalResult>("best_dev", "the best dev evaluation", write_eval, read_eval, &P::best_dev)
             .required()
-            .object("last_dev", "the latest dev evaluation", eval_table(), &P::last_dev)
+            .custom<EvalResult>("last_dev", "the latest dev evaluation", write_eval, read_eval, &P::last_dev)
             .required()
             .add("loss_sum", "losses since the last history entry", &P::loss_sum)
             .required()

@@ -7,7 +7,6 @@
 #include "seqgrad/core/error.h"
 #include "seqgrad/models/model.h"
 #include "seqgrad/training/pairs.h"
-#include "seqgrad/training/task.h"
 
 namespace seqgrad::training {
 
@@ -117,8 +116,8 @@ public:
     int64_t pairs(Split split) const { return pairs_[static_cast<size_t>(split)]; }
 
     // The vocabularies (given, or counted from training) and the training pairs as their ids.
-    TrainingData finish(const TrainingOptions& options) {
-        TrainingData data;
+    PairData finish(const TrainingOptions& options, std::unique_ptr<Evaluator> evaluator) {
+        PairData data(std::move(evaluator));
         data.source_tokenizer = source_tokenizer_;
         data.target_tokenizer = target_tokenizer_;
         if (request_.source_vocab && request_.target_vocab) {
@@ -142,7 +141,7 @@ public:
     }
 
     // Tokens of the training pairs and of dev that the vocabularies map to <unk>.
-    std::string unknown_report(const TrainingData& data) const {
+    std::string unknown_report(const PairData& data) const {
         int64_t train_unknown = 0, train_tokens = 0, dev_unknown = 0, dev_tokens = 0;
         for (int64_t i = 0; i < data.train.size(); ++i)
             for (const auto side : {data.train.source(i), data.train.target(i)}) {
@@ -242,19 +241,47 @@ void read_corpus(const std::vector<std::string>& paths, PairSink& sink, Problems
     }
 }
 
-TrainingData prepare_data(const TrainingOptions& options, const DataRequest& request) {
-    const Task& task = training::task(options.task);
-    if (task.prepare) return task.prepare(options, request);  // not a task of pairs
+std::string PairData::training_size() const { return detail::concat(train.size(), "/", train.tokens()); }
+
+std::unique_ptr<BatchSource> PairData::batches(const TrainingOptions& options, int64_t) {
+    return std::make_unique<BatchStream>(std::move(train), options.batches, options.seed);
+}
+
+EvalResult PairData::evaluate(models::Model& model, Split split, int64_t limit, int64_t,
+                              const models::DecodingOptions& decoding,
+                              std::vector<std::vector<std::string>>* predictions) const {
+    const std::vector<Example>& all = split == Split::test ? test : dev;
+    const bool some = limit > 0 && limit < static_cast<int64_t>(all.size());
+    const std::vector<Example> first = some ? std::vector<Example>(all.begin(), all.begin() + limit)
+                                            : std::vector<Example>();
+    const std::vector<Example>& examples = some ? first : all;
+    std::vector<std::vector<std::string>> predicted;
+    if (!predictions && !text_metrics_.empty()) predictions = &predicted;
+    PairScores scores = training::evaluate(model, examples, source_vocab, target_vocab, decoding, predictions);
+    if (!text_metrics_.empty()) score_texts(scores, text_metrics_, *predictions, examples, target_tokenizer);
+    return scores;
+}
+
+std::unique_ptr<Evaluator> PairsTask::evaluator(const TrainingOptions& options) const {
+    return pair_evaluator(options.dev_metric == "auto" ? "wer" : options.dev_metric);
+}
+
+std::unique_ptr<TaskData> PairsTask::prepare(const TrainingOptions& options, const DataRequest& request) const {
+    return std::make_unique<PairData>(prepare_pairs(options, request));
+}
+
+PairData PairsTask::prepare_pairs(const TrainingOptions& options, const DataRequest& request) const {
     std::pair<Tokenizer, Tokenizer> made;
-    if (!request.source_tokenizer || !request.target_tokenizer) made = task.tokenizers(options);
+    if (!request.source_tokenizer || !request.target_tokenizer) made = tokenizers(options);
     const Tokenizer& source_tokenizer = request.source_tokenizer ? *request.source_tokenizer : made.first;
     const Tokenizer& target_tokenizer = request.target_tokenizer ? *request.target_tokenizer : made.second;
     DataBuilder builder(source_tokenizer, target_tokenizer, request);
     std::vector<std::string> report;
     Problems problems;
-    const std::string what = task.read(options, builder, problems, report);
+    const std::string what = read(options, builder, problems, report);
     problems.settle(options.skip_invalid, what, report);
-    TrainingData data = builder.finish(options);
+    PairData data = builder.finish(options, evaluator(options));
+    if (options.dev_metric == "bleu" || options.dev_metric == "chrf") data.text_metrics_ = {options.dev_metric};
     report.insert(report.begin(),
                   detail::concat(what, ": ", count_text(builder.pairs(Split::train), "training pair", "training pairs"),
                                  ", ", count_text(static_cast<int64_t>(data.dev.size()), "dev source", "dev sources"),
@@ -266,6 +293,14 @@ TrainingData prepare_data(const TrainingOptions& options, const DataRequest& req
     if (request.train) report.push_back(builder.unknown_report(data));
     data.report = std::move(report);
     return data;
+}
+
+PairData prepare_pairs(const TrainingOptions& options, const DataRequest& request) {
+    const Task& task = training::task(options.task);
+    std::unique_ptr<TaskData> data = task.prepare(options, request);
+    auto* pairs = dynamic_cast<PairData*>(data.get());
+    check(pairs != nullptr, "data", "the task \"", task.name(), "\" does not read pairs");
+    return std::move(*pairs);
 }
 
 std::vector<Example> read_examples(const std::vector<std::string>& paths, const Tokenizer& source_tokenizer,
@@ -283,7 +318,7 @@ std::vector<Example> read_examples(const std::vector<std::string>& paths, const 
     const Vocabulary none;
     request.source_vocab = request.target_vocab = &none;
     TrainingOptions options;
-    return builder.finish(options).test;
+    return builder.finish(options, pair_evaluator("wer")).test;
 }
 
 }  // namespace seqgrad::training

@@ -2,27 +2,88 @@
 #include "seqgrad/training/evaluate.h"
 
 #include <cmath>
+#include <cstdio>
 #include <functional>
 #include <numbers>
 
+#include "seqgrad/core/error.h"
 #include "seqgrad/training/batching.h"
+#include "seqgrad/training/bleu_chrf.h"
 #include "seqgrad/training/ensemble.h"
 #include "seqgrad/training/error_rates.h"
 
 namespace seqgrad::training {
 
-double EvalResult::perplexity() const { return std::exp(loss); }
+double TextScores::perplexity() const { return std::exp(loss); }
 
-double EvalResult::bits_per_unit() const {
+double TextScores::bits_per_unit() const {
     return units > 0 ? loss * static_cast<double>(tokens) / std::numbers::ln2 / static_cast<double>(units)
                      : std::numeric_limits<double>::quiet_NaN();
 }
 
 namespace {
 
+constexpr double kNone = std::numeric_limits<double>::quiet_NaN();
+
+// Pairs: judged by WER (the lower the better), BLEU or chrF (the higher); written with all three
+// when measured.
+class PairEvaluator : public Evaluator {
+public:
+    explicit PairEvaluator(std::string metric) : metric_(std::move(metric)) {
+        check(metric_ == "wer" || metric_ == "bleu" || metric_ == "chrf", "evaluation", "unknown dev metric \"",
+              metric_, "\" (wer, bleu or chrf)");
+    }
+    std::string metric() const override { return metric_ == "wer" ? "WER" : metric_ == "bleu" ? "BLEU" : "chrF"; }
+    bool higher_is_better() const override { return metric_ != "wer"; }
+    double value(const EvalResult& result) const override {
+        const auto* r = std::get_if<PairScores>(&result);
+        if (!r) return kNone;
+        return metric_ == "wer" ? r->wer : metric_ == "bleu" ? r->bleu : r->chrf;
+    }
+    std::string describe(const EvalResult& result) const override {
+        const auto* r = std::get_if<PairScores>(&result);
+        if (!r) return "(not an evaluation of pairs)";
+        char text[160];
+        std::snprintf(text, sizeof text, "WER %.2f%%  PER %.2f%%  (%lld words)", r->wer, r->per,
+                      static_cast<long long>(r->words));
+        std::string line = text;
+        if (std::isfinite(r->bleu)) {
+            std::snprintf(text, sizeof text, "  BLEU %.2f", r->bleu);
+            line += text;
+        }
+        if (std::isfinite(r->chrf)) {
+            std::snprintf(text, sizeof text, "  chrF %.2f", r->chrf);
+            line += text;
+        }
+        return line;
+    }
+
+private:
+    std::string metric_;
+};
+
+// A text: judged by its loss per token.
+class TextEvaluator : public Evaluator {
+public:
+    std::string metric() const override { return "loss"; }
+    double value(const EvalResult& result) const override {
+        const auto* r = std::get_if<TextScores>(&result);
+        return r ? r->loss : kNone;
+    }
+    std::string describe(const EvalResult& result) const override {
+        const auto* r = std::get_if<TextScores>(&result);
+        if (!r) return "(not an evaluation of a text)";
+        char text[192];
+        std::snprintf(text, sizeof text, "loss %.4f nats  perplexity %.3f  %.4f bits per %s  (%lld tokens)", r->loss,
+                      r->perplexity(), r->bits_per_unit(), r->unit.empty() ? "unit" : r->unit.c_str(),
+                      static_cast<long long>(r->tokens));
+        return text;
+    }
+};
+
 // Decodes `examples` in length-sorted batches (the first model's source ids), `decode` giving each
 // batch's hypotheses, and scores the best ones.
-EvalResult decode_and_score(const std::vector<Example>& examples, const Vocabulary& source_vocab,
+PairScores decode_and_score(const std::vector<Example>& examples, const Vocabulary& source_vocab,
                             const Vocabulary& target_vocab, const models::DecodingOptions& options,
                             const std::function<std::vector<std::vector<models::Hypothesis>>(const Batch&)>& decode,
                             std::vector<std::vector<std::string>>* predictions) {
@@ -42,7 +103,7 @@ EvalResult decode_and_score(const std::vector<Example>& examples, const Vocabula
             if (predictions) (*predictions)[static_cast<size_t>(index)] = predicted;
         }
     }
-    EvalResult result;
+    PairScores result;
     result.wer = rates.wer();
     result.per = rates.per();
     result.words = rates.words();
@@ -51,7 +112,11 @@ EvalResult decode_and_score(const std::vector<Example>& examples, const Vocabula
 
 }  // namespace
 
-EvalResult evaluate(models::Model& model, const std::vector<Example>& examples, const Vocabulary& source_vocab,
+std::unique_ptr<Evaluator> pair_evaluator(const std::string& metric) { return std::make_unique<PairEvaluator>(metric); }
+
+std::unique_ptr<Evaluator> text_evaluator() { return std::make_unique<TextEvaluator>(); }
+
+PairScores evaluate(models::Model& model, const std::vector<Example>& examples, const Vocabulary& source_vocab,
                     const Vocabulary& target_vocab, const models::DecodingOptions& options,
                     std::vector<std::vector<std::string>>* predictions) {
     return decode_and_score(
@@ -59,7 +124,7 @@ EvalResult evaluate(models::Model& model, const std::vector<Example>& examples, 
         [&](const Batch& batch) { return models::search(model, batch.src, options); }, predictions);
 }
 
-EvalResult evaluate(Ensemble& ensemble, const std::vector<Example>& examples, const models::DecodingOptions& options,
+PairScores evaluate(Ensemble& ensemble, const std::vector<Example>& examples, const models::DecodingOptions& options,
                     std::vector<std::vector<std::string>>* predictions) {
     const LoadedModel& first = ensemble.first();
     const auto decode = [&](const Batch& batch) {
@@ -81,6 +146,25 @@ EvalResult evaluate(Ensemble& ensemble, const std::vector<Example>& examples, co
         return ensemble.search(sources, options);
     };
     return decode_and_score(examples, first.source_vocab, first.target_vocab, options, decode, predictions);
+}
+
+void score_texts(PairScores& scores, const std::vector<std::string>& metrics,
+                 const std::vector<std::vector<std::string>>& predictions, const std::vector<Example>& examples,
+                 const Tokenizer& target_tokenizer) {
+    if (metrics.empty()) return;
+    check(predictions.size() == examples.size(), "evaluation", predictions.size(), " predictions for ", examples.size(),
+          " examples");
+    std::vector<std::string> hypotheses;
+    std::vector<std::vector<std::string>> references;
+    for (size_t i = 0; i < examples.size(); ++i) {
+        hypotheses.push_back(target_tokenizer.detokenize(predictions[i]));
+        references.push_back(examples[i].reference_texts);
+    }
+    for (const std::string& metric : metrics) {
+        if (metric == "bleu") scores.bleu = corpus_bleu(hypotheses, references).score;
+        else if (metric == "chrf") scores.chrf = corpus_chrf(hypotheses, references);
+        else check(metric == "wer", "evaluation", "unknown metric \"", metric, "\" (bleu or chrf)");
+    }
 }
 
 }  // namespace seqgrad::training

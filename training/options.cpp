@@ -139,20 +139,22 @@ const OptionTable<TrainingOptions>& table() {
             .at_least(0)
             .add("dev_limit", "evaluate on the first N dev examples only (0: all)", &O::dev_limit)
             .at_least(0)
+            .add("dev_metric",
+                 "what picks the best weights: auto (WER for pairs, the loss for a text), or for pairs wer, bleu "
+                 "or chrf",
+                 &O::dev_metric)
+            .one_of({"auto", "wer", "bleu", "chrf"})
             .add("log_every", "steps between plain log lines", &O::log_every)
             .above(0)
             .add("seed", "the seed of the data order, the initial weights and dropout", &O::seed)
             .rule([](const O& o) {
-                check(o.task != "corpus" || (!o.train_files.empty() && o.train_files.size() <= 2), "training options",
-                      "a corpus needs \"train\": one TSV file or a source and a target file, got ",
-                      o.train_files.size(), " files");
+                task(o.task).check(o);
                 check(o.dev_files.size() <= 2 && o.test_files.size() <= 2, "training options",
                       "\"dev\" and \"test\" are one TSV file or a source and a target file");
                 check(o.epochs > 0 || o.minutes > 0 || o.max_steps > 0, "training options",
                       "no budget: give epochs, minutes or max_steps (training would never stop)");
                 check(o.batches.max_sentences > 0 || o.batches.max_tokens > 0, "training options",
                       "a batch needs a sentence or token limit");
-                check(o.task != "text" || !o.text.empty(), "training options", "a text task needs \"text\" (a file)");
                 check(o.schedule != "cosine" || o.min_lr <= o.lr, "training options", "min_lr ", o.min_lr,
                       " is above lr ", o.lr);
             });

@@ -1,7 +1,7 @@
 // The tasks (task.h): one entry each, with the readers of their data.
 #include "seqgrad/training/task.h"
 
-#include <cstdio>
+#include <filesystem>
 #include <memory>
 
 #include "seqgrad/core/error.h"
@@ -16,76 +16,41 @@
 namespace seqgrad::training {
 namespace {
 
-// ---- what the tasks of pairs share: decoded, scored by WER and PER ----
-
-std::string describe_error_rates(const EvalResult& r) {
-    char text[128];
-    std::snprintf(text, sizeof text, "WER %.2f%%  PER %.2f%%  (%lld words)", r.wer, r.per,
-                  static_cast<long long>(r.words));
-    return text;
-}
-
-// A task of pairs judged by its dev WER (the lower the better), the outputs decoded by the search
-// the options ask for.
-Task pairs_task(std::string name, std::string description) {
-    Task t;
-    t.name = std::move(name);
-    t.description = std::move(description);
-    t.metric = "WER";
-    t.score = [](const EvalResult& r) { return r.wer; };
-    t.describe = describe_error_rates;
-    t.batches = [](TrainingData& data, const TrainingOptions& options, int64_t) -> std::unique_ptr<BatchSource> {
-        return std::make_unique<BatchStream>(std::move(data.train), options.batches, options.seed);
-    };
-    t.evaluate = [](models::Model& model, const TrainingData& data, Split split, int64_t limit, int64_t,
-                    const models::DecodingOptions& options, std::vector<std::vector<std::string>>* predictions) {
-        const std::vector<Example>& all = split == Split::test ? data.test : data.dev;
-        if (limit <= 0 || limit >= static_cast<int64_t>(all.size()))
-            return evaluate(model, all, data.source_vocab, data.target_vocab, options, predictions);
-        const std::vector<Example> some(all.begin(), all.begin() + limit);
-        return evaluate(model, some, data.source_vocab, data.target_vocab, options, predictions);
-    };
-    return t;
-}
-
 // ---- text: a language model's ----
 
-std::string describe_text_loss(const EvalResult& r) {
-    char text[192];
-    std::snprintf(text, sizeof text, "loss %.4f nats  perplexity %.3f  %.4f bits per %s  (%lld tokens)", r.loss,
-                  r.perplexity(), r.bits_per_unit(), r.unit.empty() ? "unit" : r.unit.c_str(),
-                  static_cast<long long>(r.tokens));
-    return text;
-}
-
-Task text_task() {
-    Task t;
-    t.name = "text";
-    t.description = "a language model's: a text file (\"text\") and the validation text (\"val\", else its last 10%)";
-    t.reads_source = false;
-    t.prepare = prepare_text;
-    t.batches = [](TrainingData& data, const TrainingOptions& options,
-                   int64_t longest) -> std::unique_ptr<BatchSource> {
-        check(options.batches.max_sentences > 0, "text",
-              "a text's batches are windows: give batch_sentences (the "
-              "windows of a step, --batch-size)");
-        return std::make_unique<WindowStream>(std::move(data.train_text), longest + 1, options.batches.max_sentences,
-                                              options.seed);
-    };
-    t.metric = "loss";
-    t.score = [](const EvalResult& r) { return r.loss; };
-    t.describe = describe_text_loss;
-    t.evaluate = [](models::Model& model, const TrainingData& data, Split, int64_t, int64_t longest,
-                    const models::DecodingOptions&, std::vector<std::vector<std::string>>*) {
-        return text_loss(model, data.dev_text, longest + 1, 32, data.dev_units, data.unit);
-    };
-    return t;
-}
+class TextTask : public Task {
+public:
+    TextTask()
+        : Task("text",
+               "a language model's: a text file (\"text\") and the validation text (\"val\", else its last 10%)") {}
+    bool reads_source() const override { return false; }
+    void check(const TrainingOptions& o) const override {
+        seqgrad::check(!o.text.empty(), "training options", "a text task needs \"text\" (a file)");
+        seqgrad::check(o.dev_metric == "auto", "training options", "a text is judged by its loss: \"dev_metric\" ",
+                       o.dev_metric, " is for pairs");
+    }
+    std::string data_name(const TrainingOptions& o) const override { return o.text; }
+    std::string short_name(const TrainingOptions& o) const override { return std::filesystem::path(o.text).stem(); }
+    std::unique_ptr<Evaluator> evaluator(const TrainingOptions&) const override { return text_evaluator(); }
+    std::unique_ptr<TaskData> prepare(const TrainingOptions& o, const DataRequest& request) const override {
+        return std::make_unique<TextData>(prepare_text(o, request));
+    }
+};
 
 // ---- g2p: CMUdict ----
 
-std::string read_g2p(const TrainingOptions& options, PairSink& sink, Problems& problems,
-                     std::vector<std::string>& report) {
+class G2pTask : public PairsTask {
+public:
+    G2pTask() : PairsTask("g2p", "English grapheme-to-phoneme conversion on CMUdict (the dictionary option)") {}
+    std::pair<Tokenizer, Tokenizer> tokenizers(const TrainingOptions&) const override {
+        return {Tokenizer::characters(/*lowercase=*/true), Tokenizer::spaces()};
+    }
+    std::string read(const TrainingOptions& options, PairSink& sink, Problems& problems,
+                     std::vector<std::string>& report) const override;
+};
+
+std::string G2pTask::read(const TrainingOptions& options, PairSink& sink, Problems& problems,
+                          std::vector<std::string>& report) const {
     const Lexicon lexicon = read_dictionary(options.dictionary);
     std::string problem, pronunciation;
     for (const Example& word : lexicon.words)
@@ -151,8 +116,28 @@ Tokenizer corpus_tokenizer(const TrainingOptions& o, bool source) {
     }
 }
 
-std::string read_corpus_task(const TrainingOptions& options, PairSink& sink, Problems& problems,
-                             std::vector<std::string>& report) {
+class CorpusTask : public PairsTask {
+public:
+    CorpusTask()
+        : PairsTask("corpus", "your own pairs: one TSV file or a source and a target file (train, dev, test)") {}
+    void check(const TrainingOptions& o) const override {
+        seqgrad::check(!o.train_files.empty() && o.train_files.size() <= 2, "training options",
+                       "a corpus needs \"train\": one TSV file or a source and a target file, got ",
+                       o.train_files.size(), " files");
+    }
+    std::string data_name(const TrainingOptions& o) const override { return corpus_name(o.train_files); }
+    std::string short_name(const TrainingOptions& o) const override {
+        return std::filesystem::path(o.train_files.front()).stem();
+    }
+    std::pair<Tokenizer, Tokenizer> tokenizers(const TrainingOptions& o) const override {
+        return {corpus_tokenizer(o, true), corpus_tokenizer(o, false)};
+    }
+    std::string read(const TrainingOptions& options, PairSink& sink, Problems& problems,
+                     std::vector<std::string>& report) const override;
+};
+
+std::string CorpusTask::read(const TrainingOptions& options, PairSink& sink, Problems& problems,
+                             std::vector<std::string>& report) const {
     const std::string what = corpus_name(options.train_files);
     const bool carve = options.dev_files.empty();
     const auto only = [](Split split) { return [split](std::string_view) { return std::optional<Split>(split); }; };
@@ -176,61 +161,51 @@ std::string read_corpus_task(const TrainingOptions& options, PairSink& sink, Pro
 
 // ---- the synthetic tasks ----
 
-std::string read_synthetic(const TrainingOptions& options, PairSink& sink, Problems& problems,
-                           std::vector<std::string>&) {
-    SyntheticOptions synthetic = options.synthetic;
-    synthetic.task = options.task;
-    Generator gen(options.seed);
-    const Dataset dataset = synthetic_dataset(synthetic, gen);
-    const std::string what = "the " + options.task + " task";
-    std::string problem;
-    for (const Split split : {Split::train, Split::dev, Split::test})
-        for (const Example& e : dataset.split(split_name(split))) {
-            std::string target;
-            for (const std::string& s : e.references.front()) target += s;
-            if (!sink.add(e.name, target, split, problem)) problems.add(what, problem);
-        }
-    return what;
-}
+class SyntheticTask : public PairsTask {
+public:
+    using PairsTask::PairsTask;
+    std::pair<Tokenizer, Tokenizer> tokenizers(const TrainingOptions&) const override {
+        return {Tokenizer::characters(), Tokenizer::characters()};
+    }
+    std::string read(const TrainingOptions& options, PairSink& sink, Problems& problems,
+                     std::vector<std::string>&) const override {
+        SyntheticOptions synthetic = options.synthetic;
+        synthetic.task = options.task;
+        Generator gen(options.seed);
+        const Dataset dataset = synthetic_dataset(synthetic, gen);
+        const std::string what = "the " + options.task + " task";
+        std::string problem;
+        for (const Split split : {Split::train, Split::dev, Split::test})
+            for (const Example& e : dataset.split(split_name(split))) {
+                std::string target;
+                for (const std::string& s : e.references.front()) target += s;
+                if (!sink.add(e.name, target, split, problem)) problems.add(what, problem);
+            }
+        return what;
+    }
+};
 
-Task synthetic_task(const std::string& name, const std::string& description) {
-    Task t = pairs_task(name, description);
-    t.tokenizers = [](const TrainingOptions&) { return std::pair{Tokenizer::characters(), Tokenizer::characters()}; };
-    t.read = read_synthetic;
-    return t;
-}
-
-std::vector<Task> make_tasks() {
-    Task g2p = pairs_task("g2p", "English grapheme-to-phoneme conversion on CMUdict (the dictionary option)");
-    g2p.tokenizers = [](const TrainingOptions&) {
-        return std::pair{Tokenizer::characters(/*lowercase=*/true), Tokenizer::spaces()};
-    };
-    g2p.read = read_g2p;
-
-    Task corpus = pairs_task("corpus", "your own pairs: one TSV file or a source and a target file (train, dev, test)");
-    corpus.tokenizers = [](const TrainingOptions& o) {
-        return std::pair{corpus_tokenizer(o, true), corpus_tokenizer(o, false)};
-    };
-    corpus.read = read_corpus_task;
-
-    return {g2p,
-            corpus,
-            text_task(),
-            synthetic_task("copy", "synthetic: write the source again"),
-            synthetic_task("reverse", "synthetic: write the source backwards"),
-            synthetic_task("sort", "synthetic: write the source's symbols sorted")};
+std::vector<std::unique_ptr<Task>> make_tasks() {
+    std::vector<std::unique_ptr<Task>> all;
+    all.push_back(std::make_unique<G2pTask>());
+    all.push_back(std::make_unique<CorpusTask>());
+    all.push_back(std::make_unique<TextTask>());
+    all.push_back(std::make_unique<SyntheticTask>("copy", "synthetic: write the source again"));
+    all.push_back(std::make_unique<SyntheticTask>("reverse", "synthetic: write the source backwards"));
+    all.push_back(std::make_unique<SyntheticTask>("sort", "synthetic: write the source's symbols sorted"));
+    return all;
 }
 
 }  // namespace
 
-const std::vector<Task>& tasks() {
-    static const std::vector<Task> all = make_tasks();
+const std::vector<std::unique_ptr<Task>>& tasks() {
+    static const std::vector<std::unique_ptr<Task>> all = make_tasks();
     return all;
 }
 
 std::vector<std::string> task_name_list() {
     std::vector<std::string> names;
-    for (const Task& t : tasks()) names.push_back(t.name);
+    for (const auto& t : tasks()) names.push_back(t->name());
     return names;
 }
 
@@ -242,8 +217,8 @@ std::string task_names() {
 }
 
 const Task& task(const std::string& name) {
-    for (const Task& t : tasks())
-        if (t.name == name) return t;
+    for (const auto& t : tasks())
+        if (t->name() == name) return *t;
     throw Error("task: unknown task \"" + name + "\" (" + task_names() + ")");
 }
 

@@ -94,7 +94,21 @@ Tokenizer text_tokenizer(const TrainingOptions& o, const std::string& training_t
     }
 }
 
-TrainingData prepare_text(const TrainingOptions& options, const DataRequest& request) {
+TextData::TextData() : TaskData(text_evaluator()) {}
+
+std::unique_ptr<BatchSource> TextData::batches(const TrainingOptions& options, int64_t longest) {
+    check(options.batches.max_sentences > 0, kOp,
+          "a text's batches are windows: give batch_sentences (the windows of a step, --batch-size)");
+    return std::make_unique<WindowStream>(std::move(train_text), longest + 1, options.batches.max_sentences,
+                                          options.seed);
+}
+
+EvalResult TextData::evaluate(models::Model& model, Split, int64_t, int64_t longest, const models::DecodingOptions&,
+                              std::vector<std::vector<std::string>>*) const {
+    return text_loss(model, dev_text, longest + 1, 32, dev_units, unit);
+}
+
+TextData prepare_text(const TrainingOptions& options, const DataRequest& request) {
     check(!options.text.empty(), kOp, "no text to train on: give \"text\" (--text FILE)");
     const std::string whole = read_for(options.text, options.tokens);
     check(!whole.empty(), kOp, options.text, ": the text is empty");
@@ -112,7 +126,7 @@ TrainingData prepare_text(const TrainingOptions& options, const DataRequest& req
         val_text = read_for(options.val, options.tokens);
         where = options.val;
     }
-    TrainingData data;
+    TextData data;
     data.target_tokenizer = request.target_tokenizer ? *request.target_tokenizer : text_tokenizer(options, train_text);
     const Tokenizer& tokenizer = data.target_tokenizer;
     if (request.target_vocab) {
@@ -198,7 +212,7 @@ Batch WindowStream::next() {
 
 // ---- the loss over a whole text ----
 
-EvalResult text_loss(models::Model& model, const std::vector<int32_t>& text, int64_t window, int64_t rows,
+TextScores text_loss(models::Model& model, const std::vector<int32_t>& text, int64_t window, int64_t rows,
                      int64_t units, const std::string& unit) {
     check(window >= 2 && rows >= 1, "text_loss", "needs windows of 2 tokens or more and a row or more");
     const auto n = static_cast<int64_t>(text.size());
@@ -221,7 +235,7 @@ EvalResult text_loss(models::Model& model, const std::vector<int32_t>& text, int
         nats += static_cast<double>(loss.item()) * static_cast<double>(tokens);
         predicted += tokens;
     }
-    EvalResult result;
+    TextScores result;
     result.loss = nats / static_cast<double>(predicted);
     result.tokens = predicted;
     result.units = units;

@@ -34,7 +34,7 @@ namespace {
 struct Run {
     TrainingOptions options;
     CheckpointDir dir{""};
-    TrainingData data;  // with the tokenizers and vocabularies
+    std::unique_ptr<TaskData> data;  // as its task reads it, with the tokenizers and vocabularies
     std::shared_ptr<models::Model> model;
     std::unique_ptr<nn::Optimizer> optimizer;
     std::unique_ptr<nn::WeightAverage> average;  // with average_decay > 0
@@ -85,13 +85,12 @@ void give_rank_its_randomness(models::Model& model, int rank) {
 
 // Every rank must have read the same data into the same vocabularies (the same files, the same
 // tokenizers), or their gradients would be of different models.
-void check_ranks_agree(const TrainingData& data, const nn::Distributed& group) {
+void check_ranks_agree(const TaskData& data, const nn::Distributed& group) {
     if (group.size() == 1) return;
     Fnv1a64 h;
     for (const std::string& symbol : data.source_vocab.symbols()) h.add(symbol);
     for (const std::string& symbol : data.target_vocab.symbols()) h.add(symbol);
-    h.add(std::to_string(data.train.size()) + "/" + std::to_string(data.train.tokens()));
-    h.add(std::to_string(data.train_text.size()));
+    h.add(data.training_size());
     check(group.all_equal(h.value()), "train",
           "the ranks read different training data or built different vocabularies (is every file the same on "
           "every machine? a SentencePiece model trained on each rank may differ: train it once and pass "
@@ -169,7 +168,7 @@ private:
 
 TrainingResult Trainer::run() {
     const TrainingOptions& o = run_.options;
-    for (const std::string& line : run_.data.report) {
+    for (const std::string& line : run_.data->report) {
         TrainingEvent e;
         e.kind = TrainingEvent::Kind::data;
         e.step = run_.progress.step;
@@ -355,10 +354,10 @@ void Trainer::evaluate_on_root(bool scheduled) {
 
     models::DecodingOptions decoding;
     decoding.max_len = run_.options.eval_max_len;
-    const Task& task = training::task(run_.options.task);
+    const Evaluator& evaluator = run_.data->evaluator();
     run_.model->eval();
     const EvalResult result =
-        task.evaluate(*run_.model, run_.data, Split::dev, run_.options.dev_limit, run_.longest(), decoding, nullptr);
+        run_.data->evaluate(*run_.model, Split::dev, run_.options.dev_limit, run_.longest(), decoding);
     run_.model->train();
 
     p.last_dev = result;
@@ -376,27 +375,27 @@ void Trainer::evaluate_on_root(bool scheduled) {
     e.step = p.step;
     e.epoch = entry.epoch;
     e.eval = result;
-    e.text = task.describe(result);
+    e.text = evaluator.describe(result);
     e.elapsed_seconds = session_seconds();
     emit(e);
 
-    const double score = task.score(result);
-    if (!p.has_best || score < task.score(p.best_dev)) {
+    const double score = evaluator.value(result);
+    if (!p.has_best || evaluator.better(score, evaluator.value(p.best_dev))) {
         p.has_best = true;
         p.best_dev = result;
-        save_model(run_.dir.best_file(), *run_.model, run_.data, run_.options.task, p.step);
+        save_model(run_.dir.best_file(), *run_.model, *run_.data, run_.options.task, p.step);
     }
     if (run_.options.keep_checkpoints > 0) {  // the weights just evaluated (the average's, if kept)
-        save_model(run_.dir.kept_file(p.step), *run_.model, run_.data, run_.options.task, p.step);
+        save_model(run_.dir.kept_file(p.step), *run_.model, *run_.data, run_.options.task, p.step);
         run_.dir.prune_kept(run_.options.keep_checkpoints);
     }
     if (!scheduled) return;
-    if (p.scheduled_best < 0 || score < p.scheduled_best) {
+    if (p.scheduled_best < 0 || evaluator.better(score, p.scheduled_best)) {
         p.scheduled_best = score;
     } else if (run_.options.lr_decay < 1) {
         p.lr_scale *= run_.options.lr_decay;
         std::ostringstream text;
-        text << std::fixed << std::setprecision(2) << "dev " << task.metric << " did not improve on "
+        text << std::fixed << std::setprecision(2) << "dev " << evaluator.metric() << " did not improve on "
              << p.scheduled_best << ": the learning rate is now " << std::defaultfloat << std::setprecision(3)
              << learning_rate(p.step + 1);
         emit_message(text.str(), p.step);
@@ -418,7 +417,7 @@ void Trainer::checkpoint(const std::string& why) {
     for (const auto& [name, tensor] : run_.model->state_dict()) state.emplace(kWeightsPrefix + name, tensor);
     try {
         save_training_state(CheckpointDir::pending(run_.dir.training_file()), run_.options, p, state);
-        save_model(CheckpointDir::pending(run_.dir.model_file()), *run_.model, run_.data, run_.options.task, p.step);
+        save_model(CheckpointDir::pending(run_.dir.model_file()), *run_.model, *run_.data, run_.options.task, p.step);
     } catch (const Error& e) {
         discard_checkpoint();
         pending_ = false;
@@ -517,17 +516,15 @@ TrainingResult train(const models::ModelConfig& model_config, const TrainingOpti
           " already holds a checkpoint: resume it (--resume) or choose another directory");
     if (group.is_root() && run.dir.exists()) run.dir.remove_leftovers();
     const Task& task = training::task(options.task);
-    check(task.reads_source == models::reads_source(model_config), "train", "the task \"", options.task, "\" ",
-          task.reads_source ? "reads pairs: it trains a sequence-to-sequence model, not \""
-                            : "is a text: it trains a language model (gpt), not \"",
+    check(task.reads_source() == models::reads_source(model_config), "train", "the task \"", options.task, "\" ",
+          task.reads_source() ? "reads pairs: it trains a sequence-to-sequence model, not \""
+                              : "is a text: it trains a language model (gpt), not \"",
           model_config.model, "\"");
-    run.data = prepare_data(options, request_for(model_config));
-    check(task.reads_source ? !run.data.train.empty() && !run.data.dev.empty()
-                            : !run.data.train_text.empty() && !run.data.dev_text.empty(),
-          "train", "the task \"", options.task, "\" has an empty train or dev split");
-    check_ranks_agree(run.data, group);
+    run.data = task.prepare(options, request_for(model_config));
+    check(run.data->has_train_and_dev(), "train", "the task \"", options.task, "\" has an empty train or dev split");
+    check_ranks_agree(*run.data, group);
     models::ModelConfig config = model_config;
-    models::set_vocabulary_sizes(config, run.data.source_vocab.size(), run.data.target_vocab.size());
+    models::set_vocabulary_sizes(config, run.data->source_vocab.size(), run.data->target_vocab.size());
     if (config.share_embeddings && config.src_vocab != config.tgt_vocab) config.share_embeddings = false;
     Generator init(options.seed);
     run.model = models::make_model(models::ModelConfig::from_json(config.to_json()), init);  // validated like a file
@@ -537,7 +534,7 @@ TrainingResult train(const models::ModelConfig& model_config, const TrainingOpti
     run.optimizer = make_optimizer(options, *run.model);
     if (options.average_decay > 0)
         run.average = std::make_unique<nn::WeightAverage>(run.model->named_parameters(), options.average_decay);
-    run.stream = task.batches(run.data, options, run.longest());
+    run.stream = run.data->batches(options, run.longest());
     // The directory comes last, so that a run refused above (bad data, a bad config, too little
     // memory) leaves nothing behind.
     // Rank 0 alone writes it.
@@ -583,11 +580,11 @@ TrainingResult resume(const std::string& dir, int64_t epochs, double minutes, in
     request.source_vocab = &loaded.source_vocab;
     request.target_vocab = &loaded.target_vocab;
     try {
-        run.data = prepare_data(run.options, request);
+        run.data = training::task(run.options.task).prepare(run.options, request);
     } catch (const Error& e) {
         throw Error("resume: " + dir + ": " + e.what());
     }
-    check_ranks_agree(run.data, group);
+    check_ranks_agree(*run.data, group);
     run.model = loaded.model;
     run.model->random().set_state(run.progress.random);
     give_rank_its_randomness(*run.model, group.rank());
@@ -598,7 +595,7 @@ TrainingResult resume(const std::string& dir, int64_t epochs, double minutes, in
         run.average = std::make_unique<nn::WeightAverage>(run.model->named_parameters(), run.options.average_decay);
         run.average->load_state(saved.average);
     }
-    run.stream = training::task(run.options.task).batches(run.data, run.options, run.longest());
+    run.stream = run.data->batches(run.options, run.longest());
     run.stream->restore(run.progress.stream);
     return Trainer(run, listener, stop_requested).run();
 }

@@ -87,6 +87,21 @@ public:
         return *this;
     }
 
+    // An object of a type of its own (one of several kinds, say), written and read by the functions
+    // given: `read` gets the key's JSON object and sets the value, an Error for a bad one.
+    template <typename T, typename... Path>
+    OptionTable& custom(std::string key, std::string help, std::function<Json(const T&)> write,
+                        std::function<void(const Json&, T&)> read, Path... path) {
+        auto field = std::make_shared<CustomField<T>>();
+        field->key = std::move(key);
+        field->help = std::move(help);
+        field->to_json = std::move(write);
+        field->from_json = std::move(read);
+        field->access = [path...](S& s) -> T& { return (s.*....*path); };
+        fields_.push_back(field);
+        return *this;
+    }
+
     // A list of such objects.
     template <typename T, typename... Path>
     OptionTable& list(std::string key, std::string help, const OptionTable<T>& table, Path... path) {
@@ -411,6 +426,19 @@ private:
         }
         Json write(const S& s) const override { return table.write(access(const_cast<S&>(s))); }
         void validate(const S& s, const std::string&) const override { table.validate(access(const_cast<S&>(s))); }
+        const char* type_name() const override { return "object"; }
+    };
+
+    template <typename T>
+    struct CustomField : Field {
+        std::function<Json(const T&)> to_json;
+        std::function<void(const Json&, T&)> from_json;
+        std::function<T&(S&)> access;
+        void read(const Json& value, S& s, const std::string& what) const override {
+            if (!value.is_object()) this->wrong_type(value, "an object", what);
+            from_json(value, access(s));
+        }
+        Json write(const S& s) const override { return to_json(access(const_cast<S&>(s))); }
         const char* type_name() const override { return "object"; }
     };
 

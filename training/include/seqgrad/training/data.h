@@ -1,6 +1,7 @@
 // The data pipeline every task's pairs go through: read strictly, tokenize each side, check it
 // against the model's limits, split, count the training symbols into vocabularies, encode. A task
-// (task.h) names where its pairs come from; prepare_data does the rest.
+// of pairs (a PairsTask, below) names its tokenizers and where its pairs come from; the pipeline does
+// the rest.
 //
 // Bad lines (no tab or more than one, an empty side, invalid UTF-8, a special token such as <s>
 // used as a symbol, a side longer than the model takes) are reported with their file and line.
@@ -18,6 +19,7 @@
 #include "seqgrad/training/batching.h"
 #include "seqgrad/training/dataset.h"
 #include "seqgrad/training/options.h"
+#include "seqgrad/training/task.h"
 #include "seqgrad/training/tokenizer.h"
 #include "seqgrad/training/vocabulary.h"
 
@@ -26,20 +28,28 @@ namespace seqgrad::training {
 // The longest side a file may ask for: 4096 symbols. A longer one is a bad line.
 inline constexpr int64_t kMaxSymbolsPerSide = 4096;
 
-// The data a run trains and evaluates on, with the tokenizers and vocabularies it was read with.
-struct TrainingData : TextSides {
-    // A task of pairs:
+// The data of a task of pairs: the training pairs encoded, dev and test as examples grouped by
+// source (test only when asked for), judged by the evaluator the options name.
+class PairData : public TaskData {
+public:
+    using TaskData::TaskData;
     EncodedPairs train;         // one pair per (source, reference), in file order
     std::vector<Example> dev;   // grouped by source, for evaluation
     std::vector<Example> test;  // the same (only when asked for)
-    // A task of text (text_data.h): the training and validation texts as ids (the target side's
-    // vocabulary), and the validation text's length in the unit its bits are counted per.
-    std::vector<int32_t> train_text, dev_text;
-    int64_t dev_units = 0;
-    std::string unit;
-    // What a run's start line reports: where each split came from and its size, unknown tokens,
-    // skipped lines. One line each.
-    std::vector<std::string> report;
+
+    bool has_train_and_dev() const override { return !train.empty() && !dev.empty(); }
+    std::string training_size() const override;
+    // Batches of the training pairs (BatchStream), in the order the options' seed draws.
+    std::unique_ptr<BatchSource> batches(const TrainingOptions& options, int64_t longest) override;
+    // Decodes the split's first `limit` examples and scores them: WER and PER, and the evaluator's
+    // metric if it is BLEU or chrF.
+    EvalResult evaluate(models::Model& model, Split split, int64_t limit, int64_t longest,
+                        const models::DecodingOptions& decoding,
+                        std::vector<std::vector<std::string>>* predictions = nullptr) const override;
+
+private:
+    friend class PairsTask;
+    std::vector<std::string> text_metrics_;  // "bleu" or "chrf", when the evaluator needs one
 };
 
 struct DataRequest {
@@ -79,13 +89,34 @@ public:
     virtual bool add(std::string_view source, std::string_view target, Split split, std::string& problem) = 0;
 };
 
+// A task whose data is pairs read through the pipeline: it names the tokenizers of a new run and
+// reads its pairs into the pipeline; the pipeline tokenizes, checks, splits and encodes them.
+class PairsTask : public Task {
+public:
+    using Task::Task;
+    bool reads_source() const final { return true; }
+    std::string data_name(const TrainingOptions&) const override { return name(); }
+    // WER, or the options' dev_metric.
+    std::unique_ptr<Evaluator> evaluator(const TrainingOptions& options) const override;
+    std::unique_ptr<TaskData> prepare(const TrainingOptions& options, const DataRequest& request) const final;
+    // The same, typed (tests, `seqgrad eval`, the program's examples).
+    PairData prepare_pairs(const TrainingOptions& options, const DataRequest& request) const;
+
+    // The tokenizers of a new run, (source, target); a checkpoint brings its own.
+    virtual std::pair<Tokenizer, Tokenizer> tokenizers(const TrainingOptions& options) const = 0;
+    // Reads the task's pairs into `sink`, bad ones into `problems`, and adds lines about where they
+    // came from to `report`; returns what messages call the data ("the copy task", a path).
+    virtual std::string read(const TrainingOptions& options, PairSink& sink, Problems& problems,
+                             std::vector<std::string>& report) const = 0;
+};
+
 // Reads a corpus's pairs (pairs.h) into `sink`, each in the split `split_of` names (none: the pair
 // is not used); bad lines go to `problems`.
 void read_corpus(const std::vector<std::string>& paths, PairSink& sink, Problems& problems,
                  const std::function<std::optional<Split>(std::string_view)>& split_of);
 
-// The data of the run's task (task.h) as the options describe it, through the pipeline.
-TrainingData prepare_data(const TrainingOptions& options, const DataRequest& request = {});
+// The data of the options' task, which must read pairs (an Error names it otherwise).
+PairData prepare_pairs(const TrainingOptions& options, const DataRequest& request = {});
 
 // A file of pairs read as evaluation examples (grouped by source) with the given tokenizers,
 // e.g. `seqgrad eval --test F`. Bad lines are refused unless skip_invalid.

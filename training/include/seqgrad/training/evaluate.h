@@ -1,26 +1,36 @@
-// Decoding a list of examples and scoring the predictions against all their references.
+// What an evaluation measures, as each kind of task measures it, and the evaluator that turns a
+// result into a task's dev metric: decoding a list of examples and scoring the predictions against
+// all their references (a task of pairs), or a language model's loss over a text (text_data.h).
 #pragma once
 
 #include <cstdint>
 #include <limits>
+#include <memory>
 #include <string>
+#include <variant>
 #include <vector>
 
-#include "seqgrad/models/search.h"
 #include "seqgrad/models/model.h"
+#include "seqgrad/models/search.h"
 #include "seqgrad/training/dataset.h"
+#include "seqgrad/training/tokenizer.h"
 #include "seqgrad/training/vocabulary.h"
 
 namespace seqgrad::training {
 
-// An evaluation, as its task (task.h) measures it.
-struct EvalResult {
-    // A task of pairs: the outputs decoded and scored against their references, in percent.
+// A task of pairs: the outputs decoded and scored against their references, in percent. BLEU and
+// chrF (bleu_chrf.h) are measured when asked for, and NaN otherwise.
+struct PairScores {
     double wer = 0;
     double per = 0;
     int64_t words = 0;  // examples scored
-    // A task of text: the mean loss of the model's next-token predictions, in nats per token, and
-    // the text's length in the unit bits are counted per.
+    double bleu = std::numeric_limits<double>::quiet_NaN();
+    double chrf = std::numeric_limits<double>::quiet_NaN();
+};
+
+// A task of text: the mean loss of the model's next-token predictions, in nats per token, and the
+// text's length in the unit bits are counted per.
+struct TextScores {
     double loss = std::numeric_limits<double>::quiet_NaN();
     int64_t tokens = 0;  // tokens predicted
     int64_t units = 0;   // characters or bytes
@@ -30,10 +40,31 @@ struct EvalResult {
     double bits_per_unit() const;  // the whole text's loss in bits, over its units
 };
 
+// An evaluation, as its task measures it.
+using EvalResult = std::variant<PairScores, TextScores>;
+
+// A task's dev metric (task.h): its name, which way is better, its value in a result, and a
+// result as one line. A result of another kind of task has no value (NaN).
+class Evaluator {
+public:
+    virtual ~Evaluator() = default;
+    virtual std::string metric() const = 0;  // "WER", "BLEU", "chrF", "loss"
+    virtual bool higher_is_better() const { return false; }
+    virtual double value(const EvalResult& result) const = 0;
+    virtual std::string describe(const EvalResult& result) const = 0;
+    // Whether value `a` is better than value `b`.
+    bool better(double a, double b) const { return higher_is_better() ? a > b : a < b; }
+};
+
+// The evaluators of the two kinds of task: pairs judged by "wer" (the lowest), "bleu" or "chrf"
+// (the highest), each result written with every measure it holds; a text judged by its loss.
+std::unique_ptr<Evaluator> pair_evaluator(const std::string& metric);
+std::unique_ptr<Evaluator> text_evaluator();
+
 // The search `options` asks for over `examples` (in length-sorted batches of
 // models::inputs_per_batch sources), and the predictions' WER and PER against all their
 // references. Returns the predictions too (as target symbols), in the examples' order, when asked.
-EvalResult evaluate(models::Model& model, const std::vector<Example>& examples, const Vocabulary& source_vocab,
+PairScores evaluate(models::Model& model, const std::vector<Example>& examples, const Vocabulary& source_vocab,
                     const Vocabulary& target_vocab, const models::DecodingOptions& options,
                     std::vector<std::vector<std::string>>* predictions = nullptr);
 
@@ -41,7 +72,13 @@ class Ensemble;
 // The same for checkpoints decoding together (ensemble.h): the examples' symbols are the first
 // model's (its vocabularies encode and decode them); a model whose source side differs reads each
 // example's text (Example::name) with its own.
-EvalResult evaluate(Ensemble& ensemble, const std::vector<Example>& examples, const models::DecodingOptions& options,
+PairScores evaluate(Ensemble& ensemble, const std::vector<Example>& examples, const models::DecodingOptions& options,
                     std::vector<std::vector<std::string>>* predictions = nullptr);
+
+// Adds the `metrics` asked for ("bleu", "chrf") to `scores`: the predictions (target symbols, in
+// the examples' order) written out by the target tokenizer, against the examples' reference texts.
+void score_texts(PairScores& scores, const std::vector<std::string>& metrics,
+                 const std::vector<std::vector<std::string>>& predictions, const std::vector<Example>& examples,
+                 const Tokenizer& target_tokenizer);
 
 }  // namespace seqgrad::training

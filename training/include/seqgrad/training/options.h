@@ -91,7 +91,10 @@ struct TrainingOptions {
     int64_t keep_checkpoints = 0;
     int64_t eval_max_len = 0;  // output tokens when decoding the dev split (0: the search's default)
     int64_t dev_limit = 0;     // evaluate on the first N dev words only (0: all)
-    int64_t log_every = 100;   // steps between plain log lines
+    // The dev metric that picks the best weights and drives lr_decay: "auto" (the task's own: WER
+    // for pairs, the loss for a text), or for pairs "wer", "bleu" or "chrf" (bleu_chrf.h).
+    std::string dev_metric = "auto";
+    int64_t log_every = 100;  // steps between plain log lines
     uint64_t seed = 1;
 
     std::string to_json() const;

@@ -1,14 +1,17 @@
 // The tasks a run trains on, registered in one place (task.cpp) as the models are (models'
-// registry.h): each names its data, the tokenizers a new run reads it with, its dev metric and what
-// "best" means. Adding a task is one entry; the trainer, checkpoints, `seqgrad train --task` and
-// `seqgrad eval` ask this registry.
+// registry.h). A task is an object: it checks the options it reads, says whether it trains a
+// sequence-to-sequence model or a language model, and prepares its data, which gives the run its
+// training batches and evaluates the model on a split; the task's evaluator (evaluate.h) says what
+// the dev metric is and how a result is written. The trainer, checkpoints, `seqgrad train --task`
+// and `seqgrad eval` ask the task, never its name.
+//
+// Adding a task is a class (a PairsTask, data.h, when it reads pairs through the pipeline; a Task
+// with its own TaskData otherwise) and one line in task.cpp's list.
 #pragma once
 
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "seqgrad/models/model.h"
@@ -20,46 +23,69 @@
 
 namespace seqgrad::training {
 
-// The data pipeline's (data.h, batching.h): a task names the registry's readers without pulling
-// them in, so that what only needs a task's tokenizers or metric (loading a checkpoint) does not
-// depend on them.
-class PairSink;
-class Problems;
 class BatchSource;
 struct DataRequest;
-struct TrainingData;
 
-struct Task {
-    std::string name;         // the options' "task"
-    std::string description;  // one line, for help texts
+// The data a run trains and evaluates on, as its task reads it, with the tokenizers and
+// vocabularies it was read with (a language model's one side is the target).
+class TaskData : public TextSides {
+public:
+    explicit TaskData(std::unique_ptr<Evaluator> evaluator) : evaluator_(std::move(evaluator)) {}
+    virtual ~TaskData() = default;
+    TaskData(TaskData&&) = default;
+    TaskData& operator=(TaskData&&) = default;
+
+    // What a run's start line reports: where each split came from and its size, unknown tokens,
+    // skipped lines. One line each.
+    std::vector<std::string> report;
+
+    // The task's dev metric.
+    const Evaluator& evaluator() const { return *evaluator_; }
+    // Whether there is something to train on and to evaluate.
+    virtual bool has_train_and_dev() const = 0;
+    // The training split's size, for ranks to compare (every rank must read the same data).
+    virtual std::string training_size() const = 0;
+    // The run's training batches, which take the training split; `longest` is the model's longest
+    // sequence (a language model's context).
+    virtual std::unique_ptr<BatchSource> batches(const TrainingOptions& options, int64_t longest) = 0;
+    // Evaluates `model` on `split` (dev or test): the first `limit` examples of pairs (0: all)
+    // decoded by the search `decoding` asks for, or the whole text (`longest` tokens of context at
+    // a time). The predictions (pairs) come back when asked for.
+    virtual EvalResult evaluate(models::Model& model, Split split, int64_t limit, int64_t longest,
+                                const models::DecodingOptions& decoding,
+                                std::vector<std::vector<std::string>>* predictions = nullptr) const = 0;
+
+private:
+    std::unique_ptr<Evaluator> evaluator_;
+};
+
+class Task {
+public:
+    Task(std::string name, std::string description) : name_(std::move(name)), description_(std::move(description)) {}
+    virtual ~Task() = default;
+
+    const std::string& name() const { return name_; }                // the options' "task"
+    const std::string& description() const { return description_; }  // one line, for help texts
     // Whether it trains a sequence-to-sequence model (pairs: a source and a target) or a language
     // model (a text).
-    bool reads_source = true;
-    // The tokenizers of a new run, (source, target); a checkpoint brings its own. Pairs only.
-    std::function<std::pair<Tokenizer, Tokenizer>(const TrainingOptions&)> tokenizers;
-    // Reads the task's pairs into the pipeline (data.h), bad ones into `problems`, and adds lines
-    // about where they came from to `report`; returns what messages call the data ("the copy
-    // task", a path). Pairs only.
-    std::function<std::string(const TrainingOptions&, PairSink&, Problems&, std::vector<std::string>& report)> read;
-    // The whole of a run's data, for a task that does not read pairs through the pipeline (a text).
-    std::function<TrainingData(const TrainingOptions&, const DataRequest&)> prepare;
-    // The run's training batches from its data (whose training split they take), `longest` the
-    // model's longest sequence (a language model's context).
-    std::function<std::unique_ptr<BatchSource>(TrainingData&, const TrainingOptions&, int64_t longest)> batches;
-    // The dev metric: its name, the number "best" means the lowest of, and a result as one line.
-    std::string metric;
-    std::function<double(const EvalResult&)> score;
-    std::function<std::string(const EvalResult&)> describe;
-    // Evaluates `model` on `split` (dev or test) of `data`: the first `limit` examples of a task of
-    // pairs (0: all) decoded by the search `options` asks for, or the whole text of a task of text
-    // (`longest` tokens of context at a time). The predictions (pairs) come back when asked for.
-    std::function<EvalResult(models::Model&, const TrainingData&, Split, int64_t limit, int64_t longest,
-                             const models::DecodingOptions&, std::vector<std::vector<std::string>>* predictions)>
-        evaluate;
+    virtual bool reads_source() const = 0;
+    // Errors for options this task cannot run with (its data not named).
+    virtual void check(const TrainingOptions& options) const { (void)options; }
+    // What messages call the run's data (a path, "the copy task"), and a short name for the
+    // directory a run goes in by default (a file's stem, the task's name).
+    virtual std::string data_name(const TrainingOptions& options) const = 0;
+    virtual std::string short_name(const TrainingOptions& options) const { return data_name(options); }
+    // The dev metric the options ask for.
+    virtual std::unique_ptr<Evaluator> evaluator(const TrainingOptions& options) const = 0;
+    // The whole of a run's data: read, tokenized, split and encoded as `request` asks.
+    virtual std::unique_ptr<TaskData> prepare(const TrainingOptions& options, const DataRequest& request) const = 0;
+
+private:
+    std::string name_, description_;
 };
 
 // Every task, in the order help texts list them.
-const std::vector<Task>& tasks();
+const std::vector<std::unique_ptr<Task>>& tasks();
 // The task of that name; an Error names the known ones.
 const Task& task(const std::string& name);
 // "g2p, corpus, text, copy, reverse or sort"

@@ -14,6 +14,7 @@
 #include "seqgrad/training/data.h"
 #include "seqgrad/training/evaluate.h"
 #include "seqgrad/training/options.h"
+#include "seqgrad/training/task.h"
 #include "seqgrad/training/tokenizer.h"
 
 namespace seqgrad::training {
@@ -22,12 +23,31 @@ namespace seqgrad::training {
 // model trained on `training_text`'s lines).
 Tokenizer text_tokenizer(const TrainingOptions& options, const std::string& training_text);
 
-// The data of a text task: train_text and dev_text (and their report lines) of the TrainingData,
-// with the tokenizer as its target side (a language model's one side; the source side stays
-// empty). Errors name the file: unreadable, invalid UTF-8 (with its byte offset; bytes are read
-// as they are with "byte" tokens), empty, or too short for one window of `request.max_target_length`
-// + 1 tokens (the model's context, when it is known).
-TrainingData prepare_text(const TrainingOptions& options, const DataRequest& request);
+// The data of a text task: the training and validation texts as ids (of the target side's
+// vocabulary: a language model's one side; the source side stays empty), and the validation text's
+// length in the unit its bits are counted per. Judged by the loss over the whole validation text.
+class TextData : public TaskData {
+public:
+    TextData();
+    std::vector<int32_t> train_text, dev_text;
+    int64_t dev_units = 0;
+    std::string unit;  // "character" or "byte"
+
+    bool has_train_and_dev() const override { return !train_text.empty() && !dev_text.empty(); }
+    std::string training_size() const override { return std::to_string(train_text.size()); }
+    // Windows of the training text (WindowStream) of `longest` + 1 tokens, batch_sentences a step.
+    std::unique_ptr<BatchSource> batches(const TrainingOptions& options, int64_t longest) override;
+    // The loss over the whole validation text (text_loss), in windows of `longest` + 1 tokens.
+    EvalResult evaluate(models::Model& model, Split split, int64_t limit, int64_t longest,
+                        const models::DecodingOptions& decoding,
+                        std::vector<std::vector<std::string>>* predictions = nullptr) const override;
+};
+
+// The data of a text task, read as the options say, with the tokenizer as its target side. Errors
+// name the file: unreadable, invalid UTF-8 (with its byte offset; bytes are read as they are with
+// "byte" tokens), empty, or too short for one window of `request.max_target_length` + 1 tokens (the
+// model's context, when it is known).
+TextData prepare_text(const TrainingOptions& options, const DataRequest& request);
 
 // A file's text as a language model with these tokenizer and vocabulary reads it (`seqgrad eval
 // --text`): its ids, and its length in the unit bits are counted per.
@@ -64,7 +84,7 @@ private:
 // from the tokens before it in its window: windows of `window` tokens that overlap by one, `rows`
 // at a time; the last may be shorter. With it the perplexity and the bits per unit (`units` of
 // `unit`: the text's characters or bytes).
-EvalResult text_loss(models::Model& model, const std::vector<int32_t>& text, int64_t window, int64_t rows,
+TextScores text_loss(models::Model& model, const std::vector<int32_t>& text, int64_t window, int64_t rows,
                      int64_t units, const std::string& unit);
 
 }  // namespace seqgrad::training
