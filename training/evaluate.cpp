@@ -5,8 +5,8 @@
 #include <functional>
 #include <numbers>
 
+#include "seqgrad/text/ensemble.h"
 #include "seqgrad/training/batching.h"
-#include "seqgrad/training/ensemble.h"
 #include "seqgrad/training/error_rates.h"
 
 namespace seqgrad::training {
@@ -22,8 +22,8 @@ namespace {
 
 // Decodes `examples` in length-sorted batches (the first model's source ids), `decode` giving each
 // batch's hypotheses, and scores the best ones.
-EvalResult decode_and_score(const std::vector<Example>& examples, const Vocabulary& source_vocab,
-                            const Vocabulary& target_vocab, const models::DecodingOptions& options,
+EvalResult decode_and_score(const std::vector<Example>& examples, const text::Vocabulary& source_vocab,
+                            const text::Vocabulary& target_vocab, const models::DecodingOptions& options,
                             const std::function<std::vector<std::vector<models::Hypothesis>>(const Batch&)>& decode,
                             std::vector<std::vector<std::string>>* predictions) {
     const EncodedPairs encoded = encode_for_evaluation(examples, source_vocab, target_vocab);
@@ -51,17 +51,17 @@ EvalResult decode_and_score(const std::vector<Example>& examples, const Vocabula
 
 }  // namespace
 
-EvalResult evaluate(models::Model& model, const std::vector<Example>& examples, const Vocabulary& source_vocab,
-                    const Vocabulary& target_vocab, const models::DecodingOptions& options,
+EvalResult evaluate(models::Model& model, const std::vector<Example>& examples, const text::Vocabulary& source_vocab,
+                    const text::Vocabulary& target_vocab, const models::DecodingOptions& options,
                     std::vector<std::vector<std::string>>* predictions) {
     return decode_and_score(
         examples, source_vocab, target_vocab, options,
         [&](const Batch& batch) { return models::search(model, batch.src, options); }, predictions);
 }
 
-EvalResult evaluate(Ensemble& ensemble, const std::vector<Example>& examples, const models::DecodingOptions& options,
-                    std::vector<std::vector<std::string>>* predictions) {
-    const LoadedModel& first = ensemble.first();
+EvalResult evaluate(text::Ensemble& ensemble, const std::vector<Example>& examples,
+                    const models::DecodingOptions& options, std::vector<std::vector<std::string>>* predictions) {
+    const text::LoadedModel& first = ensemble.first();
     const auto decode = [&](const Batch& batch) {
         // The first model reads the examples' own symbols; another with its own source side reads
         // each example's text its own way.
@@ -76,7 +76,7 @@ EvalResult evaluate(Ensemble& ensemble, const std::vector<Example>& examples, co
                 ids.push_back(ensemble.member(m).encode_source(examples[static_cast<size_t>(index)].name));
             std::vector<const std::vector<int64_t>*> rows;
             for (const auto& row : ids) rows.push_back(&row);
-            sources.push_back(padded_rows(rows));
+            sources.push_back(text::padded_rows(rows));
         }
         return ensemble.search(sources, options);
     };

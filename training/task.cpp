@@ -131,20 +131,20 @@ private:
     std::unique_ptr<PairReader> reader_;
 };
 
-Tokenizer corpus_tokenizer(const TrainingOptions& o, bool source) {
+text::Tokenizer corpus_tokenizer(const TrainingOptions& o, bool source) {
     const std::string& kind = source ? o.src_tokens : o.tgt_tokens;
-    if (kind == "char") return Tokenizer::characters();
-    if (kind == "space") return Tokenizer::spaces();
+    if (kind == "char") return text::Tokenizer::characters();
+    if (kind == "space") return text::Tokenizer::spaces();
     check(kind == "sentencepiece", "corpus", "unknown tokenizer \"", kind, "\" (char, space or sentencepiece)");
     const std::string& model = source ? o.src_spm_model : o.tgt_spm_model;
-    if (!model.empty()) return Tokenizer::load_sentencepiece(model);
-    SentencePieceOptions spm;
+    if (!model.empty()) return text::Tokenizer::load_sentencepiece(model);
+    text::SentencePieceOptions spm;
     spm.model_type = o.spm_type;
     spm.vocab_size = o.spm_vocab_size;
     spm.seed = o.seed;
     SideTexts texts(o, source);
     try {
-        return Tokenizer::train_sentencepiece(std::ref(texts), spm);
+        return text::Tokenizer::train_sentencepiece(std::ref(texts), spm);
     } catch (const Error& e) {
         throw Error(detail::concat("the ", source ? "source" : "target", " side of ", corpus_name(o.train_files), ": ",
                                    e.what()));
@@ -195,7 +195,9 @@ std::string read_synthetic(const TrainingOptions& options, PairSink& sink, Probl
 
 Task synthetic_task(const std::string& name, const std::string& description) {
     Task t = pairs_task(name, description);
-    t.tokenizers = [](const TrainingOptions&) { return std::pair{Tokenizer::characters(), Tokenizer::characters()}; };
+    t.tokenizers = [](const TrainingOptions&) {
+        return std::pair{text::Tokenizer::characters(), text::Tokenizer::characters()};
+    };
     t.read = read_synthetic;
     return t;
 }
@@ -203,7 +205,7 @@ Task synthetic_task(const std::string& name, const std::string& description) {
 std::vector<Task> make_tasks() {
     Task g2p = pairs_task("g2p", "English grapheme-to-phoneme conversion on CMUdict (the dictionary option)");
     g2p.tokenizers = [](const TrainingOptions&) {
-        return std::pair{Tokenizer::characters(/*lowercase=*/true), Tokenizer::spaces()};
+        return std::pair{text::Tokenizer::characters(/*lowercase=*/true), text::Tokenizer::spaces()};
     };
     g2p.read = read_g2p;
 

@@ -15,11 +15,11 @@
 #include <string_view>
 #include <vector>
 
+#include "seqgrad/text/tokenizer.h"
+#include "seqgrad/text/vocabulary.h"
 #include "seqgrad/training/batching.h"
 #include "seqgrad/training/dataset.h"
 #include "seqgrad/training/options.h"
-#include "seqgrad/training/tokenizer.h"
-#include "seqgrad/training/vocabulary.h"
 
 namespace seqgrad::training {
 
@@ -27,7 +27,7 @@ namespace seqgrad::training {
 inline constexpr int64_t kMaxSymbolsPerSide = 4096;
 
 // The data a run trains and evaluates on, with the tokenizers and vocabularies it was read with.
-struct TrainingData : TextSides {
+struct TrainingData : text::TextSides {
     // A task of pairs:
     EncodedPairs train;         // one pair per (source, reference), in file order
     std::vector<Example> dev;   // grouped by source, for evaluation
@@ -50,10 +50,10 @@ struct DataRequest {
     int64_t max_source_length = 0;
     int64_t max_target_length = 0;
     // Tokenizers and vocabularies to use instead of making them (resume, eval): a checkpoint's.
-    const Tokenizer* source_tokenizer = nullptr;
-    const Tokenizer* target_tokenizer = nullptr;
-    const Vocabulary* source_vocab = nullptr;
-    const Vocabulary* target_vocab = nullptr;
+    const text::Tokenizer* source_tokenizer = nullptr;
+    const text::Tokenizer* target_tokenizer = nullptr;
+    const text::Vocabulary* source_vocab = nullptr;
+    const text::Vocabulary* target_vocab = nullptr;
 };
 
 // Bad lines: counted, the first few kept for the message.
@@ -89,8 +89,8 @@ TrainingData prepare_data(const TrainingOptions& options, const DataRequest& req
 
 // A file of pairs read as evaluation examples (grouped by source) with the given tokenizers,
 // e.g. `seqgrad eval --test F`. Bad lines are refused unless skip_invalid.
-std::vector<Example> read_examples(const std::vector<std::string>& paths, const Tokenizer& source_tokenizer,
-                                   const Tokenizer& target_tokenizer, bool skip_invalid = false,
+std::vector<Example> read_examples(const std::vector<std::string>& paths, const text::Tokenizer& source_tokenizer,
+                                   const text::Tokenizer& target_tokenizer, bool skip_invalid = false,
                                    std::vector<std::string>* report = nullptr);
 
 }  // namespace seqgrad::training

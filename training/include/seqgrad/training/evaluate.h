@@ -8,8 +8,12 @@
 
 #include "seqgrad/models/search.h"
 #include "seqgrad/models/model.h"
+#include "seqgrad/text/vocabulary.h"
 #include "seqgrad/training/dataset.h"
-#include "seqgrad/training/vocabulary.h"
+
+namespace seqgrad::text {
+class Ensemble;
+}
 
 namespace seqgrad::training {
 
@@ -33,15 +37,15 @@ struct EvalResult {
 // The search `options` asks for over `examples` (in length-sorted batches of
 // models::inputs_per_batch sources), and the predictions' WER and PER against all their
 // references. Returns the predictions too (as target symbols), in the examples' order, when asked.
-EvalResult evaluate(models::Model& model, const std::vector<Example>& examples, const Vocabulary& source_vocab,
-                    const Vocabulary& target_vocab, const models::DecodingOptions& options,
+EvalResult evaluate(models::Model& model, const std::vector<Example>& examples, const text::Vocabulary& source_vocab,
+                    const text::Vocabulary& target_vocab, const models::DecodingOptions& options,
                     std::vector<std::vector<std::string>>* predictions = nullptr);
 
-class Ensemble;
-// The same for checkpoints decoding together (ensemble.h): the examples' symbols are the first
+// The same for checkpoints decoding together (text/ensemble.h): the examples' symbols are the first
 // model's (its vocabularies encode and decode them); a model whose source side differs reads each
 // example's text (Example::name) with its own.
-EvalResult evaluate(Ensemble& ensemble, const std::vector<Example>& examples, const models::DecodingOptions& options,
+EvalResult evaluate(text::Ensemble& ensemble, const std::vector<Example>& examples,
+                    const models::DecodingOptions& options,
                     std::vector<std::vector<std::string>>* predictions = nullptr);
 
 }  // namespace seqgrad::training

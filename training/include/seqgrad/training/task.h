@@ -13,10 +13,10 @@
 
 #include "seqgrad/models/model.h"
 #include "seqgrad/models/search.h"
+#include "seqgrad/text/tokenizer.h"
 #include "seqgrad/training/dataset.h"
 #include "seqgrad/training/evaluate.h"
 #include "seqgrad/training/options.h"
-#include "seqgrad/training/tokenizer.h"
 
 namespace seqgrad::training {
 
@@ -36,7 +36,7 @@ struct Task {
     // model (a text).
     bool reads_source = true;
     // The tokenizers of a new run, (source, target); a checkpoint brings its own. Pairs only.
-    std::function<std::pair<Tokenizer, Tokenizer>(const TrainingOptions&)> tokenizers;
+    std::function<std::pair<text::Tokenizer, text::Tokenizer>(const TrainingOptions&)> tokenizers;
     // Reads the task's pairs into the pipeline (data.h), bad ones into `problems`, and adds lines
     // about where they came from to `report`; returns what messages call the data ("the copy
     // task", a path). Pairs only.
