@@ -164,7 +164,7 @@ def metadata_json(path, metadata, key):
 
 
 class Side:
-    """A tokenizer and a vocabulary: text <-> ids as training/tokenizer.cpp and vocabulary.cpp."""
+    """A tokenizer and a vocabulary: text <-> ids as text/tokenizer.cpp and vocabulary.cpp."""
 
     def __init__(self, path, tokenizer, vocab, what):
         if not isinstance(tokenizer, dict) or tokenizer.get("kind") not in ("char", "space", "sentencepiece"):

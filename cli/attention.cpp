@@ -7,8 +7,8 @@
 #include "decoding_flags.h"
 #include "seqgrad/core/autograd.h"
 #include "seqgrad/core/error.h"
-#include "seqgrad/training/checkpoint.h"
 #include "seqgrad/models/search.h"
+#include "seqgrad/text/model_file.h"
 #include "svg.h"
 
 namespace seqgrad::cli {
@@ -38,7 +38,7 @@ std::vector<std::string> panel_titles(const models::AttentionLayout& layout, siz
 
 void run_attention(const AttentionFlags& flags) {
     const models::DecodingOptions options = decoding_options(flags.decoding, attention_defaults());
-    training::LoadedModel loaded = training::load_model(flags.checkpoint);
+    text::LoadedModel loaded = text::load_model(flags.checkpoint);
     auto* seq2seq = dynamic_cast<models::Seq2SeqModel*>(loaded.model.get());
     check(seq2seq != nullptr, "attention", "the model \"", loaded.model->config().model,
           "\" reads no source: there is no attention over one to draw");

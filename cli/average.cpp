@@ -4,7 +4,6 @@
 
 #include "commands.h"
 #include "seqgrad/training/checkpoint.h"
-#include "seqgrad/training/ensemble.h"
 
 namespace seqgrad::cli {
 namespace {

@@ -6,9 +6,10 @@
 #include "commands.h"
 #include "decoding_flags.h"
 #include "seqgrad/core/threads.h"
+#include "seqgrad/text/ensemble.h"
+#include "seqgrad/text/model_file.h"
 #include "seqgrad/training/checkpoint.h"
 #include "seqgrad/training/data.h"
-#include "seqgrad/training/ensemble.h"
 #include "seqgrad/training/pairs.h"
 #include "seqgrad/models/registry.h"
 #include "seqgrad/training/task.h"
@@ -40,7 +41,7 @@ training::TrainingOptions run_options(const std::string& checkpoint, const std::
 
 // A language model's loss over the whole of a text (its own validation text, or --text), in nats per
 // token, as perplexity and as bits per character (or byte).
-int eval_language_model(const EvalFlags& f, training::LoadedModel& loaded) {
+int eval_language_model(const EvalFlags& f, text::LoadedModel& loaded) {
     check(f.test_files.empty() && f.metrics.empty(), "eval", loaded.path,
           " holds a language model: --test and --metric are for models that translate (give --text)");
     check(f.split == "dev", "eval", "a language model's run has a validation text only; give --text for another");
@@ -75,10 +76,10 @@ int eval_language_model(const EvalFlags& f, training::LoadedModel& loaded) {
 }
 
 // "runs/a/best.safetensors, step 800", or for an ensemble each model's with its weight.
-std::string models_read(const training::Ensemble& ensemble) {
+std::string models_read(const text::Ensemble& ensemble) {
     std::string text;
     for (size_t i = 0; i < ensemble.size(); ++i) {
-        const training::LoadedModel& m = ensemble.member(i);
+        const text::LoadedModel& m = ensemble.member(i);
         if (i > 0) text += " + ";
         text += m.path + ", step " + std::to_string(m.step);
         if (ensemble.size() > 1) {
@@ -94,16 +95,16 @@ int run_eval(const EvalFlags& f) {
     if (f.threads > 0) set_num_threads(f.threads);
     check(f.split == "dev" || f.split == "test", "eval", "--split must be dev or test, got ", f.split);
     const models::DecodingOptions decoding = decoding_of(f);  // refused before any checkpoint is read
-    std::vector<training::LoadedModel> models;
+    std::vector<text::LoadedModel> models;
     for (const std::string& path : f.checkpoints) {
-        models.push_back(training::load_model(path));
+        models.push_back(text::load_model(path));
         models.back().model->pack_weights(precision_of(f));
     }
     if (!models::reads_source(models.front().model->config())) return eval_language_model(f, models.front());
     // Several checkpoints decode together; the first one's run names the data and its tokenizers
     // read it.
-    training::Ensemble ensemble(std::move(models), f.weights);
-    const training::LoadedModel& loaded = ensemble.first();
+    text::Ensemble ensemble(std::move(models), f.weights);
+    const text::LoadedModel& loaded = ensemble.first();
     check(f.text.empty(), "eval", loaded.path, " holds a model that translates: --text is for language models ",
           "(give --test pairs)");
     std::vector<training::Example> examples;

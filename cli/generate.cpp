@@ -6,7 +6,7 @@
 #include "decoding_flags.h"
 #include "seqgrad/core/threads.h"
 #include "seqgrad/inference/text_generator.h"
-#include "seqgrad/training/text.h"
+#include "seqgrad/text/utf8.h"
 
 namespace seqgrad::cli {
 namespace {
@@ -38,7 +38,7 @@ int run_generate(const GenerateFlags& f) {
     for (const auto& [key, words] : f.decoding) options.decoding.set(key, words);
     options.validate();  // the decoding options' checks among its own
     check(f.num_samples >= 1, "generate", "--num-samples must be 1 or more, got ", f.num_samples);
-    const std::string prompt = f.prompt_file.empty() ? f.prompt : training::read_file(f.prompt_file);
+    const std::string prompt = f.prompt_file.empty() ? f.prompt : text::read_file(f.prompt_file);
     const inference::TextGenerator generator(f.checkpoint, packed_precision(f.int8, f.bf16));
     const uint64_t seed = options.decoding.seed;
     int64_t tokens = 0;

@@ -6,6 +6,7 @@
 
 #include "commands.h"
 #include "seqgrad/core/error.h"
+#include "seqgrad/text/tokenizer.h"
 #include "seqgrad/training/data.h"
 #include "seqgrad/training/line_reader.h"
 #include "seqgrad/training/pairs.h"
@@ -24,10 +25,9 @@ struct ScoreFlags {
 };
 
 int run_score(const ScoreFlags& f) {
-    const training::Tokenizer tokenizer = f.tokens == "char" ? training::Tokenizer::characters()
-                                                             : training::Tokenizer::spaces();
+    const text::Tokenizer tokenizer = f.tokens == "char" ? text::Tokenizer::characters() : text::Tokenizer::spaces();
     std::vector<training::Example> examples =
-        training::read_examples(f.references, training::Tokenizer::characters(), tokenizer);
+        training::read_examples(f.references, text::Tokenizer::characters(), tokenizer);
     if (!f.split.empty())
         std::erase_if(examples, [&](const training::Example& e) {
             return training::split_name(training::split_by_hash(e.name)) != f.split;

@@ -15,6 +15,7 @@
 #include "seqgrad/inference/text_generator.h"
 #include "seqgrad/models/registry.h"
 #include "seqgrad/nn/distributed.h"
+#include "seqgrad/text/model_file.h"
 #include "seqgrad/training/checkpoint.h"
 #include "seqgrad/training/config_file.h"
 #include "seqgrad/training/data.h"
@@ -90,7 +91,7 @@ void show_examples(const std::string& dir, const training::TrainingOptions& opti
         std::printf("\n");
         return;
     }
-    training::LoadedModel loaded = training::load_model(dir);
+    text::LoadedModel loaded = text::load_model(dir);
     training::DataRequest request;
     request.train = false;
     request.source_tokenizer = &loaded.source_tokenizer;

@@ -2,6 +2,8 @@
 // no model, vocabularies from counts, encoding; and the vocabulary and tokenizer JSON that
 // checkpoints carry.
 #include "fuzz_common.h"
+#include "seqgrad/text/tokenizer.h"
+#include "seqgrad/text/vocabulary.h"
 #include "seqgrad/training/data.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -24,12 +26,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         });
     }
     seqgrad_fuzz::refused_or_read([&] {
-        (void)read_examples({path, path}, Tokenizer::characters(), Tokenizer::spaces());
+        (void)read_examples({path, path}, seqgrad::text::Tokenizer::characters(), seqgrad::text::Tokenizer::spaces());
     });
     const std::string text(reinterpret_cast<const char*>(data), size);
-    seqgrad_fuzz::refused_or_read([&] { (void)Vocabulary::from_json(text); });
+    seqgrad_fuzz::refused_or_read([&] { (void)seqgrad::text::Vocabulary::from_json(text); });
     seqgrad_fuzz::refused_or_read([&] {
-        const Tokenizer t = Tokenizer::from_json(text);
+        const seqgrad::text::Tokenizer t = seqgrad::text::Tokenizer::from_json(text);
         (void)t.detokenize(t.tokenize("some text, 42"));
     });
     return 0;

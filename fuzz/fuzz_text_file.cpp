@@ -5,9 +5,9 @@
 #include <cstdlib>
 
 #include "fuzz_common.h"
-#include "seqgrad/training/text.h"
+#include "seqgrad/text/tokenizer.h"
+#include "seqgrad/text/utf8.h"
 #include "seqgrad/training/text_file.h"
-#include "seqgrad/training/tokenizer.h"
 
 namespace {
 
@@ -35,7 +35,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     require(read || gzip, "a plain file was refused without require_utf8");
     require(!read || gzip || any_bytes == input, "a plain file's text is not its bytes");
     if (read) {
-        const Tokenizer bytes = Tokenizer::bytes();
+        const seqgrad::text::Tokenizer bytes = seqgrad::text::Tokenizer::bytes();
         const std::vector<std::string> symbols = bytes.tokenize(any_bytes);
         require(symbols.size() == any_bytes.size(), "the byte tokenizer gave other than one symbol a byte");
         require(bytes.detokenize(symbols) == any_bytes, "the byte tokenizer did not give back its text");
@@ -58,16 +58,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         read_utf8 = true;
     });
     // The same file is refused with require_utf8 exactly when its text is not UTF-8.
-    require(read_utf8 == (read && is_utf8(any_bytes)), "require_utf8 refused UTF-8 or accepted other text");
+    require(read_utf8 == (read && seqgrad::text::is_utf8(any_bytes)),
+            "require_utf8 refused UTF-8 or accepted other text");
     if (read_utf8) {
         require(utf8 == any_bytes, "require_utf8 changed the text");
-        const Tokenizer characters = Tokenizer::characters();
+        const seqgrad::text::Tokenizer characters = seqgrad::text::Tokenizer::characters();
         require(characters.detokenize(characters.tokenize(utf8)) == utf8,
                 "the char tokenizer did not give back its text");
     } else if (read) {
         bool tokenized = false;
         seqgrad_fuzz::refused_or_read([&] {
-            (void)Tokenizer::characters().tokenize(any_bytes);
+            (void)seqgrad::text::Tokenizer::characters().tokenize(any_bytes);
             tokenized = true;
         });
         require(!tokenized, "the char tokenizer read text that is not UTF-8");

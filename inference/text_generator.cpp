@@ -9,7 +9,7 @@
 #include "seqgrad/core/hash.h"
 #include "seqgrad/internal/option_table.h"
 #include "seqgrad/models/registry.h"
-#include "seqgrad/training/text.h"
+#include "seqgrad/text/utf8.h"
 
 namespace seqgrad::inference {
 namespace {
@@ -48,7 +48,7 @@ void GenerationOptions::set(const std::string& key, const std::vector<std::strin
 }
 
 TextGenerator::TextGenerator(const std::string& checkpoint, Precision precision)
-    : loaded_(training::load_model(checkpoint)) {
+    : loaded_(text::load_model(checkpoint)) {
     check(!models::reads_source(loaded_.model->config()), kOp, loaded_.path, " holds a \"",
           loaded_.model->config().model, "\" model, which reads a source: generate continues a language model's text ",
           "(translate with predict)");
@@ -64,7 +64,7 @@ Generation TextGenerator::generate(const std::string& prompt, const GenerationOp
           context());
     const int64_t window = options.context > 0 ? options.context : context();
     check(window >= 2, kOp, "a window of ", window, " tokens leaves no room to generate");
-    check(training::is_utf8(prompt) || loaded_.target_tokenizer.kind() == "byte", kOp, "the prompt is not valid UTF-8");
+    check(text::is_utf8(prompt) || loaded_.target_tokenizer.kind() == "byte", kOp, "the prompt is not valid UTF-8");
     std::lock_guard<std::mutex> lock(mutex_);
     const auto start = std::chrono::steady_clock::now();
     Generation out;
@@ -74,8 +74,8 @@ Generation TextGenerator::generate(const std::string& prompt, const GenerationOp
     std::vector<std::string> unknown;
     loaded_.target_tokenizer.each_symbol(prompt, [&](std::string_view symbol) {
         const int64_t id = loaded_.target_vocab.id(symbol);
-        if (id == models::kUnk && symbol != training::Vocabulary::kSpecials[models::kUnk])
-            unknown.push_back(training::printable(symbol));
+        if (id == models::kUnk && symbol != text::Vocabulary::kSpecials[models::kUnk])
+            unknown.push_back(text::printable(symbol));
         ids.push_back(id);
     });
     check(!ids.empty(), kOp, "the prompt is empty: a language model continues at least one token (a new line, say)");
@@ -91,7 +91,7 @@ Generation TextGenerator::generate(const std::string& prompt, const GenerationOp
 
     // Generated symbols, and their text as it comes for the callback.
     std::vector<std::string> symbols;
-    training::Tokenizer::Stream stream(loaded_.target_tokenizer);
+    text::Tokenizer::Stream stream(loaded_.target_tokenizer);
     const auto emit = [&](int64_t token) {
         symbols.push_back(loaded_.target_vocab.symbol(token));
         const std::string text = stream.add(symbols.back());

@@ -56,7 +56,7 @@ std::vector<std::vector<Translation>> Translator::translate(const std::vector<st
         for (const std::vector<std::vector<int64_t>>& own : ids) {
             std::vector<const std::vector<int64_t>*> picked;
             for (size_t i = first; i < last; ++i) picked.push_back(&own[order[i]]);
-            batch.push_back(training::padded_rows(picked));
+            batch.push_back(text::padded_rows(picked));
         }
         const std::vector<std::vector<models::Hypothesis>> found = ensemble_.search(batch, options);
         for (int64_t r = 0; r < rows; ++r) {

@@ -115,14 +115,14 @@ Tensor pick_rows(const Tensor& logits, const std::vector<int64_t>& rows) {
     return Tensor::from_vector(out, {static_cast<int64_t>(rows.size()), v});
 }
 
-training::TextSides sides_for(const ModelConfig& c) {
+text::TextSides sides_for(const ModelConfig& c) {
     // Vocabularies of the config's sizes: the four specials, then symbols.
     auto vocabulary = [](int64_t size) {
         std::vector<std::string> symbols;
         for (int64_t i = 4; i < size; ++i) symbols.push_back("s" + std::to_string(i));
-        return training::Vocabulary::from_symbols(symbols);
+        return text::Vocabulary::from_symbols(symbols);
     };
-    training::TextSides sides;
+    text::TextSides sides;
     sides.target_vocab = vocabulary(c.model == "gpt" ? c.vocab : c.tgt_vocab);
     sides.source_vocab = c.model == "gpt" ? sides.target_vocab : vocabulary(c.src_vocab);
     return sides;
@@ -228,8 +228,8 @@ TEST_CASE("every model kind saves and loads to the same logits, and a truncated 
             auto model = make_model(config, gen);
             model->eval();
             const std::string path = dir.fresh(kind.name + ".safetensors");
-            training::save_model(path, *model, sides_for(config), kind.vocabularies.size() == 2 ? "corpus" : "text", 3);
-            const training::LoadedModel loaded = training::load_model(path);
+            text::save_model(path, *model, sides_for(config), kind.vocabularies.size() == 2 ? "corpus" : "text", 3);
+            const text::LoadedModel loaded = text::load_model(path);
             CHECK(loaded.model->config().to_json() == config.to_json());
             CHECK(loaded.step == 3);
             NoGradGuard no_grad;
@@ -238,7 +238,7 @@ TEST_CASE("every model kind saves and loads to the same logits, and a truncated 
 
             const auto size = std::filesystem::file_size(path);
             std::filesystem::resize_file(path, size - 7);
-            CHECK_THAT(testing::error_of([&] { training::load_model(path); }), Contains(path));
+            CHECK_THAT(testing::error_of([&] { text::load_model(path); }), Contains(path));
         }
     }
 }

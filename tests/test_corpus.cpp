@@ -15,9 +15,11 @@
 #include <thread>
 
 #include "seqgrad/models/registry.h"
+#include "seqgrad/text.h"
 #include "seqgrad/training.h"
 
 using namespace seqgrad::training;
+namespace text = seqgrad::text;
 using seqgrad::Error;
 using seqgrad::inference::Translation;
 using seqgrad::inference::Translator;
@@ -140,15 +142,15 @@ TEST_CASE("aligned files give line i of each as a pair, and different lengths na
 // ---- tokenizers ----
 
 TEST_CASE("the char tokenizer reads code points, and lowercases ASCII when asked", "[corpus][tokenizer]") {
-    CHECK(Tokenizer::characters().tokenize("Añb c") == std::vector<std::string>{"A", "ñ", "b", " ", "c"});
-    CHECK(Tokenizer::characters(true).tokenize("AbÑ") == std::vector<std::string>{"a", "b", "Ñ"});
-    CHECK(Tokenizer::characters().detokenize({"A", "ñ", "b", " ", "c"}) == "Añb c");
-    CHECK_THAT(error_of([] { Tokenizer::characters().tokenize("a\xc3"); }), Contains("not valid UTF-8"));
+    CHECK(text::Tokenizer::characters().tokenize("Añb c") == std::vector<std::string>{"A", "ñ", "b", " ", "c"});
+    CHECK(text::Tokenizer::characters(true).tokenize("AbÑ") == std::vector<std::string>{"a", "b", "Ñ"});
+    CHECK(text::Tokenizer::characters().detokenize({"A", "ñ", "b", " ", "c"}) == "Añb c");
+    CHECK_THAT(error_of([] { text::Tokenizer::characters().tokenize("a\xc3"); }), Contains("not valid UTF-8"));
 }
 
 TEST_CASE("the space tokenizer reads whitespace-separated symbols and joins them with one space",
           "[corpus][tokenizer]") {
-    const Tokenizer t = Tokenizer::spaces();
+    const text::Tokenizer t = text::Tokenizer::spaces();
     CHECK(t.tokenize("  K AE\tT ") == std::vector<std::string>{"K", "AE", "T"});
     CHECK(t.detokenize({"K", "AE", "T"}) == "K AE T");
 }
@@ -168,7 +170,7 @@ std::string random_bytes(size_t count, uint32_t seed) {
 
 TEST_CASE("the byte tokenizer gives each byte one symbol: printable ASCII, newline and tab as themselves",
           "[corpus][tokenizer]") {
-    const Tokenizer t = Tokenizer::bytes();
+    const text::Tokenizer t = text::Tokenizer::bytes();
     CHECK(t.kind() == "byte");
     CHECK(t.describe() == "byte");
     CHECK(t.tokenize("añ\r\n\t~\x7f") ==
@@ -192,7 +194,7 @@ TEST_CASE("the byte tokenizer gives each byte one symbol: printable ASCII, newli
 
 TEST_CASE("the byte tokenizer gives back any bytes exactly, and special tokens as they are written",
           "[corpus][tokenizer]") {
-    const Tokenizer t = Tokenizer::bytes();
+    const text::Tokenizer t = text::Tokenizer::bytes();
     std::string every_byte;
     for (int b = 0; b < 256; ++b) every_byte += static_cast<char>(b);
     CHECK(t.detokenize(t.tokenize(every_byte)) == every_byte);
@@ -214,17 +216,17 @@ TEST_CASE("the byte tokenizer gives back any bytes exactly, and special tokens a
 
 TEST_CASE("byte symbols make a vocabulary that travels as JSON, and the byte tokenizer travels too",
           "[corpus][tokenizer]") {
-    const Tokenizer t = Tokenizer::bytes();
+    const text::Tokenizer t = text::Tokenizer::bytes();
     const std::string bytes = random_bytes(4000, 7);
     std::vector<std::string> symbols = t.tokenize(bytes);
-    const Vocabulary vocab = Vocabulary::from_symbols(symbols);
+    const text::Vocabulary vocab = text::Vocabulary::from_symbols(symbols);
     CHECK(vocab.size() == 4 + 256);  // 4000 random bytes hold every value
-    const Vocabulary back = Vocabulary::from_json(vocab.to_json());
+    const text::Vocabulary back = text::Vocabulary::from_json(vocab.to_json());
     CHECK(back == vocab);
     CHECK(t.detokenize(back.decode(back.encode(symbols))) == bytes);
-    CHECK(Tokenizer::from_json(t.to_json()) == t);
-    CHECK_FALSE(Tokenizer::from_json(t.to_json()) == Tokenizer::characters());
-    CHECK_THAT(error_of([] { Tokenizer::from_json(R"({"kind": "byte", "lowercase": true})"); }),
+    CHECK(text::Tokenizer::from_json(t.to_json()) == t);
+    CHECK_FALSE(text::Tokenizer::from_json(t.to_json()) == text::Tokenizer::characters());
+    CHECK_THAT(error_of([] { text::Tokenizer::from_json(R"({"kind": "byte", "lowercase": true})"); }),
                Contains("only the \"char\" tokenizer lowercases"));
 }
 
@@ -232,8 +234,8 @@ namespace {
 
 // A SentencePiece model trained on `count` sentences of `length` words each from `words`, in many
 // orders.
-Tokenizer trained_on_words(const std::vector<std::string>& words, size_t count, size_t length,
-                           const SentencePieceOptions& options) {
+text::Tokenizer trained_on_words(const std::vector<std::string>& words, size_t count, size_t length,
+                                 const text::SentencePieceOptions& options) {
     std::vector<std::string> sentences;
     for (size_t i = 0; i < count; ++i) {
         std::string sentence;
@@ -241,7 +243,7 @@ Tokenizer trained_on_words(const std::vector<std::string>& words, size_t count, 
         sentences.push_back(sentence);
     }
     size_t next = 0;
-    return Tokenizer::train_sentencepiece(
+    return text::Tokenizer::train_sentencepiece(
         [&](std::string& s) {
         if (next == sentences.size()) return false;
         s = sentences[next++];
@@ -251,8 +253,8 @@ Tokenizer trained_on_words(const std::vector<std::string>& words, size_t count, 
 }
 
 // Stream's text, a symbol at a time, joined.
-std::string streamed(const Tokenizer& t, const std::vector<std::string>& symbols) {
-    Tokenizer::Stream stream(t);
+std::string streamed(const text::Tokenizer& t, const std::vector<std::string>& symbols) {
+    text::Tokenizer::Stream stream(t);
     std::string text;
     for (const std::string& s : symbols) text += stream.add(s);
     return text + stream.finish();
@@ -261,35 +263,35 @@ std::string streamed(const Tokenizer& t, const std::vector<std::string>& symbols
 }  // namespace
 
 TEST_CASE("a SentencePiece model trained here detokenizes exactly, and travels as JSON", "[corpus][tokenizer]") {
-    SentencePieceOptions options;
+    text::SentencePieceOptions options;
     options.vocab_size = 60;
-    const Tokenizer spm = trained_on_words({"the", "quick", "brown", "fox", "jumps", "over", "lazy", "dog", "café",
-                                            "naïve", "item", "river", "stone", "green", "house"},
-                                           2000, 8, options);
+    const text::Tokenizer spm = trained_on_words({"the", "quick", "brown", "fox", "jumps", "over", "lazy", "dog",
+                                                  "café", "naïve", "item", "river", "stone", "green", "house"},
+                                                 2000, 8, options);
     CHECK(spm.kind() == "sentencepiece");
     for (const std::string text : {"the fox", "  two  spaces ", "unseen wörds: ß and 42", "café naïve"}) {
         INFO(text);
         CHECK(spm.detokenize(spm.tokenize(text)) == text);
     }
     CHECK(spm.tokenize("the fox") == std::vector<std::string>{"\u2581the", "\u2581fox"});  // words it saw are pieces
-    const Tokenizer back = Tokenizer::from_json(spm.to_json());
+    const text::Tokenizer back = text::Tokenizer::from_json(spm.to_json());
     CHECK(back == spm);
     CHECK(back.tokenize("the lazy dog") == spm.tokenize("the lazy dog"));
-    CHECK(Tokenizer::from_json(Tokenizer::characters(true).to_json()) == Tokenizer::characters(true));
-    CHECK(Tokenizer::from_json(Tokenizer::spaces().to_json()) == Tokenizer::spaces());
+    CHECK(text::Tokenizer::from_json(text::Tokenizer::characters(true).to_json()) == text::Tokenizer::characters(true));
+    CHECK(text::Tokenizer::from_json(text::Tokenizer::spaces().to_json()) == text::Tokenizer::spaces());
 }
 
 TEST_CASE("a tokenizer's stream gives, a symbol at a time, the text of them all", "[corpus][tokenizer]") {
-    CHECK(streamed(Tokenizer::characters(), {"A", "\u00f1", "b", " ", "c"}) == "A\u00f1b c");
-    CHECK(streamed(Tokenizer::spaces(), {"K", "AE", "T"}) == "K AE T");
-    CHECK(streamed(Tokenizer::bytes(), {"a", "<0xC3>", "<0xB1>", "<unk>", "\n"}) == "a\u00f1<unk>\n");
+    CHECK(streamed(text::Tokenizer::characters(), {"A", "\u00f1", "b", " ", "c"}) == "A\u00f1b c");
+    CHECK(streamed(text::Tokenizer::spaces(), {"K", "AE", "T"}) == "K AE T");
+    CHECK(streamed(text::Tokenizer::bytes(), {"a", "<0xC3>", "<0xB1>", "<unk>", "\n"}) == "a\u00f1<unk>\n");
     // SentencePiece, with byte pieces for what it lacks: sequences of its pieces in random orders,
     // words, bytes of unseen characters (whole and cut short), <unk> and control pieces, whose text
     // depends on what came before (a first piece's space, bytes that make a character together).
-    SentencePieceOptions options;
+    text::SentencePieceOptions options;
     options.vocab_size = 300;  // 256 byte pieces among them
     options.byte_fallback = true;
-    const Tokenizer spm =
+    const text::Tokenizer spm =
         trained_on_words({"the", "quick", "brown", "fox", "jumps", "over", "lazy", "dog", "caf\u00e9"}, 1000, 6,
                          options);
     std::vector<std::string> pool{"<unk>", "<s>", "</s>", "<pad>", "<0xE6>", "<0x97>", "<0xA5>", "<0xC3>"};
@@ -314,36 +316,36 @@ TEST_CASE("a tokenizer's stream gives, a symbol at a time, the text of them all"
 TEST_CASE("a SentencePiece model that does not load, and a bad tokenizer JSON, are clear Errors",
           "[corpus][tokenizer]") {
     const TempFile garbage("this is not a model", ".model");
-    CHECK_THAT(error_of([&] { Tokenizer::load_sentencepiece(garbage.path()); }),
+    CHECK_THAT(error_of([&] { text::Tokenizer::load_sentencepiece(garbage.path()); }),
                Contains(garbage.path()) && Contains("not a SentencePiece model"));
-    CHECK_THAT(error_of([] { Tokenizer::from_json(R"({"kind": "bytes", "lowercase": false})"); }),
+    CHECK_THAT(error_of([] { text::Tokenizer::from_json(R"({"kind": "bytes", "lowercase": false})"); }),
                Contains("unknown tokenizer \"bytes\""));
-    CHECK_THAT(error_of([] { Tokenizer::from_json(R"({"kind": "sentencepiece", "lowercase": false})"); }),
+    CHECK_THAT(error_of([] { text::Tokenizer::from_json(R"({"kind": "sentencepiece", "lowercase": false})"); }),
                Contains("without its \"model\""));
-    CHECK_THAT(error_of([] { Tokenizer::from_json("[]"); }), Contains("expected"));
+    CHECK_THAT(error_of([] { text::Tokenizer::from_json("[]"); }), Contains("expected"));
 }
 
 TEST_CASE("base64 round-trips every byte and refuses what is not base64", "[corpus]") {
     std::string bytes;
     for (int i = 0; i < 256; ++i) bytes += static_cast<char>(i);
     for (size_t n : {0, 1, 2, 3, 4, 255, 256})
-        CHECK(base64_decode(base64_encode(bytes.substr(0, n))) == bytes.substr(0, n));
-    CHECK(base64_encode("Man") == "TWFu");
-    CHECK(base64_encode("Ma") == "TWE=");
-    CHECK(base64_encode("M") == "TQ==");
-    CHECK_THAT(error_of([] { base64_decode("TWF"); }), Contains("multiple of 4"));
-    CHECK_THAT(error_of([] { base64_decode("TW!u"); }), Contains("invalid character"));
+        CHECK(text::base64_decode(text::base64_encode(bytes.substr(0, n))) == bytes.substr(0, n));
+    CHECK(text::base64_encode("Man") == "TWFu");
+    CHECK(text::base64_encode("Ma") == "TWE=");
+    CHECK(text::base64_encode("M") == "TQ==");
+    CHECK_THAT(error_of([] { text::base64_decode("TWF"); }), Contains("multiple of 4"));
+    CHECK_THAT(error_of([] { text::base64_decode("TW!u"); }), Contains("invalid character"));
 }
 
 // ---- vocabularies ----
 
 TEST_CASE("a vocabulary from counts keeps the frequent symbols, ties broken by byte order", "[corpus]") {
     const std::vector<std::pair<std::string, int64_t>> counts = {{"c", 5}, {"a", 1}, {"b", 5}, {"d", 2}, {"e", 2}};
-    CHECK(Vocabulary::from_counts(counts, 1, 0).size() == 4 + 5);
-    const Vocabulary frequent = Vocabulary::from_counts(counts, 2, 0);
+    CHECK(text::Vocabulary::from_counts(counts, 1, 0).size() == 4 + 5);
+    const text::Vocabulary frequent = text::Vocabulary::from_counts(counts, 2, 0);
     CHECK(frequent.size() == 4 + 4);
     CHECK_FALSE(frequent.contains("a"));
-    const Vocabulary top3 = Vocabulary::from_counts(counts, 1, 3);
+    const text::Vocabulary top3 = text::Vocabulary::from_counts(counts, 1, 3);
     CHECK(std::vector<std::string>(top3.symbols().begin() + 4, top3.symbols().end()) ==
           std::vector<std::string>{"b", "c", "d"});  // c and b (5), then d before e (2, byte order); ids sorted
 }
@@ -476,10 +478,10 @@ TEST_CASE("G2P through the pipeline gives the dictionary's pairs in its splits, 
             phones.insert(pronunciation.begin(), pronunciation.end());
         }
     }
-    CHECK(data.source_vocab == Vocabulary::from_symbols({letters.begin(), letters.end()}));
-    CHECK(data.target_vocab == Vocabulary::from_symbols({phones.begin(), phones.end()}));
+    CHECK(data.source_vocab == text::Vocabulary::from_symbols({letters.begin(), letters.end()}));
+    CHECK(data.target_vocab == text::Vocabulary::from_symbols({phones.begin(), phones.end()}));
     REQUIRE(data.train.size() == static_cast<int64_t>(train_pairs.size()));
-    const auto symbols = [](const Vocabulary& vocab, std::span<const int32_t> ids) {
+    const auto symbols = [](const text::Vocabulary& vocab, std::span<const int32_t> ids) {
         std::vector<std::string> out;
         for (const int32_t id : ids) out.push_back(vocab.symbol(id));
         return out;
@@ -538,7 +540,7 @@ const std::string& tiny_run() {
 }  // namespace
 
 TEST_CASE("a checkpoint carries its tokenizers: the SentencePiece model comes back from the file", "[corpus]") {
-    const LoadedModel loaded = load_model(tiny_run());
+    const text::LoadedModel loaded = text::load_model(tiny_run());
     CHECK(loaded.source_tokenizer.kind() == "sentencepiece");
     CHECK(loaded.target_tokenizer.kind() == "char");
     CHECK(loaded.task == "corpus");
@@ -546,6 +548,32 @@ TEST_CASE("a checkpoint carries its tokenizers: the SentencePiece model comes ba
     const std::vector<int64_t> ids = loaded.encode_source("abcab");
     CHECK(!ids.empty());
     CHECK(std::count(ids.begin(), ids.end(), seqgrad::models::kUnk) == 0);  // every piece was seen in training
+}
+
+TEST_CASE("a model file from before tokenizers were stored reads with the tokenizers of its task", "[corpus]") {
+    // tiny_run()'s weights without their tokenizers, as the G2P and synthetic tasks wrote files
+    // before tokenizers were stored: they read as a new run of their task reads its data.
+    const seqgrad::SafetensorsFile file = seqgrad::SafetensorsFile::load(text::weights_to_use(tiny_run()));
+    const TempDir scratch("corpus_older");
+    const TrainingOptions options;  // a new run's, which picks each task's tokenizers
+    for (const std::string& name : std::vector<std::string>{"g2p", "copy", "reverse", "sort", "corpus", "text"}) {
+        seqgrad::SafetensorsFile older;
+        for (const auto& [key, value] : file.metadata())
+            if (key != "source_tokenizer" && key != "target_tokenizer")
+                older.set_metadata(key, key == "task" ? name : value);
+        for (const std::string& tensor : file.names()) older.put(tensor, file.tensor(tensor));
+        const std::string path = (scratch.path / (name + ".safetensors")).string();
+        older.save(path);
+        INFO(name);
+        if (name == "corpus" || name == "text") {  // files that always held their tokenizers
+            CHECK_THAT(error_of([&] { text::load_model(path); }), Contains("lacks its tokenizers"));
+            continue;
+        }
+        const text::LoadedModel loaded = text::load_model(path);
+        const auto [source, target] = dynamic_cast<const PairsTask&>(task(name)).tokenizers(options);
+        CHECK(loaded.source_tokenizer == source);
+        CHECK(loaded.target_tokenizer == target);
+    }
 }
 
 TEST_CASE("resuming on data whose vocabularies changed is refused", "[corpus]") {
@@ -613,7 +641,7 @@ void require_same_translations(const std::vector<std::vector<Translation>>& a,
 
 TEST_CASE("the Translator's n-best are the decoders' own on the checkpoint's model", "[corpus]") {
     const Translator translator(tiny_run());
-    const LoadedModel loaded = load_model(tiny_run());  // not packed: sgemm
+    const text::LoadedModel loaded = text::load_model(tiny_run());  // not packed: sgemm
     for (const int64_t beam : {1, 4}) {
         seqgrad::models::DecodingOptions options;
         options.beam_size = beam;

@@ -12,10 +12,12 @@
 #include <set>
 
 #include "seqgrad/models/model.h"
+#include "seqgrad/text.h"
 #include "seqgrad/training.h"
 
 using namespace seqgrad::models;
 using namespace seqgrad::training;
+namespace text = seqgrad::text;
 using seqgrad::Error;
 using seqgrad::Generator;
 using seqgrad::fnv1a_32;
@@ -220,7 +222,7 @@ TEST_CASE("the real CMUdict reads cleanly and splits into the expected counts", 
     CHECK(data.test.size() == 6265);
 
     // The training split's phone vocabulary is the 39 phones after the four specials.
-    const Vocabulary& phones = data.target_vocab;
+    const text::Vocabulary& phones = data.target_vocab;
     CHECK(phones.size() == 4 + 39);
     CHECK(std::vector<std::string>(phones.symbols().begin() + 4, phones.symbols().end()) == arpabet_phones());
 }
@@ -228,7 +230,7 @@ TEST_CASE("the real CMUdict reads cleanly and splits into the expected counts", 
 // ---- Vocabulary -------------------------------------------------------------------------------
 
 TEST_CASE("a vocabulary puts the specials first and the symbols sorted after them", "[data]") {
-    const Vocabulary vocab = Vocabulary::from_symbols({"c", "a", "b", "a"});
+    const text::Vocabulary vocab = text::Vocabulary::from_symbols({"c", "a", "b", "a"});
     CHECK(vocab.size() == 7);
     CHECK(vocab.symbols() == std::vector<std::string>{"<pad>", "<s>", "</s>", "<unk>", "a", "b", "c"});
     CHECK(vocab.id("<pad>") == kPad);
@@ -237,11 +239,11 @@ TEST_CASE("a vocabulary puts the specials first and the symbols sorted after the
     CHECK(vocab.id("a") == 4);
     CHECK(vocab.id("c") == 6);
     CHECK(vocab.symbol(5) == "b");
-    CHECK(Vocabulary().size() == 4);
+    CHECK(text::Vocabulary().size() == 4);
 }
 
 TEST_CASE("unknown symbols encode as <unk>", "[data]") {
-    const Vocabulary vocab = Vocabulary::from_symbols({"a", "b"});
+    const text::Vocabulary vocab = text::Vocabulary::from_symbols({"a", "b"});
     CHECK(vocab.id("z") == kUnk);
     CHECK_FALSE(vocab.contains("z"));
     CHECK(vocab.contains("a"));
@@ -251,7 +253,7 @@ TEST_CASE("unknown symbols encode as <unk>", "[data]") {
 }
 
 TEST_CASE("decoding stops at </s> and skips <pad> and <s>", "[data]") {
-    const Vocabulary vocab = Vocabulary::from_symbols({"AH", "B"});
+    const text::Vocabulary vocab = text::Vocabulary::from_symbols({"AH", "B"});
     CHECK(vocab.decode({kSos, 4, 5, kEos, 4, kPad}) == std::vector<std::string>{"AH", "B"});
     CHECK(vocab.decode({4, kPad, 5}) == std::vector<std::string>{"AH", "B"});
     CHECK(vocab.decode({4, kUnk}) == std::vector<std::string>{"AH", "<unk>"});  // a wrong phone stays visible
@@ -260,50 +262,53 @@ TEST_CASE("decoding stops at </s> and skips <pad> and <s>", "[data]") {
 }
 
 TEST_CASE("a vocabulary survives a round trip through JSON", "[data]") {
-    const Vocabulary vocab = Vocabulary::from_symbols({"'", "-", "a", "\xC3\xA9", "\"quoted\""});
-    const Vocabulary back = Vocabulary::from_json(vocab.to_json());
+    const text::Vocabulary vocab = text::Vocabulary::from_symbols({"'", "-", "a", "\xC3\xA9", "\"quoted\""});
+    const text::Vocabulary back = text::Vocabulary::from_json(vocab.to_json());
     CHECK(back == vocab);
     CHECK(back.id("\xC3\xA9") == vocab.id("\xC3\xA9"));
     // A stored order is kept as it is, sorted or not: ids are positions.
-    const Vocabulary unsorted = Vocabulary::from_json(R"(["<pad>","<s>","</s>","<unk>","z","a"])");
+    const text::Vocabulary unsorted = text::Vocabulary::from_json(R"(["<pad>","<s>","</s>","<unk>","z","a"])");
     CHECK(unsorted.id("z") == 4);
     CHECK(unsorted.id("a") == 5);
 }
 
 TEST_CASE("loading a vocabulary validates what it reads", "[data]") {
-    CHECK_THAT(error_of([] { Vocabulary::from_json("not json"); }), Contains("not valid JSON"));
-    CHECK_THAT(error_of([] { Vocabulary::from_json(R"({"a": 1})"); }), Contains("array"));
-    CHECK_THAT(error_of([] { Vocabulary::from_json(R"(["<pad>","<s>"])"); }), Contains("four special"));
-    CHECK_THAT(error_of([] { Vocabulary::from_json(R"(["<s>","<pad>","</s>","<unk>"])"); }), Contains("id 0"));
-    CHECK_THAT(error_of([] { Vocabulary::from_json(R"(["<pad>","<s>","</s>","<unk>","a","a"])"); }), Contains("twice"));
-    CHECK_THAT(error_of([] { Vocabulary::from_json(R"(["<pad>","<s>","</s>","<unk>",""])"); }), Contains("empty"));
-    CHECK_THAT(error_of([] { Vocabulary::from_json(R"(["<pad>","<s>","</s>","<unk>",7])"); }),
+    CHECK_THAT(error_of([] { text::Vocabulary::from_json("not json"); }), Contains("not valid JSON"));
+    CHECK_THAT(error_of([] { text::Vocabulary::from_json(R"({"a": 1})"); }), Contains("array"));
+    CHECK_THAT(error_of([] { text::Vocabulary::from_json(R"(["<pad>","<s>"])"); }), Contains("four special"));
+    CHECK_THAT(error_of([] { text::Vocabulary::from_json(R"(["<s>","<pad>","</s>","<unk>"])"); }), Contains("id 0"));
+    CHECK_THAT(error_of([] { text::Vocabulary::from_json(R"(["<pad>","<s>","</s>","<unk>","a","a"])"); }),
+               Contains("twice"));
+    CHECK_THAT(error_of([] { text::Vocabulary::from_json(R"(["<pad>","<s>","</s>","<unk>",""])"); }),
+               Contains("empty"));
+    CHECK_THAT(error_of([] { text::Vocabulary::from_json(R"(["<pad>","<s>","</s>","<unk>",7])"); }),
                Contains("not a string"));
-    CHECK_THAT(error_of([] { Vocabulary::from_json(R"(["<pad>","<s>","</s>","<unk>","<s>"])"); }), Contains("special"));
-    CHECK_THROWS_AS(Vocabulary::from_symbols({"a", "</s>"}), Error);
-    CHECK_THROWS_AS(Vocabulary::from_symbols({"a", ""}), Error);
+    CHECK_THAT(error_of([] { text::Vocabulary::from_json(R"(["<pad>","<s>","</s>","<unk>","<s>"])"); }),
+               Contains("special"));
+    CHECK_THROWS_AS(text::Vocabulary::from_symbols({"a", "</s>"}), Error);
+    CHECK_THROWS_AS(text::Vocabulary::from_symbols({"a", ""}), Error);
 }
 
 TEST_CASE("vocabularies keep the symbols counted often enough, the most frequent first", "[data]") {
     const std::vector<std::pair<std::string, int64_t>> counts = {{"b", 3}, {"a", 1}, {"c", 3}, {"d", 2}};
-    CHECK(Vocabulary::from_counts(counts, 1, 0).symbols() ==
+    CHECK(text::Vocabulary::from_counts(counts, 1, 0).symbols() ==
           std::vector<std::string>{"<pad>", "<s>", "</s>", "<unk>", "a", "b", "c", "d"});
-    CHECK(Vocabulary::from_counts(counts, 2, 0).symbols() ==
+    CHECK(text::Vocabulary::from_counts(counts, 2, 0).symbols() ==
           std::vector<std::string>{"<pad>", "<s>", "</s>", "<unk>", "b", "c", "d"});
     // At most two: the two most frequent (a tie broken by byte order), in byte order.
-    CHECK(Vocabulary::from_counts(counts, 1, 2).symbols() ==
+    CHECK(text::Vocabulary::from_counts(counts, 1, 2).symbols() ==
           std::vector<std::string>{"<pad>", "<s>", "</s>", "<unk>", "b", "c"});
 }
 
 TEST_CASE("utf8_characters splits code points and refuses invalid UTF-8", "[data]") {
-    CHECK(utf8_characters("a\xC3\xA9z") == std::vector<std::string>{"a", "\xC3\xA9", "z"});
-    CHECK(utf8_characters("\xE2\x82\xAC\xF0\x9F\x98\x80") ==
+    CHECK(text::utf8_characters("a\xC3\xA9z") == std::vector<std::string>{"a", "\xC3\xA9", "z"});
+    CHECK(text::utf8_characters("\xE2\x82\xAC\xF0\x9F\x98\x80") ==
           std::vector<std::string>{"\xE2\x82\xAC", "\xF0\x9F\x98\x80"});
-    CHECK(utf8_characters("").empty());
-    CHECK_THROWS_AS(utf8_characters("\xFF"), Error);
-    CHECK_THROWS_AS(utf8_characters("\xC3"), Error);          // truncated
-    CHECK_THROWS_AS(utf8_characters("\xC0\xAF"), Error);      // overlong '/'
-    CHECK_THROWS_AS(utf8_characters("\xED\xA0\x80"), Error);  // a surrogate
+    CHECK(text::utf8_characters("").empty());
+    CHECK_THROWS_AS(text::utf8_characters("\xFF"), Error);
+    CHECK_THROWS_AS(text::utf8_characters("\xC3"), Error);          // truncated
+    CHECK_THROWS_AS(text::utf8_characters("\xC0\xAF"), Error);      // overlong '/'
+    CHECK_THROWS_AS(text::utf8_characters("\xED\xA0\x80"), Error);  // a surrogate
 }
 
 // ---- Synthetic tasks --------------------------------------------------------------------------
@@ -389,8 +394,8 @@ TEST_CASE("training encodes one example per pronunciation, evaluation one per wo
     options.dev_files = {dev.path()};
     options.tgt_tokens = "space";
     const PairData data = prepare_pairs(options);
-    const Vocabulary& source = data.source_vocab;
-    const Vocabulary& target = data.target_vocab;
+    const text::Vocabulary& source = data.source_vocab;
+    const text::Vocabulary& target = data.target_vocab;
     const EncodedPairs& training = data.train;
     REQUIRE(training.size() == 3);
     CHECK(training[0].index == 0);

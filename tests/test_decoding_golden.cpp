@@ -254,10 +254,10 @@ std::shared_ptr<Model> fixture_gpt(const std::string& fixture) {
 }
 
 // The fixtures' 11 ids as text: the four specials, then "a" to "g" for ids 4 to 10.
-training::TextSides letters() {
-    training::TextSides sides;
-    sides.source_tokenizer = sides.target_tokenizer = training::Tokenizer::characters();
-    sides.target_vocab = training::Vocabulary::from_symbols({"a", "b", "c", "d", "e", "f", "g"});
+text::TextSides letters() {
+    text::TextSides sides;
+    sides.source_tokenizer = sides.target_tokenizer = text::Tokenizer::characters();
+    sides.target_vocab = text::Vocabulary::from_symbols({"a", "b", "c", "d", "e", "f", "g"});
     sides.source_vocab = sides.target_vocab;
     return sides;
 }
@@ -268,7 +268,7 @@ bool close(double a, double b) { return std::fabs(a - b) <= 2e-5 + 1e-5 * std::f
 
 TEST_CASE("a GPT's greedy generation continues its windows as PyTorch does, across the context's end",
           "[decoding][golden][generation]") {
-    const training::TextSides sides = letters();
+    const text::TextSides sides = letters();
     static const testing::TempDir root("gpt_golden");
     for (const Continuation& c : continuations_by_pytorch()) {
         INFO(c.fixture << " row " << c.row);
@@ -278,7 +278,7 @@ TEST_CASE("a GPT's greedy generation continues its windows as PyTorch does, acro
         // Through the TextGenerator, as `seqgrad generate` runs it: packed weights, the key/value
         // cache, the window sliding; text in, text out.
         const std::string path = root.fresh(c.fixture + ".safetensors");
-        training::save_model(path, *model, sides, "text", 0);
+        text::save_model(path, *model, sides, "text", 0);
         const inference::TextGenerator generator(path);
         inference::GenerationOptions options;
         options.max_tokens = static_cast<int64_t>(c.tokens.size());

@@ -1,4 +1,4 @@
-// Ensembles (models/ensemble.h, training/ensemble.h): several checkpoints decoding as one, the
+// Ensembles (models/ensemble.h, text/ensemble.h): several checkpoints decoding as one, the
 // Translator over them, and checkpoints averaged into one (train's keep_checkpoints, `average`).
 #include "helpers.h"
 
@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "seqgrad/inference/translator.h"
+#include "seqgrad/text.h"
 #include "seqgrad/training.h"
 
 using namespace seqgrad;
@@ -82,7 +83,7 @@ std::vector<float> flat_weights(const Model& model) {
 // The largest difference between `mean`'s weights and the element-wise mean of those in `files`.
 float distance_from_mean(const std::vector<std::string>& files, const Model& mean) {
     std::vector<std::vector<float>> each;
-    for (const std::string& file : files) each.push_back(flat_weights(*load_model(file).model));
+    for (const std::string& file : files) each.push_back(flat_weights(*text::load_model(file).model));
     const std::vector<float> got = flat_weights(mean);
     REQUIRE(got.size() == each[0].size());
     float worst = 0;
@@ -105,8 +106,8 @@ DecodingOptions beam(int64_t width, int64_t nbest) {
 }  // namespace
 
 TEST_CASE("an ensemble of one checkpoint decodes exactly as its model alone", "[ensemble]") {
-    const LoadedModel alone = load_model(run("transformer"));
-    Ensemble one({run("transformer")});
+    const text::LoadedModel alone = text::load_model(run("transformer"));
+    text::Ensemble one({run("transformer")});
     const std::vector<Example>& dev = dev_examples();
     for (const DecodingOptions& options : {beam(1, 1), beam(4, 3)}) {
         std::vector<std::vector<std::string>> a, b;
@@ -151,8 +152,8 @@ TEST_CASE("two copies of one checkpoint find the same hypotheses as one", "[ense
 }
 
 TEST_CASE("each step of an ensemble is its models' weighted sum of log-probabilities", "[ensemble]") {
-    const LoadedModel a = load_model(run("transformer"));
-    const LoadedModel b = load_model(run("attn_seq2seq"));
+    const text::LoadedModel a = text::load_model(run("transformer"));
+    const text::LoadedModel b = text::load_model(run("attn_seq2seq"));
     NoGradGuard no_grad;
     EnsembleDecoder ensemble({a.model.get(), b.model.get()}, {3, 1});
     CHECK(ensemble.weights() == std::vector<double>{0.75, 0.25});
@@ -198,7 +199,7 @@ TEST_CASE("ensemble weights are normalised to sum to 1, and bad ones refused", "
 
 TEST_CASE("models of different kinds decode together, and their ensemble scores the dev split", "[ensemble]") {
     const std::vector<std::string> runs{run("transformer"), run("attn_seq2seq")};
-    Ensemble both(runs);
+    text::Ensemble both(runs);
     const PairScores r = evaluate(both, dev_examples(), beam(4, 1));
     CHECK(r.words == static_cast<int64_t>(dev_examples().size()));
     // The scores are the ensemble's own outputs' (the Translator over the same checkpoints),
@@ -241,40 +242,40 @@ TEST_CASE("models of different kinds decode together, and their ensemble scores 
 }
 
 TEST_CASE("an ensemble refuses a language model, naming it", "[ensemble][errors]") {
-    std::vector<LoadedModel> models{load_model(run("transformer")), load_model(run("transformer"))};
+    std::vector<text::LoadedModel> models{text::load_model(run("transformer")), text::load_model(run("transformer"))};
     ModelConfig gpt = seqgrad::testing::tiny_gpt();
     gpt.vocab = models[1].target_vocab.size();
     Generator gen(1);
     models[1].model = make_model(gpt, gen);
     models[1].path = "lm.safetensors";
-    CHECK_THAT(error_of([&] { Ensemble(std::move(models)); }), Contains("lm.safetensors holds a language model"));
+    CHECK_THAT(error_of([&] { text::Ensemble(std::move(models)); }), Contains("lm.safetensors holds a language model"));
 }
 
 TEST_CASE("an ensemble refuses models whose target sides differ, naming the difference", "[ensemble][errors]") {
-    const auto loaded = [] { return load_model(run("transformer")); };
+    const auto loaded = [] { return text::load_model(run("transformer")); };
     {
-        std::vector<LoadedModel> models{loaded(), loaded()};
+        std::vector<text::LoadedModel> models{loaded(), loaded()};
         // The last symbol replaced by one that sorts after every other: the same size, one id differs.
         std::vector<std::string> symbols(models[0].target_vocab.symbols().begin() + 4,
                                          models[0].target_vocab.symbols().end());
         const std::string last = symbols.back();
         symbols.back() = "~~";
-        models[1].target_vocab = Vocabulary::from_symbols(symbols);
+        models[1].target_vocab = text::Vocabulary::from_symbols(symbols);
         const int64_t id = models[0].target_vocab.size() - 1;
-        CHECK_THAT(error_of([&] { Ensemble(std::move(models)); }),
+        CHECK_THAT(error_of([&] { text::Ensemble(std::move(models)); }),
                    Contains("target vocabularies") &&
                        Contains("id " + std::to_string(id) + " is \"" + last + "\" in one and \"~~\" in the other"));
     }
     {
-        std::vector<LoadedModel> models{loaded(), loaded()};
-        models[1].target_tokenizer = Tokenizer::bytes();
-        CHECK_THAT(error_of([&] { Ensemble(std::move(models)); }), Contains("target tokenizers differ"));
+        std::vector<text::LoadedModel> models{loaded(), loaded()};
+        models[1].target_tokenizer = text::Tokenizer::bytes();
+        CHECK_THAT(error_of([&] { text::Ensemble(std::move(models)); }), Contains("target tokenizers differ"));
     }
     {
         // A source side of its own is accepted: that model reads the inputs its own way.
-        std::vector<LoadedModel> models{loaded(), loaded()};
-        models[1].source_tokenizer = Tokenizer::bytes();
-        const Ensemble ensemble(std::move(models));
+        std::vector<text::LoadedModel> models{loaded(), loaded()};
+        models[1].source_tokenizer = text::Tokenizer::bytes();
+        const text::Ensemble ensemble(std::move(models));
         CHECK(!ensemble.shares_source(1));
         const auto ids = ensemble.encode_sources({"ab\xc3\xa9"});
         CHECK(ids[0][0].size() == 3);  // characters
@@ -288,16 +289,16 @@ TEST_CASE("train keeps the weights of its last evaluations, named by step", "[en
     REQUIRE(kept.size() == 3);  // of the evaluations at steps 10, 20, 30, 40
     CHECK(fs::path(kept[0]).filename() == "step-000000020.safetensors");
     CHECK(fs::path(kept[2]).filename() == "step-000000040.safetensors");
-    CHECK(load_model(kept[1]).step == 30);
+    CHECK(text::load_model(kept[1]).step == 30);
     // The last evaluation was at the end: its weights are the run's last.
-    CHECK(flat_weights(*load_model(kept[2]).model) == flat_weights(*load_model(dir.model_file()).model));
+    CHECK(flat_weights(*text::load_model(kept[2]).model) == flat_weights(*text::load_model(dir.model_file()).model));
 }
 
 TEST_CASE("the mean of N copies of one checkpoint is that checkpoint, exactly", "[ensemble][average]") {
     const std::string file = CheckpointDir(run("attn_seq2seq")).kept_files().back();
-    const LoadedModel one = load_model(file);
+    const text::LoadedModel one = text::load_model(file);
     for (const size_t copies : {size_t{1}, size_t{3}, size_t{7}}) {
-        const LoadedModel mean = average_models(std::vector<std::string>(copies, file));
+        const text::LoadedModel mean = text::average_models(std::vector<std::string>(copies, file));
         CHECK(flat_weights(*mean.model) == flat_weights(*one.model));
         CHECK(mean.step == one.step);
     }
@@ -310,7 +311,7 @@ TEST_CASE("average writes the mean of kept weights as a checkpoint that loads, d
     REQUIRE(kept.size() == 3);
     const std::string out = scratch().fresh("averaged");
     write_averaged_checkpoint(kept, source, out);
-    const LoadedModel mean = load_model(out);
+    const text::LoadedModel mean = text::load_model(out);
     CHECK(mean.step == 40);
     CHECK(distance_from_mean(kept, *mean.model) < 1e-6f);  // element by element, the mean of the three
     // It evaluates as any checkpoint does.
@@ -320,43 +321,43 @@ TEST_CASE("average writes the mean of kept weights as a checkpoint that loads, d
     // The run goes on from the mean, with the run's options and optimizer.
     const TrainingResult resumed = resume(out, 0, 0, 45);
     CHECK(resumed.stop_reason == "budget");
-    CHECK(load_model(CheckpointDir(out).model_file()).step == 45);
+    CHECK(text::load_model(CheckpointDir(out).model_file()).step == 45);
     // A directory that holds a checkpoint is not overwritten.
     CHECK_THAT(error_of([&] { write_averaged_checkpoint(kept, source, out); }), Contains("holds a checkpoint already"));
 }
 
 TEST_CASE("averaging checkpoints of different models is refused", "[ensemble][average][errors]") {
     const std::vector<std::string> files{run("transformer"), run("attn_seq2seq")};
-    CHECK_THAT(error_of([&] { average_models(files); }), Contains("differ in their model configs"));
+    CHECK_THAT(error_of([&] { text::average_models(files); }), Contains("differ in their model configs"));
 }
 
 TEST_CASE("averaging refuses one model's weights written for another task, tokenizer or vocabulary",
           "[ensemble][average][errors]") {
     const std::string file = CheckpointDir(run("transformer")).kept_files().back();
-    const LoadedModel m = load_model(file);
-    const auto rewritten = [&](const std::string& name, const std::string& task, TextSides sides) {
+    const text::LoadedModel m = text::load_model(file);
+    const auto rewritten = [&](const std::string& name, const std::string& task, text::TextSides sides) {
         const std::string path = scratch().fresh(name + ".safetensors");
-        save_model(path, *m.model, sides, task, m.step);
+        text::save_model(path, *m.model, sides, task, m.step);
         return path;
     };
-    const TextSides same = m;
-    CHECK(flat_weights(*average_models({file, rewritten("same", m.task, same)}).model) == flat_weights(*m.model));
+    const text::TextSides same = m;
+    CHECK(flat_weights(*text::average_models({file, rewritten("same", m.task, same)}).model) == flat_weights(*m.model));
     CHECK_THAT(error_of([&] {
-                   average_models({file, rewritten("task", "copy", same)});
+                   text::average_models({file, rewritten("task", "copy", same)});
                }),
                Contains("differ in their tasks"));
-    TextSides bytes = same;
-    bytes.target_tokenizer = Tokenizer::bytes();
+    text::TextSides bytes = same;
+    bytes.target_tokenizer = text::Tokenizer::bytes();
     CHECK_THAT(error_of([&] {
-                   average_models({file, rewritten("tokenizer", m.task, bytes)});
+                   text::average_models({file, rewritten("tokenizer", m.task, bytes)});
                }),
                Contains("differ in their tokenizers"));
-    TextSides other = same;  // the same size, one symbol different
+    text::TextSides other = same;  // the same size, one symbol different
     std::vector<std::string> symbols(m.target_vocab.symbols().begin() + 4, m.target_vocab.symbols().end());
     symbols.back() = "~~";
-    other.target_vocab = Vocabulary::from_symbols(symbols);
+    other.target_vocab = text::Vocabulary::from_symbols(symbols);
     CHECK_THAT(error_of([&] {
-                   average_models({file, rewritten("vocabulary", m.task, other)});
+                   text::average_models({file, rewritten("vocabulary", m.task, other)});
                }),
                Contains("differ in their vocabularies"));
 }
@@ -376,14 +377,14 @@ TEST_CASE("a GPT's kept weights average into a checkpoint that evaluates and res
     REQUIRE(kept.size() == 3);
     const std::string out = scratch().fresh("gpt_mean");
     write_averaged_checkpoint(kept, dir, out);
-    const LoadedModel mean = load_model(out);
+    const text::LoadedModel mean = text::load_model(out);
     CHECK(mean.step == 30);
     CHECK(mean.task == "text");
     CHECK(distance_from_mean(kept, *mean.model) < 1e-6f);
-    CHECK(flat_weights(*mean.model) != flat_weights(*load_model(kept.back()).model));  // the mean, not the last
+    CHECK(flat_weights(*mean.model) != flat_weights(*text::load_model(kept.back()).model));  // the mean, not the last
     // It resumes as a language model's run, with the run's options and its text.
     const TrainingResult resumed = resume(out, 0, 0, 35);
     CHECK(resumed.stop_reason == "budget");
-    CHECK(load_model(CheckpointDir(out).model_file()).step == 35);
+    CHECK(text::load_model(CheckpointDir(out).model_file()).step == 35);
     CHECK(std::isfinite(std::get<TextScores>(resumed.last_dev).loss));
 }

@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "seqgrad/models/registry.h"
+#include "seqgrad/text.h"
 #include "seqgrad/training.h"
 
 using namespace seqgrad;
@@ -98,10 +99,10 @@ TEST_CASE("a model file whose config does not describe its tensors is refused be
     small.num_layers = 1;
     Generator gen(1);
     const auto model = make_model(small, gen);
-    TextSides sides;
-    sides.source_vocab = sides.target_vocab = Vocabulary::from_symbols({"a", "b", "c", "d"});
+    text::TextSides sides;
+    sides.source_vocab = sides.target_vocab = text::Vocabulary::from_symbols({"a", "b", "c", "d"});
     const TempFile file("", ".safetensors");
-    save_model(file.path(), *model, sides, "corpus", 1);
+    text::save_model(file.path(), *model, sides, "corpus", 1);
     // The same tensors under a config that asks for a model of 64 million parameters.
     SafetensorsFile crafted = SafetensorsFile::load(file.path());
     ModelConfig big = small;
@@ -110,7 +111,7 @@ TEST_CASE("a model file whose config does not describe its tensors is refused be
     crafted.save(file.path());
     reset_peak_bytes_in_use();  // what earlier tests reached is not this load's
     const AllocatorStats before = allocator_stats();
-    CHECK_THAT(error_of([&] { load_model(file.path()); }),
+    CHECK_THAT(error_of([&] { text::load_model(file.path()); }),
                Contains("the config describes a model of") && Contains("but the file holds"));
     CHECK(allocator_stats().peak_bytes_in_use - before.bytes_in_use < (int64_t{1} << 20));
 }
@@ -153,7 +154,7 @@ TEST_CASE("a number beyond a double's range is invalid JSON in every reader of J
                Contains("not valid JSON"));
     CHECK_THAT(error_of([] { (void)TrainingOptions::from_json(R"({"lr": 51e308})"); }), Contains("not valid JSON"));
     CHECK_THAT(error_of([] { (void)Progress::from_json(R"({"step": -1e400})"); }), Contains("not valid JSON"));
-    CHECK_THAT(error_of([] { (void)Vocabulary::from_json("[1e999]"); }), Contains("not valid JSON"));
+    CHECK_THAT(error_of([] { (void)text::Vocabulary::from_json("[1e999]"); }), Contains("not valid JSON"));
 }
 
 TEST_CASE("an option's array elements must fit their type: a generator state word past 2^64 is refused", "[limits]") {

@@ -15,6 +15,7 @@
 #include "seqgrad/inference.h"
 #include "seqgrad/models/gpt.h"
 #include "seqgrad/models/registry.h"
+#include "seqgrad/text.h"
 #include "seqgrad/training.h"
 
 using namespace seqgrad;
@@ -68,7 +69,7 @@ struct LossLog {
 };
 
 std::vector<float> weights_of(const std::string& file) {
-    LoadedModel m = load_model(file);
+    text::LoadedModel m = text::load_model(file);
     std::vector<float> all;
     for (const auto& [name, t] : m.model->state_dict())
         for (float v : t.to_vector()) all.push_back(v);
@@ -332,7 +333,7 @@ TEST_CASE("a GPT learns a text: its validation loss falls far below the untraine
     const TrainingState state = load_training_state(CheckpointDir(trained_checkpoint()).training_file());
     REQUIRE(state.progress.has_best);
     const double best = std::get<TextScores>(state.progress.best_dev).loss;
-    const double uniform = std::log(static_cast<double>(load_model(trained_checkpoint()).target_vocab.size()));
+    const double uniform = std::log(static_cast<double>(text::load_model(trained_checkpoint()).target_vocab.size()));
     INFO("best validation loss " << best << ", a uniform guess's " << uniform);
     CHECK(best < 1.5);  // below what letter frequencies alone give (about 2.6): it has learned words
 }
@@ -347,7 +348,7 @@ namespace {
 // each segment sampling with its own seed, the first `seed`, segment s splitmix64_mix(seed + s).
 std::string by_recomputing(const std::string& checkpoint, const std::string& prompt, int64_t count, int64_t window,
                            const DecodingOptions& decoding) {
-    LoadedModel m = load_model(checkpoint);
+    text::LoadedModel m = text::load_model(checkpoint);
     m.model->eval();
     NoGradGuard no_grad;
     std::vector<int64_t> all;
@@ -435,7 +436,7 @@ TEST_CASE("a language model never writes <pad>, <s> or </s>, even untrained and 
     }
     // It writes everything else the vocabulary holds (<unk> included): the bar is all that held
     // those three back.
-    const LoadedModel m = load_model(dir);
+    const text::LoadedModel m = text::load_model(dir);
     std::set<std::string> written;
     for (const std::string& symbol : m.target_tokenizer.tokenize(g.text)) written.insert(symbol);
     CHECK(g.text.find("<unk>") != std::string::npos);

@@ -11,6 +11,7 @@
 #include <map>
 
 #include "seqgrad/core/safetensors.h"
+#include "seqgrad/text.h"
 #include "seqgrad/training.h"
 
 using namespace seqgrad;
@@ -48,7 +49,7 @@ struct LossLog {
 };
 
 std::vector<float> weights_of(const std::string& dir) {
-    LoadedModel m = load_model(dir + "/model.safetensors");
+    text::LoadedModel m = text::load_model(dir + "/model.safetensors");
     std::vector<float> all;
     for (const auto& [name, t] : m.model->state_dict())
         for (float v : t.to_vector()) all.push_back(v);
@@ -142,7 +143,7 @@ TEST_CASE("a stop request saves a checkpoint that resumes", "[training]") {
     const TrainingResult r = train(tiny_transformer(), o, dir, listener, &stop);
     CHECK(r.stop_reason == "interrupted");
     CHECK(r.steps == 5);
-    CHECK(load_model(dir + "/model.safetensors").step == 5);
+    CHECK(text::load_model(dir + "/model.safetensors").step == 5);
     const TrainingResult more = resume(dir, 0, 0, 8);
     CHECK(more.steps == 8);
     CHECK(more.stop_reason == "budget");
@@ -191,7 +192,7 @@ TEST_CASE("a loss that stops being finite ends the run and keeps the last good c
     REQUIRE(r.steps < 50);
     // The checkpoint kept is the last whose weights gave a finite loss on the batch after them: the
     // weights of the last step, which gave the non-finite one, were not kept.
-    const LoadedModel kept = load_model(dir + "/model.safetensors");
+    const text::LoadedModel kept = text::load_model(dir + "/model.safetensors");
     CHECK(kept.step == 3);
     CHECK_THAT(messages[0], Catch::Contains(seqgrad::detail::concat("(step ", kept.step, ")")));
     for (const auto& [name, weights] : kept.model->state_dict())
@@ -230,7 +231,7 @@ TEST_CASE("best.safetensors holds the weights of the best dev evaluation", "[tra
         return std::get<PairScores>(a.eval).wer < std::get<PairScores>(b.eval).wer;
     });
     CHECK(std::get<PairScores>(r.best_dev).wer == std::get<PairScores>(best.eval).wer);
-    const LoadedModel kept = load_model(dir + "/best.safetensors");
+    const text::LoadedModel kept = text::load_model(dir + "/best.safetensors");
     CHECK(kept.step == best.step);
     DataRequest request;
     request.train = false;
@@ -240,7 +241,7 @@ TEST_CASE("best.safetensors holds the weights of the best dev evaluation", "[tra
     CHECK(again.wer == std::get<PairScores>(best.eval).wer);
     CHECK(again.per == std::get<PairScores>(best.eval).per);
     // The directory alone resolves to the best weights.
-    CHECK(load_model(dir).step == best.step);
+    CHECK(text::load_model(dir).step == best.step);
 }
 
 TEST_CASE("with dev_metric chrf the best weights are those of the highest dev chrF", "[training]") {
@@ -270,7 +271,7 @@ TEST_CASE("with dev_metric chrf the best weights are those of the highest dev ch
     // The first evaluation with the highest chrF is the best, whatever its WER.
     const size_t best = static_cast<size_t>(std::max_element(chrf.begin(), chrf.end()) - chrf.begin());
     CHECK(std::get<PairScores>(r.best_dev).chrf == chrf[best]);
-    CHECK(load_model(dir + "/best.safetensors").step == evaluations[best].step);
+    CHECK(text::load_model(dir + "/best.safetensors").step == evaluations[best].step);
     // The history in the training state keeps each evaluation's chrF.
     const TrainingState state = load_training_state(dir + "/training.safetensors");
     REQUIRE(state.progress.history.size() == chrf.size());
@@ -339,7 +340,7 @@ TEST_CASE("a checkpoint interrupted between or before its renames resumes to the
     fs::copy(parts, step3);
     resume(parts, 0, 0, 6);
     fs::copy(parts, step6);
-    REQUIRE(load_model(step3 + "/model.safetensors").step == 3);
+    REQUIRE(text::load_model(step3 + "/model.safetensors").step == 3);
     REQUIRE(load_training_state(step6 + "/training.safetensors").progress.step == 6);
     const auto plant = [](const std::string& path, const std::string& bytes) {
         std::ofstream(path, std::ios::binary) << bytes;
@@ -412,7 +413,7 @@ TEST_CASE("the sgd optimizer steps each weight by the rate times its gradient", 
     const TrainingState state = load_training_state(dir + "/training.safetensors");
     CHECK(state.options.optimizer == "sgd");
     CHECK(state.optimizer.empty());  // plain SGD keeps no state
-    const LoadedModel before = load_model(dir + "/model.safetensors");
+    const text::LoadedModel before = text::load_model(dir + "/model.safetensors");
     PairData data = prepare_pairs(o);
     BatchStream stream(std::move(data.train), o.batches, o.seed);
     stream.restore(state.progress.stream);
@@ -423,7 +424,7 @@ TEST_CASE("the sgd optimizer steps each weight by the rate times its gradient", 
                   o.label_smoothing)
         .backward();
     resume(dir, 0, 0, 4);
-    const LoadedModel after = load_model(dir + "/model.safetensors");
+    const text::LoadedModel after = text::load_model(dir + "/model.safetensors");
     REQUIRE(after.step == 4);
     std::map<std::string, Tensor> stepped;
     for (const auto& [name, p] : after.model->named_parameters()) stepped[name] = p;
@@ -462,7 +463,7 @@ double reverse_test_wer(const ModelConfig& model, TrainingOptions o, const std::
     };
     const TrainingResult r = train(model, o, dir, listener, &stop);
     INFO(name << ": best dev WER " << std::get<PairScores>(r.best_dev).wer << " after " << r.steps << " steps");
-    LoadedModel best = load_model(dir);
+    text::LoadedModel best = text::load_model(dir);
     DataRequest request;
     request.train = false;
     request.test = true;
@@ -560,7 +561,7 @@ TEST_CASE("accumulating ragged sequence-to-sequence micro-batches equals one bat
         LossLog log;
         train(c, o, dir, std::ref(log));
         losses.push_back(log.losses);
-        weights.push_back(load_model(dir + "/model.safetensors").model->state_dict());
+        weights.push_back(text::load_model(dir + "/model.safetensors").model->state_dict());
     }
     for (size_t k = 1; k < losses.size(); ++k) {
         INFO("micro-batches: " << (k == 1 ? 3 : 16));

@@ -63,7 +63,7 @@ EncodedExample EncodedPairs::operator[](int64_t i) const {
 
 namespace {
 
-std::vector<int32_t> encode(const Vocabulary& vocab, const std::vector<std::string>& symbols) {
+std::vector<int32_t> encode(const text::Vocabulary& vocab, const std::vector<std::string>& symbols) {
     std::vector<int32_t> ids;
     ids.reserve(symbols.size());
     for (const std::string& s : symbols) ids.push_back(static_cast<int32_t>(vocab.id(s)));
@@ -72,8 +72,8 @@ std::vector<int32_t> encode(const Vocabulary& vocab, const std::vector<std::stri
 
 }  // namespace
 
-EncodedPairs encode_for_evaluation(const std::vector<Example>& examples, const Vocabulary& source_vocab,
-                                   const Vocabulary& target_vocab) {
+EncodedPairs encode_for_evaluation(const std::vector<Example>& examples, const text::Vocabulary& source_vocab,
+                                   const text::Vocabulary& target_vocab) {
     EncodedPairs encoded;
     for (size_t i = 0; i < examples.size(); ++i) {
         const Example& e = examples[i];

@@ -11,7 +11,7 @@
 #include <unordered_map>
 
 #include "seqgrad/core/error.h"
-#include "seqgrad/training/text.h"
+#include "seqgrad/text/utf8.h"
 
 namespace seqgrad::training {
 namespace {
@@ -26,7 +26,7 @@ size_t decode_utf8(std::string_view text, std::u32string& out) {
     out.reserve(text.size());
     for (size_t at = 0; at < text.size();) {
         char32_t code;
-        const size_t length = utf8_decode(text, at, code);
+        const size_t length = text::utf8_decode(text, at, code);
         if (length == 0) return at;
         out.push_back(code);
         at += length;

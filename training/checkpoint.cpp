@@ -1,5 +1,5 @@
-// Model files (state_dict tensors with the config, vocabularies and task in the metadata) and the
-// training state beside them (checkpoint.h).
+// A run's checkpoint directory: its file names, the training state beside the model files
+// (text/model_file.h), and checkpoints averaged into a new one (checkpoint.h).
 #include "seqgrad/training/checkpoint.h"
 
 #include <algorithm>
@@ -11,9 +11,8 @@
 
 #include "seqgrad/core/files.h"
 #include "seqgrad/internal/option_table.h"
-#include "seqgrad/models/registry.h"
-#include "seqgrad/training/data.h"
-#include "seqgrad/training/task.h"
+#include "seqgrad/text/ensemble.h"
+#include "seqgrad/text/model_file.h"
 
 namespace seqgrad::training {
 
@@ -21,7 +20,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr const char* kModelFormat = "seqgrad-model-1";
 constexpr const char* kTrainingFormat = "seqgrad-training-1";
 
 }  // namespace
@@ -30,8 +28,6 @@ constexpr const char* kTrainingFormat = "seqgrad-training-1";
 
 namespace {
 
-constexpr const char* kModelFile = "model.safetensors";
-constexpr const char* kBestFile = "best.safetensors";
 constexpr const char* kTrainingFile = "training.safetensors";
 constexpr const char* kKeptPrefix = "step-";
 constexpr const char* kKeptSuffix = ".safetensors";
@@ -45,8 +41,8 @@ bool is_kept_name(const std::string& name) {
 }  // namespace
 
 std::string CheckpointDir::file(const char* name) const { return (fs::path(path_) / name).string(); }
-std::string CheckpointDir::model_file() const { return file(kModelFile); }
-std::string CheckpointDir::best_file() const { return file(kBestFile); }
+std::string CheckpointDir::model_file() const { return file(text::kModelFile); }
+std::string CheckpointDir::best_file() const { return file(text::kBestFile); }
 std::string CheckpointDir::training_file() const { return file(kTrainingFile); }
 
 std::string CheckpointDir::kept_file(int64_t step) const {
@@ -86,18 +82,11 @@ bool CheckpointDir::has_training_state() const {
     return fs::exists(training_file(), ec);
 }
 
-std::string CheckpointDir::weights_to_use(const std::string& checkpoint) {
-    const CheckpointDir dir(checkpoint);
-    if (!dir.exists()) return checkpoint;
-    std::error_code ec;
-    return fs::exists(dir.best_file(), ec) ? dir.best_file() : dir.model_file();
-}
-
 void CheckpointDir::remove_leftovers() const {
     std::error_code ec;
     for (const auto& entry : fs::directory_iterator(path_, ec)) {
         const std::string name = entry.path().filename().string();
-        const bool ours = name.starts_with(kModelFile) || name.starts_with(kBestFile) ||
+        const bool ours = name.starts_with(text::kModelFile) || name.starts_with(text::kBestFile) ||
                           name.starts_with(kTrainingFile) || name.starts_with(kKeptPrefix);
         const bool leftover = name.ends_with(pending("")) || name.find(".tmp.") != std::string::npos;
         if (ours && leftover) fs::remove(entry.path(), ec);
@@ -118,80 +107,6 @@ void CheckpointDir::commit_pending() const {
 void CheckpointDir::discard_pending() const {
     std::error_code ec;
     for (const std::string& path : {training_file(), model_file()}) fs::remove(pending(path), ec);
-}
-
-// ---- model files ----
-
-void save_model(const std::string& path, const models::Model& model, const TextSides& sides, const std::string& task,
-                int64_t step) {
-    SafetensorsFile file;
-    file.set_metadata("format", kModelFormat);
-    file.set_metadata("config", model.config().to_json());
-    file.set_metadata("source_tokenizer", sides.source_tokenizer.to_json());
-    file.set_metadata("target_tokenizer", sides.target_tokenizer.to_json());
-    file.set_metadata("source_vocab", sides.source_vocab.to_json());
-    file.set_metadata("target_vocab", sides.target_vocab.to_json());
-    file.set_metadata("task", task);
-    file.set_metadata("step", std::to_string(step));
-    for (const auto& [name, tensor] : model.state_dict()) file.put(name, tensor);
-    file.save(path);
-}
-
-LoadedModel load_model(const std::string& path) {
-    std::error_code ec;
-    check(fs::exists(path, ec), "checkpoint", "no checkpoint at ", path);
-    const std::string file_path = CheckpointDir::weights_to_use(path);
-    check(fs::exists(file_path, ec), "checkpoint", path,
-          " is a directory without model.safetensors or best.safetensors");
-    const SafetensorsFile file = SafetensorsFile::load(file_path);
-    try {
-        check(file.metadata().count("format") && file.metadata("format") == kModelFormat, "checkpoint",
-              "not a seqgrad model file (metadata \"format\" should be \"", kModelFormat, "\")");
-        LoadedModel loaded;
-        loaded.path = file_path;
-        loaded.source_vocab = Vocabulary::from_json(file.metadata("source_vocab"));
-        loaded.target_vocab = Vocabulary::from_json(file.metadata("target_vocab"));
-        loaded.task = file.metadata("task");
-        loaded.step = std::stoll(file.metadata("step"));
-        if (file.metadata().count("source_tokenizer") && file.metadata().count("target_tokenizer")) {
-            loaded.source_tokenizer = Tokenizer::from_json(file.metadata("source_tokenizer"));
-            loaded.target_tokenizer = Tokenizer::from_json(file.metadata("target_tokenizer"));
-        } else {  // a file from before tokenizers were stored: its task's
-            check(loaded.task != "corpus", "checkpoint",
-                  "the file lacks its tokenizers (metadata \"source_tokenizer\", "
-                  "\"target_tokenizer\")");
-            TrainingOptions options;
-            options.task = loaded.task;
-            const auto* older = dynamic_cast<const PairsTask*>(&task(options.task));
-            check(older != nullptr, "checkpoint", "the file lacks its tokenizers");
-            std::tie(loaded.source_tokenizer, loaded.target_tokenizer) = older->tokenizers(options);
-        }
-        const models::ModelConfig config = models::ModelConfig::from_json(file.metadata("config"));
-        const auto [source_size, target_size] = models::vocabulary_sizes(config);
-        check(target_size == loaded.target_vocab.size() &&
-                  (!models::reads_source(config) || source_size == loaded.source_vocab.size()),
-              "checkpoint", "the config's vocabulary sizes (", source_size, ", ", target_size,
-              ") differ from the stored vocabularies (", loaded.source_vocab.size(), ", ", loaded.target_vocab.size(),
-              ")");
-        // The weights in the file must be what the config describes before the model is built: a
-        // crafted config must not make us allocate a model the file cannot fill.
-        int64_t stored = 0;
-        for (const std::string& name : file.names()) stored += file.entry(name).shape.numel();
-        const int64_t expected = models::model_kind(config.model).parameters(config);
-        check(stored == expected, "checkpoint", "the config describes a model of ", expected,
-              " parameters, but the file holds ", stored, " values");
-        Generator gen(0);
-        loaded.model = models::make_model(config, gen);
-        std::map<std::string, Tensor> state;
-        for (const std::string& name : file.names()) state.emplace(name, file.tensor(name));
-        loaded.model->load_state_dict(state);
-        loaded.model->eval();
-        return loaded;
-    } catch (const std::invalid_argument&) {
-        throw Error(file_path + ": metadata \"step\" is not a number");
-    } catch (const Error& e) {
-        throw Error(file_path + ": " + e.what());
-    }
 }
 
 // ---- the training state ----
@@ -341,6 +256,34 @@ TrainingState load_training_state(const std::string& path) {
         else (name.starts_with("average") ? state.average : state.optimizer).emplace(name, file.tensor(name));
     }
     return state;
+}
+
+// ---- averaging ----
+
+void write_averaged_checkpoint(const std::vector<std::string>& files, const std::string& training_from,
+                               const std::string& out) {
+    const text::LoadedModel mean = text::average_models(files);
+    const CheckpointDir dir(out);
+    std::error_code ec;
+    check(!dir.has_model() && !dir.has_training_state() && !fs::exists(dir.best_file(), ec), "average", out,
+          " holds a checkpoint already: give a new directory");
+    fs::create_directories(out, ec);
+    check(!ec && dir.exists(), "average", "cannot create ", out, ec ? ": " + ec.message() : "");
+    const CheckpointDir from(training_from);
+    if (!training_from.empty() && from.has_training_state()) {
+        TrainingState state = load_training_state(from.training_file());
+        std::map<std::string, Tensor> tensors = std::move(state.optimizer);
+        tensors.merge(state.average);
+        // The weights, and a run's moving average (which its evaluations, and so its kept weights,
+        // read), are both the mean.
+        for (const auto& [name, tensor] : mean.model->state_dict()) {
+            tensors.emplace(kWeightsPrefix + name, tensor);
+            if (const auto average = tensors.find("average." + name); average != tensors.end())
+                average->second = tensor;
+        }
+        save_training_state(dir.training_file(), state.options, state.progress, tensors);
+    }
+    text::save_model(dir.model_file(), *mean.model, mean, mean.task, mean.step);
 }
 
 }  // namespace seqgrad::training

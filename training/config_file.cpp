@@ -2,12 +2,12 @@
 #include "seqgrad/training/config_file.h"
 
 #include "seqgrad/internal/option_table.h"
-#include "seqgrad/training/text.h"
+#include "seqgrad/text/utf8.h"
 
 namespace seqgrad::training {
 
 ConfigFile ConfigFile::read(const std::string& path) {
-    internal::Json json = internal::parse_json(read_file(path), path);
+    internal::Json json = internal::parse_json(text::read_file(path), path);
     check(json.is_object(), "config", path, " is not a JSON object");
     ConfigFile file;
     file.path_ = path;

@@ -50,7 +50,7 @@ public:
     static constexpr int32_t kUnknown = -1;  // the data's own <unk>: no count, always <unk>
 
     int32_t add(std::string_view symbol) {
-        if (symbol == Vocabulary::kSpecials[kUnk]) return kUnknown;
+        if (symbol == text::Vocabulary::kSpecials[kUnk]) return kUnknown;
         const auto found = ids_.find(symbol);
         if (found != ids_.end()) {
             ++counts_[static_cast<size_t>(found->second)];
@@ -68,7 +68,7 @@ public:
         return all;
     }
     // Provisional id -> the vocabulary's id (kUnk for the symbols it left out).
-    std::vector<int32_t> mapping(const Vocabulary& vocab) const {
+    std::vector<int32_t> mapping(const text::Vocabulary& vocab) const {
         std::vector<int32_t> map(counts_.size(), static_cast<int32_t>(kUnk));
         for (const auto& [symbol, id] : ids_) map[static_cast<size_t>(id)] = static_cast<int32_t>(vocab.id(symbol));
         return map;
@@ -83,7 +83,8 @@ private:
 // dev and test pairs as examples grouped by source.
 class DataBuilder : public PairSink {
 public:
-    DataBuilder(const Tokenizer& source_tokenizer, const Tokenizer& target_tokenizer, const DataRequest& request)
+    DataBuilder(const text::Tokenizer& source_tokenizer, const text::Tokenizer& target_tokenizer,
+                const DataRequest& request)
         : source_tokenizer_(source_tokenizer), target_tokenizer_(target_tokenizer), request_(request) {}
 
     bool add(std::string_view source, std::string_view target, Split split, std::string& problem) override {
@@ -125,14 +126,16 @@ public:
             data.target_vocab = *request_.target_vocab;
             // Training on with vocabularies of other data would give its symbols other ids.
             check(!request_.train ||
-                      (data.source_vocab ==
-                           Vocabulary::from_counts(source_counter_.counts(), options.min_count, options.max_vocab) &&
-                       data.target_vocab ==
-                           Vocabulary::from_counts(target_counter_.counts(), options.min_count, options.max_vocab)),
+                      (data.source_vocab == text::Vocabulary::from_counts(source_counter_.counts(), options.min_count,
+                                                                          options.max_vocab) &&
+                       data.target_vocab == text::Vocabulary::from_counts(target_counter_.counts(), options.min_count,
+                                                                          options.max_vocab)),
                   "data", "the training data has changed: its vocabularies differ from the checkpoint's");
         } else if (request_.train) {
-            data.source_vocab = Vocabulary::from_counts(source_counter_.counts(), options.min_count, options.max_vocab);
-            data.target_vocab = Vocabulary::from_counts(target_counter_.counts(), options.min_count, options.max_vocab);
+            data.source_vocab =
+                text::Vocabulary::from_counts(source_counter_.counts(), options.min_count, options.max_vocab);
+            data.target_vocab =
+                text::Vocabulary::from_counts(target_counter_.counts(), options.min_count, options.max_vocab);
         }
         if (request_.train) data.train = remap(data.source_vocab, data.target_vocab);
         data.dev = std::move(dev_);
@@ -182,7 +185,7 @@ private:
                 return false;
             }
             for (const std::string& s : *symbols)
-                if (Vocabulary::is_special(s) && s != Vocabulary::kSpecials[kUnk]) {
+                if (text::Vocabulary::is_special(s) && s != text::Vocabulary::kSpecials[kUnk]) {
                     problem = std::string("the ") + side + " uses the special token " + s + " as a symbol";
                     return false;
                 }
@@ -204,14 +207,14 @@ private:
 
     // The training pairs with the vocabularies' ids for the provisional ones, relabelled in place
     // (a second copy would double the largest allocation of a big corpus).
-    EncodedPairs remap(const Vocabulary& source_vocab, const Vocabulary& target_vocab) {
+    EncodedPairs remap(const text::Vocabulary& source_vocab, const text::Vocabulary& target_vocab) {
         train_.relabel(source_counter_.mapping(source_vocab), target_counter_.mapping(target_vocab),
                        static_cast<int32_t>(kUnk));
         return std::move(train_);
     }
 
-    const Tokenizer& source_tokenizer_;
-    const Tokenizer& target_tokenizer_;
+    const text::Tokenizer& source_tokenizer_;
+    const text::Tokenizer& target_tokenizer_;
     const DataRequest& request_;
     std::vector<std::string> source_symbols_, target_symbols_;
     std::vector<int32_t> ids_;
@@ -271,10 +274,10 @@ std::unique_ptr<TaskData> PairsTask::prepare(const TrainingOptions& options, con
 }
 
 PairData PairsTask::prepare_pairs(const TrainingOptions& options, const DataRequest& request) const {
-    std::pair<Tokenizer, Tokenizer> made;
+    std::pair<text::Tokenizer, text::Tokenizer> made;
     if (!request.source_tokenizer || !request.target_tokenizer) made = tokenizers(options);
-    const Tokenizer& source_tokenizer = request.source_tokenizer ? *request.source_tokenizer : made.first;
-    const Tokenizer& target_tokenizer = request.target_tokenizer ? *request.target_tokenizer : made.second;
+    const text::Tokenizer& source_tokenizer = request.source_tokenizer ? *request.source_tokenizer : made.first;
+    const text::Tokenizer& target_tokenizer = request.target_tokenizer ? *request.target_tokenizer : made.second;
     DataBuilder builder(source_tokenizer, target_tokenizer, request);
     std::vector<std::string> report;
     Problems problems;
@@ -303,8 +306,8 @@ PairData prepare_pairs(const TrainingOptions& options, const DataRequest& reques
     return std::move(*pairs);
 }
 
-std::vector<Example> read_examples(const std::vector<std::string>& paths, const Tokenizer& source_tokenizer,
-                                   const Tokenizer& target_tokenizer, bool skip_invalid,
+std::vector<Example> read_examples(const std::vector<std::string>& paths, const text::Tokenizer& source_tokenizer,
+                                   const text::Tokenizer& target_tokenizer, bool skip_invalid,
                                    std::vector<std::string>* report) {
     DataRequest request;
     request.train = false;
@@ -315,7 +318,7 @@ std::vector<Example> read_examples(const std::vector<std::string>& paths, const 
     std::vector<std::string> skipped;
     problems.settle(skip_invalid, corpus_name(paths), skipped);
     if (report) report->insert(report->end(), skipped.begin(), skipped.end());
-    const Vocabulary none;
+    const text::Vocabulary none;
     request.source_vocab = request.target_vocab = &none;
     TrainingOptions options;
     return builder.finish(options, pair_evaluator("wer")).test;

@@ -9,7 +9,7 @@
 #include "seqgrad/core/error.h"
 #include "seqgrad/training/batching.h"
 #include "seqgrad/training/bleu_chrf.h"
-#include "seqgrad/training/ensemble.h"
+#include "seqgrad/text/ensemble.h"
 #include "seqgrad/training/error_rates.h"
 
 namespace seqgrad::training {
@@ -83,8 +83,8 @@ public:
 
 // Decodes `examples` in length-sorted batches (the first model's source ids), `decode` giving each
 // batch's hypotheses, and scores the best ones.
-PairScores decode_and_score(const std::vector<Example>& examples, const Vocabulary& source_vocab,
-                            const Vocabulary& target_vocab, const models::DecodingOptions& options,
+PairScores decode_and_score(const std::vector<Example>& examples, const text::Vocabulary& source_vocab,
+                            const text::Vocabulary& target_vocab, const models::DecodingOptions& options,
                             const std::function<std::vector<std::vector<models::Hypothesis>>(const Batch&)>& decode,
                             std::vector<std::vector<std::string>>* predictions) {
     const EncodedPairs encoded = encode_for_evaluation(examples, source_vocab, target_vocab);
@@ -116,17 +116,17 @@ std::unique_ptr<Evaluator> pair_evaluator(const std::string& metric) { return st
 
 std::unique_ptr<Evaluator> text_evaluator() { return std::make_unique<TextEvaluator>(); }
 
-PairScores evaluate(models::Model& model, const std::vector<Example>& examples, const Vocabulary& source_vocab,
-                    const Vocabulary& target_vocab, const models::DecodingOptions& options,
+PairScores evaluate(models::Model& model, const std::vector<Example>& examples, const text::Vocabulary& source_vocab,
+                    const text::Vocabulary& target_vocab, const models::DecodingOptions& options,
                     std::vector<std::vector<std::string>>* predictions) {
     return decode_and_score(
         examples, source_vocab, target_vocab, options,
         [&](const Batch& batch) { return models::search(model, batch.src, options); }, predictions);
 }
 
-PairScores evaluate(Ensemble& ensemble, const std::vector<Example>& examples, const models::DecodingOptions& options,
-                    std::vector<std::vector<std::string>>* predictions) {
-    const LoadedModel& first = ensemble.first();
+PairScores evaluate(text::Ensemble& ensemble, const std::vector<Example>& examples,
+                    const models::DecodingOptions& options, std::vector<std::vector<std::string>>* predictions) {
+    const text::LoadedModel& first = ensemble.first();
     const auto decode = [&](const Batch& batch) {
         // The first model reads the examples' own symbols; another with its own source side reads
         // each example's text its own way.
@@ -141,7 +141,7 @@ PairScores evaluate(Ensemble& ensemble, const std::vector<Example>& examples, co
                 ids.push_back(ensemble.member(m).encode_source(examples[static_cast<size_t>(index)].name));
             std::vector<const std::vector<int64_t>*> rows;
             for (const auto& row : ids) rows.push_back(&row);
-            sources.push_back(padded_rows(rows));
+            sources.push_back(text::padded_rows(rows));
         }
         return ensemble.search(sources, options);
     };
@@ -150,7 +150,7 @@ PairScores evaluate(Ensemble& ensemble, const std::vector<Example>& examples, co
 
 void score_texts(PairScores& scores, const std::vector<std::string>& metrics,
                  const std::vector<std::vector<std::string>>& predictions, const std::vector<Example>& examples,
-                 const Tokenizer& target_tokenizer) {
+                 const text::Tokenizer& target_tokenizer) {
     if (metrics.empty()) return;
     check(predictions.size() == examples.size(), "evaluation", predictions.size(), " predictions for ", examples.size(),
           " examples");

@@ -7,7 +7,7 @@
 #include <unordered_map>
 
 #include "seqgrad/core/error.h"
-#include "seqgrad/training/text.h"
+#include "seqgrad/text/utf8.h"
 
 namespace seqgrad::training {
 
@@ -53,7 +53,7 @@ bool is_arpabet_phone(std::string_view phone) {
 
 // Why a phone is not one of the 39, with a hint where one is likely.
 std::string unknown_phone_message(std::string_view phone) {
-    std::string message = detail::concat("'", printable(phone), "' is not one of the 39 ARPAbet phones");
+    std::string message = detail::concat("'", text::printable(phone), "' is not one of the 39 ARPAbet phones");
     if (phone.size() > 1 && phone.back() >= '0' && phone.back() <= '2' &&
         is_arpabet_phone(phone.substr(0, phone.size() - 1)))
         message += " (it carries a stress mark; this reader expects phones without stress)";
@@ -63,7 +63,7 @@ std::string unknown_phone_message(std::string_view phone) {
 }  // namespace
 
 Lexicon read_dictionary(const std::string& path) {
-    const std::string text = read_file(path);
+    const std::string text = text::read_file(path);
 
     Lexicon lexicon;
     std::unordered_map<std::string, size_t> word_index;  // base headword -> position in words
@@ -89,11 +89,11 @@ Lexicon read_dictionary(const std::string& path) {
         const std::string_view headword = fields[0];
         const std::string_view word = strip_variant(headword);
         if (fields.size() == 1) {
-            skip(line_number, "no phones for '" + printable(headword) + "'");
+            skip(line_number, "no phones for '" + text::printable(headword) + "'");
             continue;
         }
-        if (!is_utf8(word)) {
-            skip(line_number, "headword '" + printable(headword) + "' is not valid UTF-8");
+        if (!text::is_utf8(word)) {
+            skip(line_number, "headword '" + text::printable(headword) + "' is not valid UTF-8");
             continue;
         }
         std::vector<std::string> pronunciation;
@@ -107,17 +107,18 @@ Lexicon read_dictionary(const std::string& path) {
             }
         }
         if (!bad_phones.empty()) {
-            skip(line_number, "in '" + printable(headword) + "': " + bad_phones);
+            skip(line_number, "in '" + text::printable(headword) + "': " + bad_phones);
             continue;
         }
 
         const auto [it, is_new] = word_index.try_emplace(std::string(word), lexicon.words.size());
         if (is_new) {
-            lexicon.words.push_back(Example{std::string(word), utf8_characters(word), {}, {}});
+            lexicon.words.push_back(Example{std::string(word), text::utf8_characters(word), {}, {}});
         }
         Example& entry = lexicon.words[it->second];
         if (std::find(entry.references.begin(), entry.references.end(), pronunciation) != entry.references.end()) {
-            skip(line_number, "'" + printable(headword) + "' repeats a pronunciation of '" + printable(word) + "'");
+            skip(line_number,
+                 "'" + text::printable(headword) + "' repeats a pronunciation of '" + text::printable(word) + "'");
             continue;
         }
         entry.references.push_back(std::move(pronunciation));

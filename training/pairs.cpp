@@ -2,7 +2,7 @@
 #include "seqgrad/training/pairs.h"
 
 #include "seqgrad/core/error.h"
-#include "seqgrad/training/text.h"
+#include "seqgrad/text/utf8.h"
 
 namespace seqgrad::training {
 
@@ -24,7 +24,8 @@ namespace {
 // Why a side of a pair cannot be used, or "" if it can.
 std::string side_problem(std::string_view text, const char* side) {
     if (text.find_first_not_of(" \t") == std::string_view::npos) return std::string("the ") + side + " is empty";
-    if (!is_utf8(text)) return std::string("the ") + side + " \"" + printable(text) + "\" is not valid UTF-8";
+    if (!text::is_utf8(text))
+        return std::string("the ") + side + " \"" + text::printable(text) + "\" is not valid UTF-8";
     return "";
 }
 

@@ -42,8 +42,8 @@ public:
 class G2pTask : public PairsTask {
 public:
     G2pTask() : PairsTask("g2p", "English grapheme-to-phoneme conversion on CMUdict (the dictionary option)") {}
-    std::pair<Tokenizer, Tokenizer> tokenizers(const TrainingOptions&) const override {
-        return {Tokenizer::characters(/*lowercase=*/true), Tokenizer::spaces()};
+    std::pair<text::Tokenizer, text::Tokenizer> tokenizers(const TrainingOptions&) const override {
+        return {text::Tokenizer::characters(/*lowercase=*/true), text::Tokenizer::spaces()};
     }
     std::string read(const TrainingOptions& options, PairSink& sink, Problems& problems,
                      std::vector<std::string>& report) const override;
@@ -96,20 +96,20 @@ private:
     std::unique_ptr<PairReader> reader_;
 };
 
-Tokenizer corpus_tokenizer(const TrainingOptions& o, bool source) {
+text::Tokenizer corpus_tokenizer(const TrainingOptions& o, bool source) {
     const std::string& kind = source ? o.src_tokens : o.tgt_tokens;
-    if (kind == "char") return Tokenizer::characters();
-    if (kind == "space") return Tokenizer::spaces();
+    if (kind == "char") return text::Tokenizer::characters();
+    if (kind == "space") return text::Tokenizer::spaces();
     check(kind == "sentencepiece", "corpus", "unknown tokenizer \"", kind, "\" (char, space or sentencepiece)");
     const std::string& model = source ? o.src_spm_model : o.tgt_spm_model;
-    if (!model.empty()) return Tokenizer::load_sentencepiece(model);
-    SentencePieceOptions spm;
+    if (!model.empty()) return text::Tokenizer::load_sentencepiece(model);
+    text::SentencePieceOptions spm;
     spm.model_type = o.spm_type;
     spm.vocab_size = o.spm_vocab_size;
     spm.seed = o.seed;
     SideTexts texts(o, source);
     try {
-        return Tokenizer::train_sentencepiece(std::ref(texts), spm);
+        return text::Tokenizer::train_sentencepiece(std::ref(texts), spm);
     } catch (const Error& e) {
         throw Error(detail::concat("the ", source ? "source" : "target", " side of ", corpus_name(o.train_files), ": ",
                                    e.what()));
@@ -129,7 +129,7 @@ public:
     std::string short_name(const TrainingOptions& o) const override {
         return std::filesystem::path(o.train_files.front()).stem();
     }
-    std::pair<Tokenizer, Tokenizer> tokenizers(const TrainingOptions& o) const override {
+    std::pair<text::Tokenizer, text::Tokenizer> tokenizers(const TrainingOptions& o) const override {
         return {corpus_tokenizer(o, true), corpus_tokenizer(o, false)};
     }
     std::string read(const TrainingOptions& options, PairSink& sink, Problems& problems,
@@ -164,8 +164,8 @@ std::string CorpusTask::read(const TrainingOptions& options, PairSink& sink, Pro
 class SyntheticTask : public PairsTask {
 public:
     using PairsTask::PairsTask;
-    std::pair<Tokenizer, Tokenizer> tokenizers(const TrainingOptions&) const override {
-        return {Tokenizer::characters(), Tokenizer::characters()};
+    std::pair<text::Tokenizer, text::Tokenizer> tokenizers(const TrainingOptions&) const override {
+        return {text::Tokenizer::characters(), text::Tokenizer::characters()};
     }
     std::string read(const TrainingOptions& options, PairSink& sink, Problems& problems,
                      std::vector<std::string>&) const override {

@@ -10,7 +10,7 @@
 #include "seqgrad/core/autograd.h"
 #include "seqgrad/core/error.h"
 #include "seqgrad/core/hash.h"
-#include "seqgrad/training/text.h"
+#include "seqgrad/text/utf8.h"
 #include "seqgrad/training/text_file.h"
 
 namespace seqgrad::training {
@@ -19,13 +19,13 @@ namespace {
 const char* kOp = "text";
 
 // The unit bits are counted per, and the length of `text` in it.
-const char* unit_of(const Tokenizer& tokenizer) { return tokenizer.kind() == "byte" ? "byte" : "character"; }
+const char* unit_of(const text::Tokenizer& tokenizer) { return tokenizer.kind() == "byte" ? "byte" : "character"; }
 
-int64_t units_in(std::string_view text, const Tokenizer& tokenizer) {
+int64_t units_in(std::string_view text, const text::Tokenizer& tokenizer) {
     if (tokenizer.kind() == "byte") return static_cast<int64_t>(text.size());
     int64_t n = 0;
     for (size_t at = 0; at < text.size(); ++n) {
-        const size_t length = utf8_length(text, at);
+        const size_t length = text::utf8_length(text, at);
         at += length > 0 ? length : 1;  // read_text_file has checked it; a stray byte counts as one
     }
     return n;
@@ -33,12 +33,12 @@ int64_t units_in(std::string_view text, const Tokenizer& tokenizer) {
 
 // The byte offset at which the first `fraction` of the text's units ends (on a code point's
 // boundary when the units are characters).
-size_t split_point(std::string_view text, const Tokenizer& tokenizer, double fraction) {
+size_t split_point(std::string_view text, const text::Tokenizer& tokenizer, double fraction) {
     const auto wanted = static_cast<int64_t>(static_cast<double>(units_in(text, tokenizer)) * fraction);
     if (tokenizer.kind() == "byte") return static_cast<size_t>(wanted);
     size_t at = 0;
     for (int64_t n = 0; n < wanted && at < text.size(); ++n) {
-        const size_t length = utf8_length(text, at);
+        const size_t length = text::utf8_length(text, at);
         at += length > 0 ? length : 1;
     }
     return at;
@@ -53,7 +53,7 @@ std::string thousands(int64_t n) {
     return out;
 }
 
-std::vector<int32_t> encode(std::string_view text, const Tokenizer& tokenizer, const Vocabulary& vocab) {
+std::vector<int32_t> encode(std::string_view text, const text::Tokenizer& tokenizer, const text::Vocabulary& vocab) {
     std::vector<int32_t> ids;
     ids.reserve(text.size());
     tokenizer.each_symbol(text,
@@ -68,12 +68,12 @@ std::string read_for(const std::string& path, const std::string& tokens) {
 
 }  // namespace
 
-Tokenizer text_tokenizer(const TrainingOptions& o, const std::string& training_text) {
-    if (o.tokens == "char") return Tokenizer::characters();
-    if (o.tokens == "byte") return Tokenizer::bytes();
+text::Tokenizer text_tokenizer(const TrainingOptions& o, const std::string& training_text) {
+    if (o.tokens == "char") return text::Tokenizer::characters();
+    if (o.tokens == "byte") return text::Tokenizer::bytes();
     check(o.tokens == "sentencepiece", kOp, "unknown tokens \"", o.tokens, "\" (char, byte or sentencepiece)");
-    if (!o.spm_model.empty()) return Tokenizer::load_sentencepiece(o.spm_model);
-    SentencePieceOptions spm;
+    if (!o.spm_model.empty()) return text::Tokenizer::load_sentencepiece(o.spm_model);
+    text::SentencePieceOptions spm;
     spm.model_type = o.spm_type;
     spm.vocab_size = o.spm_vocab_size;
     spm.seed = o.seed;
@@ -88,7 +88,7 @@ Tokenizer text_tokenizer(const TrainingOptions& o, const std::string& training_t
         return false;
     };
     try {
-        return Tokenizer::train_sentencepiece(next_line, spm);
+        return text::Tokenizer::train_sentencepiece(next_line, spm);
     } catch (const Error& e) {
         throw Error(o.text + ": " + e.what());
     }
@@ -116,7 +116,8 @@ TextData prepare_text(const TrainingOptions& options, const DataRequest& request
     std::string where;
     if (options.val.empty()) {
         // nanoGPT's rule: the last 10% validates, in the order of the text.
-        const Tokenizer counting = options.tokens == "byte" ? Tokenizer::bytes() : Tokenizer::characters();
+        const text::Tokenizer counting = options.tokens == "byte" ? text::Tokenizer::bytes()
+                                                                  : text::Tokenizer::characters();
         const size_t split = split_point(whole, counting, 0.9);
         train_text = whole.substr(0, split);
         val_text = whole.substr(split);
@@ -128,18 +129,18 @@ TextData prepare_text(const TrainingOptions& options, const DataRequest& request
     }
     TextData data;
     data.target_tokenizer = request.target_tokenizer ? *request.target_tokenizer : text_tokenizer(options, train_text);
-    const Tokenizer& tokenizer = data.target_tokenizer;
+    const text::Tokenizer& tokenizer = data.target_tokenizer;
     if (request.target_vocab) {
         data.target_vocab = *request.target_vocab;
     } else {
         std::unordered_map<std::string, int64_t> counts;
         tokenizer.each_symbol(train_text, [&](std::string_view symbol) { ++counts[std::string(symbol)]; });
-        counts.erase(Vocabulary::kSpecials[models::kUnk]);
-        for (const char* special : Vocabulary::kSpecials)
+        counts.erase(text::Vocabulary::kSpecials[models::kUnk]);
+        for (const char* special : text::Vocabulary::kSpecials)
             check(!counts.count(special), kOp, options.text, ": the text holds the special token ", special,
                   " as a symbol");
         data.target_vocab =
-            Vocabulary::from_counts({counts.begin(), counts.end()}, options.min_count, options.max_vocab);
+            text::Vocabulary::from_counts({counts.begin(), counts.end()}, options.min_count, options.max_vocab);
     }
     data.train_text = encode(train_text, tokenizer, data.target_vocab);
     data.dev_text = encode(val_text, tokenizer, data.target_vocab);
@@ -162,7 +163,7 @@ TextData prepare_text(const TrainingOptions& options, const DataRequest& request
     return data;
 }
 
-EncodedText encode_text(const std::string& path, const Tokenizer& tokenizer, const Vocabulary& vocab) {
+EncodedText encode_text(const std::string& path, const text::Tokenizer& tokenizer, const text::Vocabulary& vocab) {
     const std::string text = read_text_file(path, tokenizer.kind() != "byte");
     check(!text.empty(), kOp, path, ": the text is empty");
     EncodedText out;

@@ -11,7 +11,7 @@
 #include <cstring>
 
 #include "seqgrad/core/error.h"
-#include "seqgrad/training/text.h"
+#include "seqgrad/text/utf8.h"
 
 namespace seqgrad::training {
 
@@ -24,7 +24,7 @@ size_t first_invalid_utf8(std::string_view text) {
             ++at;
             continue;
         }
-        const size_t length = utf8_length(text, at);
+        const size_t length = text::utf8_length(text, at);
         if (length == 0) return at;
         at += length;
     }

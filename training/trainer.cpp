@@ -21,6 +21,7 @@
 #include "seqgrad/models/registry.h"
 #include "seqgrad/nn/distributed.h"
 #include "seqgrad/nn/optim.h"
+#include "seqgrad/text/model_file.h"
 #include "seqgrad/training/data.h"
 #include "seqgrad/training/task.h"
 
@@ -383,10 +384,10 @@ void Trainer::evaluate_on_root(bool scheduled) {
     if (!p.has_best || evaluator.better(score, evaluator.value(p.best_dev))) {
         p.has_best = true;
         p.best_dev = result;
-        save_model(run_.dir.best_file(), *run_.model, *run_.data, run_.options.task, p.step);
+        text::save_model(run_.dir.best_file(), *run_.model, *run_.data, run_.options.task, p.step);
     }
     if (run_.options.keep_checkpoints > 0) {  // the weights just evaluated (the average's, if kept)
-        save_model(run_.dir.kept_file(p.step), *run_.model, *run_.data, run_.options.task, p.step);
+        text::save_model(run_.dir.kept_file(p.step), *run_.model, *run_.data, run_.options.task, p.step);
         run_.dir.prune_kept(run_.options.keep_checkpoints);
     }
     if (!scheduled) return;
@@ -417,7 +418,8 @@ void Trainer::checkpoint(const std::string& why) {
     for (const auto& [name, tensor] : run_.model->state_dict()) state.emplace(kWeightsPrefix + name, tensor);
     try {
         save_training_state(CheckpointDir::pending(run_.dir.training_file()), run_.options, p, state);
-        save_model(CheckpointDir::pending(run_.dir.model_file()), *run_.model, *run_.data, run_.options.task, p.step);
+        text::save_model(CheckpointDir::pending(run_.dir.model_file()), *run_.model, *run_.data, run_.options.task,
+                         p.step);
     } catch (const Error& e) {
         discard_checkpoint();
         pending_ = false;
@@ -568,7 +570,7 @@ TrainingResult resume(const std::string& dir, int64_t epochs, double minutes, in
     run.options.validate();
     check_precision_available(run.options);
     run.progress = saved.progress;
-    LoadedModel loaded = load_model(run.dir.model_file());
+    text::LoadedModel loaded = text::load_model(run.dir.model_file());
     if (saved.weights.empty())  // a checkpoint from before the training state held the weights
         check(loaded.step == run.progress.step, "resume", dir, ": model.safetensors is from step ", loaded.step,
               " but training.safetensors from step ", run.progress.step,

@@ -213,6 +213,16 @@ out=$("${corpus[@]}" --train "$work/src.txt.gz" "$work/tgt.txt.gz" --dev "$work/
       --spm-vocab-size 20 --out "$work/own_gz" 2>&1); status=$?
 [ $status -eq 0 ] || fail "training on aligned gzip files with a SentencePiece target exited $status: $out"
 grep -q "target sentencepiece" <<< "$out" || fail "the start line did not name the SentencePiece target: $out"
+# Judged by chrF: every dev line and the best weights' carry it beside WER and PER.
+out=$("${corpus[@]}" --train "$work/pairs.tsv" --dev-metric chrf --eval-every 4 --out "$work/own_chrf" 2>&1)
+status=$?
+[ $status -eq 0 ] || fail "training judged by dev chrF exited $status: $out"
+grep -q "Best dev WER [0-9.]*%  PER [0-9.]*%  ([0-9]* words)  chrF [0-9.]*;" <<< "$out" \
+  || fail "a run judged by chrF did not report its best dev chrF: $out"
+out=$("$seqgrad" train --model gpt --text "$work/pairs.tsv" --dev-metric bleu --max-steps 1 --out "$work/z" 2>&1)
+status=$?
+refused "a text judged by BLEU" $status "$out" "a text is judged by its loss"
+[ ! -e "$work/z" ] || fail "a refused --dev-metric still created the output directory"
 out=$("$seqgrad" eval --checkpoint "$work/own_gz" --test "$work/heldout.tsv" --metric bleu --metric chrf \
       --threads 1 2>&1)
 status=$?

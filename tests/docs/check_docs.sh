@@ -11,7 +11,7 @@ source "$(dirname "$0")/../lib.sh"
 cd "$root" || fail "no source tree at $root"
 
 pages=(README.md docs/*.md)
-folders="core|nn|models|training|inference|cli|tests|bench|fuzz|examples|configs|data|docs|scripts|include"
+folders="core|nn|models|text|training|inference|cli|tests|bench|fuzz|examples|configs|data|docs|scripts|include"
 problems=()
 links=0 paths=0 flags=0
 

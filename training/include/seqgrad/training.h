@@ -1,4 +1,4 @@
-// Training: tasks and their data, vocabularies, batching, options, checkpoints, the training loop,
+// Training: tasks and their data, batching, options, a run's checkpoints, the training loop,
 // evaluation and metrics.
 #pragma once
 
@@ -8,7 +8,6 @@
 #include "seqgrad/training/config_file.h"
 #include "seqgrad/training/data.h"
 #include "seqgrad/training/dataset.h"
-#include "seqgrad/training/ensemble.h"
 #include "seqgrad/training/error_rates.h"
 #include "seqgrad/training/evaluate.h"
 #include "seqgrad/training/g2p.h"
@@ -18,9 +17,6 @@
 #include "seqgrad/training/recipe.h"
 #include "seqgrad/training/synthetic.h"
 #include "seqgrad/training/task.h"
-#include "seqgrad/training/text.h"
 #include "seqgrad/training/text_data.h"
 #include "seqgrad/training/text_file.h"
-#include "seqgrad/training/tokenizer.h"
 #include "seqgrad/training/trainer.h"
-#include "seqgrad/training/vocabulary.h"

@@ -22,7 +22,7 @@
 #include "seqgrad/core/option_info.h"
 #include "seqgrad/core/packed.h"
 #include "seqgrad/models/search.h"
-#include "seqgrad/training/checkpoint.h"
+#include "seqgrad/text/model_file.h"
 
 namespace seqgrad::inference {
 
@@ -64,11 +64,11 @@ public:
     Generation generate(const std::string& prompt, const GenerationOptions& options,
                         const std::function<void(const std::string&)>& on_text = {}) const;
 
-    const training::LoadedModel& checkpoint() const { return loaded_; }
+    const text::LoadedModel& checkpoint() const { return loaded_; }
     int64_t context() const;  // the model's
 
 private:
-    training::LoadedModel loaded_;
+    text::LoadedModel loaded_;
     mutable std::mutex mutex_;  // calls from several threads take turns
 };
 

@@ -10,7 +10,7 @@
 // The checkpoint holds the tokenizers and vocabularies, so raw text goes in and raw text comes
 // out. Inputs are decoded in batches of similar length; results come back in input order.
 //
-// Several checkpoints decode as one (training::Ensemble: each step sums their weighted
+// Several checkpoints decode as one (text::Ensemble: each step sums their weighted
 // log-probabilities), if they share the target side:
 //
 //   seqgrad::inference::Translator both({"runs/attn", "runs/transformer"}, {0.5, 0.5});
@@ -26,8 +26,8 @@
 #include <vector>
 
 #include "seqgrad/models/search.h"
-#include "seqgrad/training/checkpoint.h"
-#include "seqgrad/training/ensemble.h"
+#include "seqgrad/text/ensemble.h"
+#include "seqgrad/text/model_file.h"
 
 namespace seqgrad::inference {
 
@@ -53,7 +53,7 @@ public:
     // weights as trained; int8 is faster where the CPU has AMX or AVX-512 VNNI, within rounding of
     // float32, and needs a build with oneDNN.
     explicit Translator(const std::string& checkpoint, Precision precision = Precision::float32);
-    // An ensemble of these checkpoints with these weights (none: equal; training::Ensemble says
+    // An ensemble of these checkpoints with these weights (none: equal; text::Ensemble says
     // what it refuses). One checkpoint translates exactly as the constructor above.
     Translator(const std::vector<std::string>& checkpoints, const std::vector<double>& weights,
                Precision precision = Precision::float32);
@@ -67,12 +67,12 @@ public:
                                                     const models::DecodingOptions& options = {}) const;
 
     // The (first) checkpoint: its target side is the translations'.
-    const training::LoadedModel& checkpoint() const { return ensemble_.first(); }
-    const training::Ensemble& ensemble() const { return ensemble_; }
+    const text::LoadedModel& checkpoint() const { return ensemble_.first(); }
+    const text::Ensemble& ensemble() const { return ensemble_; }
     Totals totals() const;
 
 private:
-    mutable training::Ensemble ensemble_;
+    mutable text::Ensemble ensemble_;
     mutable std::mutex mutex_;
     mutable Totals totals_;
 };

@@ -10,8 +10,8 @@
 
 #include "seqgrad/core/random.h"
 #include "seqgrad/core/tensor.h"
+#include "seqgrad/text/vocabulary.h"
 #include "seqgrad/training/dataset.h"
-#include "seqgrad/training/vocabulary.h"
 
 namespace seqgrad::training {
 
@@ -59,8 +59,8 @@ private:
 
 // For evaluation: one per example (target = its first reference, or empty if it has none),
 // so each word is decoded once and scored against all its references.
-EncodedPairs encode_for_evaluation(const std::vector<Example>& examples, const Vocabulary& source_vocab,
-                                   const Vocabulary& target_vocab);
+EncodedPairs encode_for_evaluation(const std::vector<Example>& examples, const text::Vocabulary& source_vocab,
+                                   const text::Vocabulary& target_vocab);
 
 struct Batch {
     IntTensor src;                       // [B, S], right-padded with kPad

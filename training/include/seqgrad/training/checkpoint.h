@@ -1,6 +1,7 @@
 // Checkpoints. A checkpoint is a directory:
-//   model.safetensors     the latest weights; metadata: the model config, both tokenizers (with a
-//                         SentencePiece model's bytes) and vocabularies, the task, the step
+//   model.safetensors     the latest weights, a model file (text/model_file.h); metadata: the model
+//                         config, both tokenizers (with a SentencePiece model's bytes) and
+//                         vocabularies, the task, the step
 //   best.safetensors      the same, for the weights with the best dev score so far (the task's
 //                         metric, task.h: the lowest dev WER, or the lowest loss)
 //   step-<N>.safetensors  with keep_checkpoints: the weights evaluated at step N (model file format),
@@ -9,10 +10,12 @@
 //                         in its metadata the training options and the run's Progress (step,
 //                         data position, random state, dev history): all a run needs to resume
 //                         exactly where it stopped
-// CheckpointDir alone knows these names. Every file is written atomically (core's files.h): an
-// interrupted run never leaves a broken file. Because training.safetensors holds the weights, a
-// process killed between the two renames resumes from it alone; a checkpoint written before it held
-// them resumes only when model.safetensors is from the same step.
+// CheckpointDir alone knows these names in training (the model files' two come from the text
+// layer, text::kModelFile and kBestFile, whose load_model reads a checkpoint without training).
+// Every file is written atomically (core's files.h): an interrupted run never leaves a broken file.
+// Because training.safetensors holds the weights, a process killed between the two renames resumes
+// from it alone; a checkpoint written before it held them resumes only when model.safetensors is
+// from the same step.
 #pragma once
 
 #include <map>
@@ -26,8 +29,6 @@
 #include "seqgrad/training/batching.h"
 #include "seqgrad/training/evaluate.h"
 #include "seqgrad/training/options.h"
-#include "seqgrad/training/tokenizer.h"
-#include "seqgrad/training/vocabulary.h"
 
 namespace seqgrad::training {
 
@@ -56,10 +57,6 @@ public:
     bool exists() const;              // the directory
     bool has_model() const;           // model.safetensors
     bool has_training_state() const;  // training.safetensors
-    // The weights a user of the checkpoint reads: best.safetensors if there is one, else
-    // model.safetensors. (A path that is not a directory is taken to be a model file itself.)
-    static std::string weights_to_use(const std::string& checkpoint);
-
     // Removes what an interrupted process may have left: a pending pair that was never committed,
     // and the temporary files of an unfinished write.
     void remove_leftovers() const;
@@ -72,24 +69,6 @@ private:
     std::string file(const char* name) const;
     std::string path_;
 };
-
-// ---- model files ----
-
-// A trained model with what is needed to use it.
-struct LoadedModel : TextSides {
-    std::shared_ptr<models::Model> model;
-    std::string task;  // "g2p", "corpus", "copy", "reverse", "sort"
-    int64_t step = 0;  // training steps behind these weights
-    std::string path;  // the file read
-};
-
-// Writes a model file (model.safetensors / best.safetensors format) atomically.
-void save_model(const std::string& path, const models::Model& model, const TextSides& sides, const std::string& task,
-                int64_t step);
-
-// Reads a model file, or a checkpoint directory (its best.safetensors if there is one, else its
-// model.safetensors), and builds the model in evaluation mode. Errors name the path and problem.
-LoadedModel load_model(const std::string& path);
 
 // ---- the training state ----
 
@@ -142,5 +121,15 @@ struct TrainingState {
     std::map<std::string, Tensor> weights;    // the model's, by state_dict name (empty in older files)
 };
 TrainingState load_training_state(const std::string& path);
+
+// ---- averaging ----
+
+// A checkpoint directory `out` (created; an Error if it holds a checkpoint already) with the mean
+// of `files` (text::average_models) as model.safetensors and, when checkpoint directory
+// `training_from` has a training state, training.safetensors: that state (options, progress,
+// optimizer) with the mean as its weights (and as its moving average of the weights, if it keeps
+// one), so that `seqgrad train --resume out` continues the run from the averaged weights.
+void write_averaged_checkpoint(const std::vector<std::string>& files, const std::string& training_from,
+                               const std::string& out);
 
 }  // namespace seqgrad::training

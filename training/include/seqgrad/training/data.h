@@ -16,12 +16,14 @@
 #include <string_view>
 #include <vector>
 
+#include "seqgrad/text/tokenizer.h"
+#include "seqgrad/text/vocabulary.h"
 #include "seqgrad/training/batching.h"
 #include "seqgrad/training/dataset.h"
 #include "seqgrad/training/options.h"
 #include "seqgrad/training/task.h"
-#include "seqgrad/training/tokenizer.h"
-#include "seqgrad/training/vocabulary.h"
+#include "seqgrad/text/tokenizer.h"
+#include "seqgrad/text/vocabulary.h"
 
 namespace seqgrad::training {
 
@@ -60,10 +62,10 @@ struct DataRequest {
     int64_t max_source_length = 0;
     int64_t max_target_length = 0;
     // Tokenizers and vocabularies to use instead of making them (resume, eval): a checkpoint's.
-    const Tokenizer* source_tokenizer = nullptr;
-    const Tokenizer* target_tokenizer = nullptr;
-    const Vocabulary* source_vocab = nullptr;
-    const Vocabulary* target_vocab = nullptr;
+    const text::Tokenizer* source_tokenizer = nullptr;
+    const text::Tokenizer* target_tokenizer = nullptr;
+    const text::Vocabulary* source_vocab = nullptr;
+    const text::Vocabulary* target_vocab = nullptr;
 };
 
 // Bad lines: counted, the first few kept for the message.
@@ -103,7 +105,7 @@ public:
     PairData prepare_pairs(const TrainingOptions& options, const DataRequest& request) const;
 
     // The tokenizers of a new run, (source, target); a checkpoint brings its own.
-    virtual std::pair<Tokenizer, Tokenizer> tokenizers(const TrainingOptions& options) const = 0;
+    virtual std::pair<text::Tokenizer, text::Tokenizer> tokenizers(const TrainingOptions& options) const = 0;
     // Reads the task's pairs into `sink`, bad ones into `problems`, and adds lines about where they
     // came from to `report`; returns what messages call the data ("the copy task", a path).
     virtual std::string read(const TrainingOptions& options, PairSink& sink, Problems& problems,
@@ -120,8 +122,8 @@ PairData prepare_pairs(const TrainingOptions& options, const DataRequest& reques
 
 // A file of pairs read as evaluation examples (grouped by source) with the given tokenizers,
 // e.g. `seqgrad eval --test F`. Bad lines are refused unless skip_invalid.
-std::vector<Example> read_examples(const std::vector<std::string>& paths, const Tokenizer& source_tokenizer,
-                                   const Tokenizer& target_tokenizer, bool skip_invalid = false,
+std::vector<Example> read_examples(const std::vector<std::string>& paths, const text::Tokenizer& source_tokenizer,
+                                   const text::Tokenizer& target_tokenizer, bool skip_invalid = false,
                                    std::vector<std::string>* report = nullptr);
 
 }  // namespace seqgrad::training

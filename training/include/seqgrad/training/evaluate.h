@@ -13,8 +13,12 @@
 #include "seqgrad/models/model.h"
 #include "seqgrad/models/search.h"
 #include "seqgrad/training/dataset.h"
-#include "seqgrad/training/tokenizer.h"
-#include "seqgrad/training/vocabulary.h"
+#include "seqgrad/text/tokenizer.h"
+#include "seqgrad/text/vocabulary.h"
+
+namespace seqgrad::text {
+class Ensemble;
+}
 
 namespace seqgrad::training {
 
@@ -64,21 +68,21 @@ std::unique_ptr<Evaluator> text_evaluator();
 // The search `options` asks for over `examples` (in length-sorted batches of
 // models::inputs_per_batch sources), and the predictions' WER and PER against all their
 // references. Returns the predictions too (as target symbols), in the examples' order, when asked.
-PairScores evaluate(models::Model& model, const std::vector<Example>& examples, const Vocabulary& source_vocab,
-                    const Vocabulary& target_vocab, const models::DecodingOptions& options,
+PairScores evaluate(models::Model& model, const std::vector<Example>& examples, const text::Vocabulary& source_vocab,
+                    const text::Vocabulary& target_vocab, const models::DecodingOptions& options,
                     std::vector<std::vector<std::string>>* predictions = nullptr);
 
-class Ensemble;
-// The same for checkpoints decoding together (ensemble.h): the examples' symbols are the first
+// The same for checkpoints decoding together (text/ensemble.h): the examples' symbols are the first
 // model's (its vocabularies encode and decode them); a model whose source side differs reads each
 // example's text (Example::name) with its own.
-PairScores evaluate(Ensemble& ensemble, const std::vector<Example>& examples, const models::DecodingOptions& options,
+PairScores evaluate(text::Ensemble& ensemble, const std::vector<Example>& examples,
+                    const models::DecodingOptions& options,
                     std::vector<std::vector<std::string>>* predictions = nullptr);
 
 // Adds the `metrics` asked for ("bleu", "chrf") to `scores`: the predictions (target symbols, in
 // the examples' order) written out by the target tokenizer, against the examples' reference texts.
 void score_texts(PairScores& scores, const std::vector<std::string>& metrics,
                  const std::vector<std::vector<std::string>>& predictions, const std::vector<Example>& examples,
-                 const Tokenizer& target_tokenizer);
+                 const text::Tokenizer& target_tokenizer);
 
 }  // namespace seqgrad::training

@@ -25,7 +25,7 @@ struct TrainingOptions {
     // A corpus: each split one TSV file or two aligned files (source, target). Without dev files,
     // dev and test are carved from the training files by a hash of the source side.
     std::vector<std::string> train_files, dev_files, test_files;
-    std::string src_tokens = "char";  // "char", "space" or "sentencepiece" (tokenizer.h)
+    std::string src_tokens = "char";  // "char", "space" or "sentencepiece" (text/tokenizer.h)
     std::string tgt_tokens = "char";
     std::string src_spm_model, tgt_spm_model;  // a SentencePiece .model to load, or "" to train one
     std::string spm_type = "unigram";          // the kind of model trained: "unigram" or "bpe"

@@ -16,10 +16,10 @@
 
 #include "seqgrad/models/model.h"
 #include "seqgrad/models/search.h"
+#include "seqgrad/text/tokenizer.h"
 #include "seqgrad/training/dataset.h"
 #include "seqgrad/training/evaluate.h"
 #include "seqgrad/training/options.h"
-#include "seqgrad/training/tokenizer.h"
 
 namespace seqgrad::training {
 
@@ -28,7 +28,7 @@ struct DataRequest;
 
 // The data a run trains and evaluates on, as its task reads it, with the tokenizers and
 // vocabularies it was read with (a language model's one side is the target).
-class TaskData : public TextSides {
+class TaskData : public text::TextSides {
 public:
     explicit TaskData(std::unique_ptr<Evaluator> evaluator) : evaluator_(std::move(evaluator)) {}
     virtual ~TaskData() = default;

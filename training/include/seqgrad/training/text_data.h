@@ -10,18 +10,19 @@
 #include <vector>
 
 #include "seqgrad/models/model.h"
+#include "seqgrad/text/tokenizer.h"
 #include "seqgrad/training/batching.h"
 #include "seqgrad/training/data.h"
 #include "seqgrad/training/evaluate.h"
 #include "seqgrad/training/options.h"
 #include "seqgrad/training/task.h"
-#include "seqgrad/training/tokenizer.h"
+#include "seqgrad/text/tokenizer.h"
 
 namespace seqgrad::training {
 
 // The tokenizer options.tokens names ("char", "byte", "sentencepiece": options.spm_model, or a
 // model trained on `training_text`'s lines).
-Tokenizer text_tokenizer(const TrainingOptions& options, const std::string& training_text);
+text::Tokenizer text_tokenizer(const TrainingOptions& options, const std::string& training_text);
 
 // The data of a text task: the training and validation texts as ids (of the target side's
 // vocabulary: a language model's one side; the source side stays empty), and the validation text's
@@ -56,7 +57,7 @@ struct EncodedText {
     int64_t units = 0;
     std::string unit;  // "character" or "byte"
 };
-EncodedText encode_text(const std::string& path, const Tokenizer& tokenizer, const Vocabulary& vocab);
+EncodedText encode_text(const std::string& path, const text::Tokenizer& tokenizer, const text::Vocabulary& vocab);
 
 // Training windows of a text: each batch is `rows` windows of `window` tokens (a model's context
 // plus the one token each window's last position predicts), at start positions uniform over the

@@ -1,5 +1,5 @@
 // Vocabularies: symbols <-> ids, their JSON form for checkpoints, and building them from data.
-#include "seqgrad/training/vocabulary.h"
+#include "seqgrad/text/vocabulary.h"
 
 #include <algorithm>
 #include <unordered_set>
@@ -8,7 +8,7 @@
 #include "seqgrad/models/model.h"
 #include "seqgrad/internal/option_table.h"
 
-namespace seqgrad::training {
+namespace seqgrad::text {
 
 using models::kEos;
 using models::kPad;
@@ -119,4 +119,4 @@ Vocabulary Vocabulary::from_json(const std::string& text) {
     return Vocabulary(std::move(symbols));
 }
 
-}  // namespace seqgrad::training
+}  // namespace seqgrad::text

@@ -1,4 +1,6 @@
-// Symbols <-> ids for one side of a task, with the special tokens every model shares.
+// Symbols <-> ids for one side of a task, with the special tokens every model shares. The text
+// layer's: a checkpoint carries its vocabularies, so that a program using the model needs no
+// training to read them.
 #pragma once
 
 #include <cstdint>
@@ -7,9 +9,7 @@
 #include <utility>
 #include <vector>
 
-#include "seqgrad/training/dataset.h"
-
-namespace seqgrad::training {
+namespace seqgrad::text {
 
 // The largest vocabulary a file or a corpus may ask for (the models' config keys allow no more).
 inline constexpr int64_t kMaxVocabulary = int64_t{1} << 22;
@@ -55,4 +55,4 @@ private:
     std::vector<std::pair<std::string, int64_t>> sorted_ids_;  // for id(): binary search by symbol
 };
 
-}  // namespace seqgrad::training
+}  // namespace seqgrad::text

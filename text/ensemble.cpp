@@ -1,15 +1,13 @@
-// Checkpoints decoding together, and checkpoints averaged into one (ensemble.h).
-#include "seqgrad/training/ensemble.h"
+// Checkpoints decoding together, and model files averaged into one (ensemble.h).
+#include "seqgrad/text/ensemble.h"
 
 #include <algorithm>
-#include <filesystem>
+#include <map>
 
 #include "seqgrad/core/autograd.h"
 #include "seqgrad/models/registry.h"
 
-namespace seqgrad::training {
-
-namespace fs = std::filesystem;
+namespace seqgrad::text {
 
 namespace {
 
@@ -154,30 +152,4 @@ LoadedModel average_models(const std::vector<std::string>& files) {
     return first;
 }
 
-void write_averaged_checkpoint(const std::vector<std::string>& files, const std::string& training_from,
-                               const std::string& out) {
-    const LoadedModel mean = average_models(files);
-    const CheckpointDir dir(out);
-    std::error_code ec;
-    check(!dir.has_model() && !dir.has_training_state() && !fs::exists(dir.best_file(), ec), "average", out,
-          " holds a checkpoint already: give a new directory");
-    fs::create_directories(out, ec);
-    check(!ec && dir.exists(), "average", "cannot create ", out, ec ? ": " + ec.message() : "");
-    const CheckpointDir from(training_from);
-    if (!training_from.empty() && from.has_training_state()) {
-        TrainingState state = load_training_state(from.training_file());
-        std::map<std::string, Tensor> tensors = std::move(state.optimizer);
-        tensors.merge(state.average);
-        // The weights, and a run's moving average (which its evaluations, and so its kept weights,
-        // read), are both the mean.
-        for (const auto& [name, tensor] : mean.model->state_dict()) {
-            tensors.emplace(kWeightsPrefix + name, tensor);
-            if (const auto average = tensors.find("average." + name); average != tensors.end())
-                average->second = tensor;
-        }
-        save_training_state(dir.training_file(), state.options, state.progress, tensors);
-    }
-    save_model(dir.model_file(), *mean.model, mean, mean.task, mean.step);
-}
-
-}  // namespace seqgrad::training
+}  // namespace seqgrad::text

@@ -1,6 +1,8 @@
-// Checkpoints that decode together (models::EnsembleDecoder), and checkpoints averaged into one.
+// Checkpoints that decode together (models::EnsembleDecoder), and model files averaged into one.
+// Both need only the model files (model_file.h), so that a deployed program (inference's
+// Translator) decodes an ensemble without the training layer.
 //
-//   seqgrad::training::Ensemble ensemble({"runs/attn", "runs/transformer"}, {0.6, 0.4});
+//   seqgrad::text::Ensemble ensemble({"runs/attn", "runs/transformer"}, {0.6, 0.4});
 //   auto hypotheses = ensemble.search(ensemble.encode_sources({"phoenix"}), options);
 //
 // The models may be of any kinds (a Transformer with an attention LSTM) but must share the target
@@ -17,9 +19,9 @@
 #include "seqgrad/core/packed.h"
 #include "seqgrad/models/ensemble.h"
 #include "seqgrad/models/search.h"
-#include "seqgrad/training/checkpoint.h"
+#include "seqgrad/text/model_file.h"
 
-namespace seqgrad::training {
+namespace seqgrad::text {
 
 class Ensemble {
 public:
@@ -66,12 +68,4 @@ IntTensor padded_rows(const std::vector<const std::vector<int64_t>*>& rows);
 // that file's weights exactly.
 LoadedModel average_models(const std::vector<std::string>& files);
 
-// A checkpoint directory `out` (created; an Error if it holds a checkpoint already) with the mean
-// of `files` as model.safetensors and, when checkpoint directory `training_from` has a training
-// state, training.safetensors: that state (options, progress, optimizer) with the mean as its
-// weights (and as its moving average of the weights, if it keeps one), so that
-// `seqgrad train --resume out` continues the run from the averaged weights.
-void write_averaged_checkpoint(const std::vector<std::string>& files, const std::string& training_from,
-                               const std::string& out);
-
-}  // namespace seqgrad::training
+}  // namespace seqgrad::text

@@ -1,5 +1,6 @@
 // Text as the readers of outside data meet it: UTF-8 checked code point by code point, files read
-// whole with the system's reason on failure, and bytes made safe to print in a message.
+// whole with the system's reason on failure, and bytes made safe to print in a message. The text
+// layer's: the tokenizers read with it, and so do training's readers of corpora.
 #pragma once
 
 #include <cstddef>
@@ -7,7 +8,7 @@
 #include <string_view>
 #include <vector>
 
-namespace seqgrad::training {
+namespace seqgrad::text {
 
 // The characters of a UTF-8 string, one string per code point. Invalid UTF-8 is an Error.
 std::vector<std::string> utf8_characters(std::string_view text);
@@ -29,4 +30,4 @@ std::string printable(std::string_view text);
 // The whole file, or an Error naming the path and the system's reason.
 std::string read_file(const std::string& path);
 
-}  // namespace seqgrad::training
+}  // namespace seqgrad::text

@@ -7,7 +7,8 @@
 //   "sentencepiece"  subword pieces of a SentencePiece model (Kudo and Richardson, 2018), trained
 //                    on the training side (unigram or BPE) or loaded from a .model file
 // A tokenizer travels inside a checkpoint (to_json, with a SentencePiece model's bytes), so that
-// a checkpoint alone turns raw text into raw text.
+// a checkpoint alone turns raw text into raw text: the tokenizers are the text layer's, what a
+// program that uses a model needs beside it, below both training and inference.
 //
 // Detokenization is exact: detokenize(tokenize(text)) == text for "char" (lowercasing aside), for
 // "byte" (whatever the bytes) and for SentencePiece models trained here (identity normalisation,
@@ -22,13 +23,13 @@
 #include <string_view>
 #include <vector>
 
-#include "seqgrad/training/vocabulary.h"
+#include "seqgrad/text/vocabulary.h"
 
 namespace sentencepiece {
 class SentencePieceProcessor;
 }
 
-namespace seqgrad::training {
+namespace seqgrad::text {
 
 // How to train a SentencePiece model on one side of the training data.
 struct SentencePieceOptions {
@@ -121,4 +122,4 @@ struct TextSides {
 std::string base64_encode(std::string_view bytes);
 std::string base64_decode(std::string_view text);  // Error for anything but base64
 
-}  // namespace seqgrad::training
+}  // namespace seqgrad::text

@@ -1,5 +1,5 @@
 // Tokenizers: code points, whitespace-separated symbols, bytes, and SentencePiece models (tokenizer.h).
-#include "seqgrad/training/tokenizer.h"
+#include "seqgrad/text/tokenizer.h"
 
 #include <sentencepiece_processor.h>
 #include <sentencepiece_trainer.h>
@@ -8,10 +8,10 @@
 #include <unordered_map>
 
 #include "seqgrad/core/error.h"
-#include "seqgrad/training/text.h"
 #include "seqgrad/internal/option_table.h"
+#include "seqgrad/text/utf8.h"
 
-namespace seqgrad::training {
+namespace seqgrad::text {
 
 namespace {
 
@@ -303,4 +303,4 @@ std::string base64_decode(std::string_view text) {
     return out;
 }
 
-}  // namespace seqgrad::training
+}  // namespace seqgrad::text

@@ -1,5 +1,5 @@
 // UTF-8 checks, whole-file reading and printable messages for the readers of outside data.
-#include "seqgrad/training/text.h"
+#include "seqgrad/text/utf8.h"
 
 #include <cerrno>
 #include <cstdint>
@@ -8,7 +8,7 @@
 
 #include "seqgrad/core/error.h"
 
-namespace seqgrad::training {
+namespace seqgrad::text {
 
 // A stray continuation byte, a truncated sequence, an overlong form, a surrogate or a code point
 // above U+10FFFF is not valid.
@@ -91,4 +91,4 @@ std::string read_file(const std::string& path) {
     return text;
 }
 
-}  // namespace seqgrad::training
+}  // namespace seqgrad::text
