@@ -55,6 +55,7 @@
 #include "seqgrad/core/safetensors.h"
 #include "seqgrad/models/search.h"
 #include "seqgrad/models/registry.h"
+#include "seqgrad/models/transformer.h"
 
 namespace seqgrad_bench {
 namespace {
@@ -65,17 +66,17 @@ using seqgrad::Tensor;
 constexpr int64_t kSentences = 32, kSourceLength = 25, kSteps = 30, kVocab = 32000;
 
 seqgrad::models::ModelConfig base_config() {
-    seqgrad::models::ModelConfig c;
-    c.model = "transformer";
+    seqgrad::models::ModelConfig c = seqgrad::models::model_kind("transformer").defaults();
     c.src_vocab = c.tgt_vocab = kVocab;
-    c.d_model = 512;
-    c.n_heads = 8;
-    c.n_layers = c.n_enc_layers = c.n_dec_layers = 6;
-    c.d_ff = 2048;
-    c.max_seq_len = 512;
-    c.norm = "post";
-    c.activation = "relu";
     c.dropout = 0;
+    seqgrad::models::TransformerKeys& t = c.keys<seqgrad::models::TransformerKeys>();
+    t.d_model = 512;
+    t.n_heads = 8;
+    t.n_layers = t.n_enc_layers = t.n_dec_layers = 6;
+    t.d_ff = 2048;
+    t.max_seq_len = 512;
+    t.norm = "post";
+    t.activation = "relu";
     return c;
 }
 
@@ -125,14 +126,15 @@ const Workload& workload() {
 // attention's query and output, the feed-forward layer and the output layer. Rows: one per source
 // for the first token (search starts from one hypothesis), then `beam` per source for the rest.
 double decode_products_flops(int64_t sentences, int64_t beam) {
-    const seqgrad::models::ModelConfig c = base_config();
+    const seqgrad::models::ModelConfig config = base_config();
+    const seqgrad::models::TransformerKeys& c = config.keys<seqgrad::models::TransformerKeys>();
     const double d = static_cast<double>(c.d_model), ff = static_cast<double>(c.d_ff);
     const double source_tokens = static_cast<double>(sentences * kSourceLength);
     const double encoder = source_tokens * static_cast<double>(c.n_enc_layers) * (4 * d * d + 2 * d * ff);
     const double cross_keys_values = source_tokens * static_cast<double>(c.n_dec_layers) * 2 * d * d;
     const double rows = static_cast<double>(sentences + (kSteps - 1) * sentences * beam);
     const double per_row =
-        static_cast<double>(c.n_dec_layers) * (6 * d * d + 2 * d * ff) + d * static_cast<double>(c.tgt_vocab);
+        static_cast<double>(c.n_dec_layers) * (6 * d * d + 2 * d * ff) + d * static_cast<double>(config.tgt_vocab);
     return 2 * (encoder + cross_keys_values + rows * per_row);
 }
 

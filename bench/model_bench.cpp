@@ -91,9 +91,13 @@
 #include "seqgrad/core/profile.h"
 #include "seqgrad/core/random.h"
 #include "seqgrad/core/tensor.h"
+#include "seqgrad/models/attn_seq2seq.h"
+#include "seqgrad/models/gpt.h"
 #include "seqgrad/models/model.h"
 #include "seqgrad/models/registry.h"
 #include "seqgrad/models/search.h"
+#include "seqgrad/models/seq2seq.h"
+#include "seqgrad/models/transformer.h"
 #include "seqgrad/nn/distributed.h"
 #include "seqgrad/nn/optim.h"
 
@@ -139,22 +143,30 @@ constexpr float kLabelSmoothing = 0.1f;
 constexpr int64_t kFirstRealToken = 4;  // after <pad>, <s>, </s>, <unk>
 
 ModelConfig bench_config(const std::string& model, const BenchShape& s) {
-    ModelConfig c;
-    c.model = model;
+    ModelConfig c = seqgrad::models::model_kind(model).defaults();
     c.src_vocab = s.src_vocab;
     c.tgt_vocab = s.tgt_vocab;
-    c.d_model = s.width;
-    c.n_heads = s.heads;
-    c.n_layers = c.n_enc_layers = c.n_dec_layers = s.layers;
-    c.d_ff = s.d_ff;
-    c.max_seq_len = 64;
-    c.norm = "post";
-    c.activation = "relu";
     c.dropout = 0.1f;
-    c.hidden_size = s.width;
-    c.num_layers = kLstmLayers;
-    c.decoder = "init_state";
-    c.attention = "dot";
+    if (model == "transformer") {
+        seqgrad::models::TransformerKeys& t = c.keys<seqgrad::models::TransformerKeys>();
+        t.d_model = s.width;
+        t.n_heads = s.heads;
+        t.n_layers = t.n_enc_layers = t.n_dec_layers = s.layers;
+        t.d_ff = s.d_ff;
+        t.max_seq_len = 64;
+        t.norm = "post";
+        t.activation = "relu";
+    } else if (model == "seq2seq") {
+        seqgrad::models::Seq2SeqKeys& l = c.keys<seqgrad::models::Seq2SeqKeys>();
+        l.hidden_size = s.width;
+        l.num_layers = kLstmLayers;
+        l.decoder = "init_state";
+    } else {
+        seqgrad::models::AttnSeq2SeqKeys& l = c.keys<seqgrad::models::AttnSeq2SeqKeys>();
+        l.hidden_size = s.width;
+        l.num_layers = kLstmLayers;
+        l.attention = "dot";
+    }
     return c;
 }
 
@@ -314,15 +326,16 @@ void decode(benchmark::State& state, const BenchShape& shape, bool cached) {
 }
 
 ModelConfig gpt_config(const GptShape& s) {
-    ModelConfig c = seqgrad::models::model_kind("gpt").base;
+    ModelConfig c = seqgrad::models::model_kind("gpt").defaults();
     c.vocab = kGptVocab;
-    c.context = s.context;
-    c.d_model = s.width;
-    c.n_heads = s.heads;
-    c.n_layers = s.layers;
-    c.d_ff = s.d_ff;
     c.dropout = s.dropout;
-    c.bias = false;  // nanoGPT's default, and bench/torch_gpt.py's
+    seqgrad::models::GptKeys& g = c.keys<seqgrad::models::GptKeys>();
+    g.context = s.context;
+    g.d_model = s.width;
+    g.n_heads = s.heads;
+    g.n_layers = s.layers;
+    g.d_ff = s.d_ff;
+    g.bias = false;  // nanoGPT's default, and bench/torch_gpt.py's
     return c;
 }
 

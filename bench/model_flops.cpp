@@ -6,6 +6,10 @@
 #include <string>
 
 #include "seqgrad/core/error.h"
+#include "seqgrad/models/attn_seq2seq.h"
+#include "seqgrad/models/gpt.h"
+#include "seqgrad/models/seq2seq.h"
+#include "seqgrad/models/transformer.h"
 
 namespace seqgrad_bench {
 namespace {
@@ -19,7 +23,8 @@ double lstm_layer(int64_t input, int64_t hidden) {
     return 8.0 * static_cast<double>(hidden) * static_cast<double>(input + hidden);
 }
 
-double transformer(const ModelConfig& c, double b, double src, double tgt) {
+double transformer(const ModelConfig& config, double b, double src, double tgt) {
+    const seqgrad::models::TransformerKeys& c = config.keys<seqgrad::models::TransformerKeys>();
     const double ns = b * src, nt = b * tgt;  // source and target tokens
     const double d = static_cast<double>(c.d_model), f = static_cast<double>(c.d_ff);
     // Encoder layer: Q, K, V, O projections; scores and weighted values; the two FFN products.
@@ -29,36 +34,39 @@ double transformer(const ModelConfig& c, double b, double src, double tgt) {
     const double decoder = 8 * nt * d * d + 4 * b * tgt * tgt * d + 4 * nt * d * d + 4 * ns * d * d +
                            4 * b * tgt * src * d + 4 * nt * d * f;
     return static_cast<double>(c.n_enc_layers) * encoder + static_cast<double>(c.n_dec_layers) * decoder +
-           2 * nt * d * static_cast<double>(c.tgt_vocab);
+           2 * nt * d * static_cast<double>(config.tgt_vocab);
 }
 
-double attn_seq2seq(const ModelConfig& c, double b, double src, double tgt) {
+double attn_seq2seq(const ModelConfig& config, double b, double src, double tgt) {
     // A bidirectional encoder (layers above the first read 2h), fc from 2h to h, a decoder whose
     // first layer reads [embedding; context] (2h), and dot attention's scores and context (2 S h
     // multiply-adds each per target token).
+    const seqgrad::models::AttnSeq2SeqKeys& c = config.keys<seqgrad::models::AttnSeq2SeqKeys>();
     const int64_t h = c.hidden_size;
     const double layers = static_cast<double>(c.num_layers), hh = static_cast<double>(h);
     const double source = b * src, target = b * tgt;
     const double encoder =
         2 * source * (lstm_layer(h, h) + (layers - 1) * lstm_layer(2 * h, h)) + 2 * source * 2 * hh * hh;
     const double decoder = target * (lstm_layer(2 * h, h) + (layers - 1) * lstm_layer(h, h)) + 4 * target * src * hh;
-    return encoder + decoder + 2 * target * hh * static_cast<double>(c.tgt_vocab);
+    return encoder + decoder + 2 * target * hh * static_cast<double>(config.tgt_vocab);
 }
 
-double seq2seq(const ModelConfig& c, double b, double src, double tgt) {
+double seq2seq(const ModelConfig& config, double b, double src, double tgt) {
+    const seqgrad::models::Seq2SeqKeys& c = config.keys<seqgrad::models::Seq2SeqKeys>();
     const double layers = static_cast<double>(c.num_layers), lstm = lstm_layer(c.hidden_size, c.hidden_size);
     const double source = b * src, target = b * tgt;
-    const double output = 2 * target * static_cast<double>(c.hidden_size * c.tgt_vocab);
+    const double output = 2 * target * static_cast<double>(c.hidden_size * config.tgt_vocab);
     return source * layers * lstm + target * layers * lstm + output;
 }
 
-double gpt(const ModelConfig& c, double b, double, double t) {
+double gpt(const ModelConfig& config, double b, double, double t) {
+    const seqgrad::models::GptKeys& c = config.keys<seqgrad::models::GptKeys>();
     const double n = b * t;
     const double d = static_cast<double>(c.d_model), f = static_cast<double>(c.d_ff);
     // A block: the Q, K, V, O projections, scores and weighted values (the masked half counted
     // too), the two feed-forward products; then the output projection.
     const double block = 8 * n * d * d + 4 * b * t * t * d + 4 * n * d * f;
-    return static_cast<double>(c.n_layers) * block + 2 * n * d * static_cast<double>(c.vocab);
+    return static_cast<double>(c.n_layers) * block + 2 * n * d * static_cast<double>(config.vocab);
 }
 
 }  // namespace

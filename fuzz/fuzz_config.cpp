@@ -3,6 +3,7 @@
 
 #include "fuzz_common.h"
 #include "seqgrad/models/model.h"
+#include "seqgrad/models/registry.h"
 #include "seqgrad/training/checkpoint.h"
 #include "seqgrad/training/options.h"
 
@@ -13,8 +14,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         (void)seqgrad::models::ModelConfig::from_json(config.to_json());  // what it writes reads back
     });
     seqgrad_fuzz::refused_or_read([&] {
-        seqgrad::models::ModelConfig config;
-        config.model = "transformer";
+        seqgrad::models::ModelConfig config = seqgrad::models::model_kind("transformer").defaults();
         config.src_vocab = config.tgt_vocab = 8;
         config.update_from_json(text);
     });

@@ -2,6 +2,7 @@
 // AttnSeq2Seq.
 #include "seqgrad/models/attn_seq2seq.h"
 
+#include "kind_keys.h"
 #include "seqgrad/core/ops.h"
 #include "seqgrad/models/common.h"
 
@@ -70,16 +71,16 @@ AttnSeq2Seq::AttnSeq2Seq(const ModelConfig& config, Generator& gen) : Seq2SeqMod
     // The config travels with the weights (to_json() writes the keys of config.model).
     check(config.model == "attn_seq2seq", "AttnSeq2Seq", "config.model is \"", config.model,
           "\"; expected attn_seq2seq");
-    encoder = register_module("encoder", std::make_shared<Encoder>(config.src_vocab, config.hidden_size,
-                                                                   config.num_layers, true, gen));
-    decoder =
-        register_module("decoder", std::make_shared<DecoderWithAttention>(config.tgt_vocab, config.hidden_size,
-                                                                          config.num_layers, config.attention, gen));
+    const AttnSeq2SeqKeys& k = keys();
+    encoder =
+        register_module("encoder", std::make_shared<Encoder>(config.src_vocab, k.hidden_size, k.num_layers, true, gen));
+    decoder = register_module("decoder", std::make_shared<DecoderWithAttention>(config.tgt_vocab, k.hidden_size,
+                                                                                k.num_layers, k.attention, gen));
 }
 
 AttnSeq2SeqState AttnSeq2Seq::encode(const IntTensor& src) const {
     const Encoding encoded = encoder->forward(src);
-    const int64_t layers = config().num_layers, batch = src.size(0), h = config().hidden_size;
+    const int64_t layers = keys().num_layers, batch = src.size(0), h = keys().hidden_size;
     AttnSeq2SeqState state;
     // The bridge from the bidirectional encoder to the unidirectional decoder:
     // hidden.view(layers, 2, B, h).sum(1). PyTorch orders hidden as layer * 2 + direction, so this
@@ -162,18 +163,33 @@ AttnSeq2SeqStep AttnSeq2Seq::step(const IntTensor& prev_tokens, const AttnSeq2Se
 
 // ---- the registry's entry ----
 
+namespace {
+
+const internal::OptionTable<AttnSeq2SeqKeys>& attn_seq2seq_keys_table() {
+    using K = AttnSeq2SeqKeys;
+    static const internal::OptionTable<K> table =
+        internal::OptionTable<K>(kModelConfig)
+            .add(lstm_shape_table<K>(), {"hidden_size", "num_layers"})
+            .add("attention", "attn_seq2seq: dot (scaled) or additive (Bahdanau)", &K::attention)
+            .one_of({"dot", "additive"});
+    return table;
+}
+
+}  // namespace
+
 ModelKind attn_seq2seq_kind() {
     ModelKind kind;
     kind.name = "attn_seq2seq";
     kind.description = "the attention encoder-decoder in the manner of Bahdanau et al. (2015)";
-    kind.keys = {"hidden_size", "num_layers", "attention"};
+    kind.keys = kind_keys(attn_seq2seq_keys_table());
     kind.make = [](const ModelConfig& c, Generator& gen) { return std::make_shared<AttnSeq2Seq>(c, gen); };
-    kind.width = [](const ModelConfig& c) { return c.hidden_size; };
+    kind.width = [](const ModelConfig& c) { return c.keys<AttnSeq2SeqKeys>().hidden_size; };
     kind.parameters = [](const ModelConfig& c) {
-        const int64_t h = c.hidden_size, layers = c.num_layers;
+        const AttnSeq2SeqKeys& keys = c.keys<AttnSeq2SeqKeys>();
+        const int64_t h = keys.hidden_size, layers = keys.num_layers;
         const int64_t encoder = c.src_vocab * h + 2 * lstm_layer_parameters(h, h) +
                                 (layers - 1) * 2 * lstm_layer_parameters(2 * h, h) + 2 * h * h + h;
-        const int64_t scorer = c.attention == "additive" ? 2 * h * h + h + h : 0;
+        const int64_t scorer = keys.attention == "additive" ? 2 * h * h + h + h : 0;
         const int64_t decoder = scorer + c.tgt_vocab * h + lstm_layer_parameters(2 * h, h) +
                                 (layers - 1) * lstm_layer_parameters(h, h) + h * c.tgt_vocab + c.tgt_vocab;
         return encoder + decoder;

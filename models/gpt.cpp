@@ -6,6 +6,7 @@
 #include <cmath>
 #include <numeric>
 
+#include "kind_keys.h"
 #include "seqgrad/core/autograd.h"
 #include "seqgrad/core/ops.h"
 #include "seqgrad/models/common.h"
@@ -17,24 +18,26 @@ namespace {
 const char* kOp = "GPT";
 constexpr float kNormEps = 1e-5f;  // GPT-2's LayerNorm
 
-nn::Activation activation_of(const ModelConfig& config) {
-    return config.activation == "relu" ? nn::Activation::relu : nn::Activation::gelu;
+nn::Activation activation_of(const GptKeys& keys) {
+    return keys.activation == "relu" ? nn::Activation::relu : nn::Activation::gelu;
 }
 
 }  // namespace
 
 // ---- a block ----
 
-GptBlock::GptBlock(const ModelConfig& c, Generator& gen, std::shared_ptr<Generator> dropout_generator) {
+GptBlock::GptBlock(const ModelConfig& config, Generator& gen, std::shared_ptr<Generator> dropout_generator) {
+    const GptKeys& c = config.keys<GptKeys>();
     attention_norm = register_module("attention_norm", std::make_shared<nn::LayerNorm>(c.d_model, kNormEps, c.bias));
-    attention = register_module(
-        "attention", std::make_shared<nn::MultiHeadAttention>(c.d_model, c.n_heads, gen, c.dropout, dropout_generator,
-                                                              /*rotary=*/c.positional == "rope", c.bias));
+    attention = register_module("attention",
+                                std::make_shared<nn::MultiHeadAttention>(c.d_model, c.n_heads, gen, config.dropout,
+                                                                         dropout_generator,
+                                                                         /*rotary=*/c.positional == "rope", c.bias));
     ffn_norm = register_module("ffn_norm", std::make_shared<nn::LayerNorm>(c.d_model, kNormEps, c.bias));
     feed_forward =
         register_module("feed_forward", std::make_shared<nn::FeedForward>(c.d_model, c.d_ff, gen, activation_of(c),
-                                                                          c.dropout, dropout_generator, c.bias));
-    dropout = register_module("dropout", std::make_shared<nn::Dropout>(c.dropout, dropout_generator));
+                                                                          config.dropout, dropout_generator, c.bias));
+    dropout = register_module("dropout", std::make_shared<nn::Dropout>(config.dropout, dropout_generator));
 }
 
 template <typename Attend>
@@ -62,29 +65,29 @@ Gpt::Gpt(const ModelConfig& config, Generator& gen) : LanguageModel(config) {
     ModelConfig named = config;  // a config built in code may leave the kind out
     named.model = "gpt";
     named.validate();  // every key's range, then check_gpt_config
-    const int64_t d = config.d_model;
+    const GptKeys& k = keys();
+    const int64_t d = k.d_model;
     // Every dropout mask comes from the model's one generator, which a checkpoint saves.
     const std::shared_ptr<Generator>& dropout_generator = random_ptr();
 
     token_embedding = register_module("token_embedding", std::make_shared<nn::Embedding>(config.vocab, d, gen));
-    if (config.positional == "learned")
-        position_embedding =
-            register_module("position_embedding", std::make_shared<nn::Embedding>(config.context, d, gen));
-    else if (config.positional == "sinusoidal")
-        sinusoidal = register_module("sinusoidal", std::make_shared<nn::PositionalEncoding>(d, config.context));
+    if (k.positional == "learned")
+        position_embedding = register_module("position_embedding", std::make_shared<nn::Embedding>(k.context, d, gen));
+    else if (k.positional == "sinusoidal")
+        sinusoidal = register_module("sinusoidal", std::make_shared<nn::PositionalEncoding>(d, k.context));
     dropout = register_module("dropout", std::make_shared<nn::Dropout>(config.dropout, dropout_generator));
     blocks = register_module("blocks", std::make_shared<nn::ModuleList<GptBlock>>());
-    for (int64_t i = 0; i < config.n_layers; ++i)
+    for (int64_t i = 0; i < k.n_layers; ++i)
         blocks->push_back(std::make_shared<GptBlock>(config, gen, dropout_generator));
-    final_norm = register_module("final_norm", std::make_shared<nn::LayerNorm>(d, kNormEps, config.bias));
-    output = register_module("output", config.tie_output
+    final_norm = register_module("final_norm", std::make_shared<nn::LayerNorm>(d, kNormEps, k.bias));
+    output = register_module("output", k.tie_output
                                            ? std::make_shared<OutputProjection>(token_embedding->weight, gen, false)
                                            : std::make_shared<OutputProjection>(d, config.vocab, gen, false));
 
     // GPT-2's initialisation: N(0, 0.02) for every matrix and embedding; the projections that add
     // into the residual stream scaled down by sqrt(2 n_layers), as there are 2 n_layers of them
     // summing; biases zero (norms keep gamma 1, beta 0).
-    const float residual_scale = 1.0f / std::sqrt(2.0f * static_cast<float>(config.n_layers));
+    const float residual_scale = 1.0f / std::sqrt(2.0f * static_cast<float>(k.n_layers));
     for (const auto& [name, param] : named_parameters()) {
         if (param.dim() >= 2) {
             const bool residual = name.ends_with(".attention.wo.weight") || name.ends_with(".feed_forward.w2.weight");
@@ -98,8 +101,7 @@ Gpt::Gpt(const ModelConfig& config, Generator& gen) : LanguageModel(config) {
 
 void Gpt::check_tokens(const IntTensor& ids, const char* what) const {
     check_token_ids(ids, config().vocab, kOp, what);
-    check(ids.size(1) <= config().context, kOp, what, " length ", ids.size(1), " exceeds the context, ",
-          config().context);
+    check(ids.size(1) <= keys().context, kOp, what, " length ", ids.size(1), " exceeds the context, ", keys().context);
 }
 
 Tensor Gpt::embed(const IntTensor& ids, int64_t position) const {
@@ -130,7 +132,7 @@ std::unique_ptr<DecodingState> Gpt::start_decoding(const IntTensor& source) {
     check(source.dim() == 2 && source.size(0) >= 1 && source.size(1) == 0, kOp,
           "a language model reads no source: start_decoding takes [rows, 0], got ", source.shape());
     auto state = std::make_unique<GptDecodingState>();
-    state->cache = nn::KeyValueCache(source.size(0), config().n_layers, config().d_model, config().context);
+    state->cache = nn::KeyValueCache(source.size(0), keys().n_layers, keys().d_model, keys().context);
     return state;
 }
 
@@ -139,8 +141,8 @@ Tensor Gpt::decode_step(DecodingState& decoding_state, const IntTensor& tokens) 
     const int64_t rows = cache.rows();
     check(tokens.dim() == 1 && tokens.size(0) == rows, kOp, "decode_step takes one token per row, [", rows, "], got ",
           tokens.shape());
-    check(cache.length() < config().context, kOp, "decoding position ", cache.length(), " is beyond the context, ",
-          config().context);
+    check(cache.length() < keys().context, kOp, "decoding position ", cache.length(), " is beyond the context, ",
+          keys().context);
     const IntTensor column = tokens.reshape({rows, 1});
     check_token_ids(column, config().vocab, kOp, "tokens");
     NoGradGuard no_grad;
@@ -171,7 +173,27 @@ Tensor Gpt::prefill(DecodingState& decoding_state, const IntTensor& prefix) {
 
 // ---- the registry's entry ----
 
-void check_gpt_config(const ModelConfig& c) {
+namespace {
+
+// The GPT's keys, in docs/parity.md's order; those of its shape are the Transformer's too.
+const internal::OptionTable<GptKeys>& gpt_keys_table() {
+    using K = GptKeys;
+    const internal::OptionTable<K>& shape = transformer_shape_table<K>();
+    static const internal::OptionTable<K> table =
+        internal::OptionTable<K>(kModelConfig)
+            .add("context", "a language model's longest window, in tokens", &K::context)
+            .at_least(1)
+            .at_most(1 << 16)
+            .add(shape, {"d_model", "n_heads", "n_layers", "d_ff"})
+            .add("bias", "a language model's linear layers and norms have biases", &K::bias)
+            .add(shape, {"positional", "activation", "tie_output"});
+    return table;
+}
+
+}  // namespace
+
+void check_gpt_config(const ModelConfig& config) {
+    const GptKeys& c = config.keys<GptKeys>();
     check(c.d_model % c.n_heads == 0, kOp, "d_model ", c.d_model, " is not divisible by n_heads ", c.n_heads);
     if (c.positional == "rope")
         check((c.d_model / c.n_heads) % 2 == 0, kOp,
@@ -186,34 +208,20 @@ ModelKind gpt_kind() {
     kind.name = "gpt";
     kind.description = "a decoder-only language model (GPT-2's design), Pre-LN, causal self-attention";
     kind.vocabularies = {"vocab"};
-    kind.keys = {"context", "d_model", "n_heads", "n_layers", "d_ff", "bias", "positional", "activation", "tie_output"};
+    kind.keys = kind_keys(gpt_keys_table());
     kind.validate = check_gpt_config;
     kind.make = [](const ModelConfig& c, Generator& gen) { return std::make_shared<Gpt>(c, gen); };
-    kind.width = [](const ModelConfig& c) { return c.d_model; };
-    kind.max_length = [](const ModelConfig& c) { return c.context; };
-    kind.parameters = [](const ModelConfig& c) {
-        const int64_t d = c.d_model, b = c.bias ? 1 : 0;
+    kind.width = [](const ModelConfig& c) { return c.keys<GptKeys>().d_model; };
+    kind.max_length = [](const ModelConfig& c) { return c.keys<GptKeys>().context; };
+    kind.parameters = [](const ModelConfig& config) {
+        const GptKeys& c = config.keys<GptKeys>();
+        const int64_t d = c.d_model, b = c.bias ? 1 : 0, vocab = config.vocab;
         const int64_t norm = d + b * d;  // gamma, beta
         const int64_t attention = 4 * (d * d + b * d), ffn = 2 * c.d_ff * d + b * (c.d_ff + d);
-        int64_t n = c.vocab * d + (c.positional == "learned" ? c.context * d : 0);
+        int64_t n = vocab * d + (c.positional == "learned" ? c.context * d : 0);
         n += c.n_layers * (attention + ffn + 2 * norm) + norm;
-        return n + (c.tie_output ? 0 : c.vocab * d);
+        return n + (c.tie_output ? 0 : vocab * d);
     };
-    // What a config of this kind leaves out: GPT-2 small's design (learned positions, GELU, the
-    // output tied to the embedding) and sizes.
-    ModelConfig& base = kind.base;
-    base.model = kind.name;
-    base.vocab = 50257;
-    base.context = 1024;
-    base.d_model = 768;
-    base.n_heads = 12;
-    base.n_layers = 12;
-    base.d_ff = 3072;
-    base.dropout = 0.1f;
-    base.bias = true;
-    base.positional = "learned";
-    base.activation = "gelu";
-    base.tie_output = true;
     return kind;
 }
 

@@ -51,6 +51,8 @@ void set_vocabulary_sizes(ModelConfig& config, int64_t source, int64_t target) {
     } else {
         config.vocab = target;
     }
+    const ModelKind& kind = model_kind(config.model);
+    if (kind.fit_vocabularies) kind.fit_vocabularies(config);
 }
 
 int64_t model_width(const ModelConfig& config) { return model_kind(config.model).width(config); }

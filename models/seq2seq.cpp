@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "kind_keys.h"
 #include "seqgrad/core/ops.h"
 #include "seqgrad/models/common.h"
 
@@ -47,19 +48,21 @@ bool uses_context_input(const ModelConfig& config) {
     // The config travels with the weights (to_json() writes the keys of config.model), so it must
     // name this model.
     check(config.model == "seq2seq", "Seq2Seq", "config.model is \"", config.model, "\"; expected seq2seq");
-    check(config.decoder == "init_state" || config.decoder == "context_input", "Seq2Seq", "decoder is \"",
-          config.decoder, "\"; expected init_state or context_input");
-    return config.decoder == "context_input";
+    const std::string& decoder = config.keys<Seq2SeqKeys>().decoder;
+    check(decoder == "init_state" || decoder == "context_input", "Seq2Seq", "decoder is \"", decoder,
+          "\"; expected init_state or context_input");
+    return decoder == "context_input";
 }
 
 }  // namespace
 
 Seq2Seq::Seq2Seq(const ModelConfig& config, Generator& gen) : Seq2SeqModel(config) {
     const bool context_input = uses_context_input(config);
-    encoder = register_module("encoder", std::make_shared<Encoder>(config.src_vocab, config.hidden_size,
-                                                                   config.num_layers, false, gen));
-    decoder = register_module("decoder", std::make_shared<Decoder>(config.tgt_vocab, config.hidden_size,
-                                                                   config.num_layers, context_input, gen));
+    const LstmShape& lstm = keys();
+    encoder = register_module("encoder", std::make_shared<Encoder>(config.src_vocab, lstm.hidden_size, lstm.num_layers,
+                                                                   false, gen));
+    decoder = register_module("decoder", std::make_shared<Decoder>(config.tgt_vocab, lstm.hidden_size, lstm.num_layers,
+                                                                   context_input, gen));
 }
 
 Seq2SeqState Seq2Seq::encode(const IntTensor& src) const {
@@ -123,17 +126,35 @@ Seq2SeqStep Seq2Seq::step(const IntTensor& prev_tokens, const Seq2SeqState& stat
 
 // ---- the registry's entry ----
 
+namespace {
+
+const internal::OptionTable<Seq2SeqKeys>& seq2seq_keys_table() {
+    using K = Seq2SeqKeys;
+    static const internal::OptionTable<K> table =
+        internal::OptionTable<K>(kModelConfig)
+            .add(lstm_shape_table<K>(), {"hidden_size", "num_layers"})
+            .add("decoder",
+                 "seq2seq: init_state (the encoder's final state starts the decoder) or context_input "
+                 "(it joins every decoder input)",
+                 &K::decoder)
+            .one_of({"init_state", "context_input"});
+    return table;
+}
+
+}  // namespace
+
 ModelKind seq2seq_kind() {
     ModelKind kind;
     kind.name = "seq2seq";
     kind.description = "the LSTM encoder-decoder of Sutskever et al. (2014)";
-    kind.keys = {"hidden_size", "num_layers", "decoder"};
+    kind.keys = kind_keys(seq2seq_keys_table());
     kind.make = [](const ModelConfig& c, Generator& gen) { return std::make_shared<Seq2Seq>(c, gen); };
-    kind.width = [](const ModelConfig& c) { return c.hidden_size; };
+    kind.width = [](const ModelConfig& c) { return c.keys<Seq2SeqKeys>().hidden_size; };
     kind.parameters = [](const ModelConfig& c) {
-        const int64_t h = c.hidden_size, layers = c.num_layers;
+        const Seq2SeqKeys& keys = c.keys<Seq2SeqKeys>();
+        const int64_t h = keys.hidden_size, layers = keys.num_layers;
         const int64_t encoder = c.src_vocab * h + layers * lstm_layer_parameters(h, h);
-        const int64_t first_input = c.decoder == "context_input" ? 2 * h : h;
+        const int64_t first_input = keys.decoder == "context_input" ? 2 * h : h;
         const int64_t decoder = c.tgt_vocab * h + lstm_layer_parameters(first_input, h) +
                                 (layers - 1) * lstm_layer_parameters(h, h) + h * c.tgt_vocab + c.tgt_vocab;
         return encoder + decoder;

@@ -421,8 +421,7 @@ std::string format_summary(const ModelSummary& summary, bool every_layer) {
 ModelConfig summary_default_config(const std::string& model) {
     // The papers' sizes: for the Transformer, the base model of Vaswani et al. (2017); for the GPT,
     // GPT-2 small with its vocabulary.
-    ModelConfig c = model_kind(model).base;
-    c.model = model_kind(model).name;
+    ModelConfig c = model_kind(model).defaults();
     c.src_vocab = 10000;
     c.tgt_vocab = 12000;
     c.vocab = 50257;

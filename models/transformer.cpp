@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "kind_keys.h"
 #include "seqgrad/core/autograd.h"
 #include "seqgrad/core/ops.h"
 #include "seqgrad/models/common.h"
@@ -18,15 +19,15 @@ namespace {
 const char* kOp = "Transformer";
 
 // The config's choices (validated by check_transformer_config) as the layers take them.
-nn::Activation activation_of(const ModelConfig& config) {
-    return config.activation == "gelu" ? nn::Activation::gelu : nn::Activation::relu;
+nn::Activation activation_of(const TransformerKeys& keys) {
+    return keys.activation == "gelu" ? nn::Activation::gelu : nn::Activation::relu;
 }
 
-nn::PositionalKind positional_kind_of(const ModelConfig& config) {
-    return config.positional == "learned" ? nn::PositionalKind::learned : nn::PositionalKind::sinusoidal;
+nn::PositionalKind positional_kind_of(const TransformerKeys& keys) {
+    return keys.positional == "learned" ? nn::PositionalKind::learned : nn::PositionalKind::sinusoidal;
 }
 
-bool pre_norm_of(const ModelConfig& config) { return config.norm == "pre"; }
+bool pre_norm_of(const ModelConfig& config) { return config.keys<TransformerKeys>().norm == "pre"; }
 
 // The sublayers every layer builds alike, from the config. With rotary positions (positional
 // "rope"), self-attention rotates its queries and keys; cross-attention compares positions of two
@@ -34,14 +35,16 @@ bool pre_norm_of(const ModelConfig& config) { return config.norm == "pre"; }
 std::shared_ptr<nn::MultiHeadAttention> make_attention(const ModelConfig& config, Generator& gen,
                                                        const std::shared_ptr<Generator>& dropout_generator,
                                                        bool self_attention) {
-    const bool rotary = self_attention && config.positional == "rope";
-    return std::make_shared<nn::MultiHeadAttention>(config.d_model, config.n_heads, gen, config.dropout,
-                                                    dropout_generator, rotary);
+    const TransformerKeys& keys = config.keys<TransformerKeys>();
+    const bool rotary = self_attention && keys.positional == "rope";
+    return std::make_shared<nn::MultiHeadAttention>(keys.d_model, keys.n_heads, gen, config.dropout, dropout_generator,
+                                                    rotary);
 }
 
 std::shared_ptr<nn::FeedForward> make_feed_forward(const ModelConfig& config, Generator& gen,
                                                    const std::shared_ptr<Generator>& dropout_generator) {
-    return std::make_shared<nn::FeedForward>(config.d_model, config.d_ff, gen, activation_of(config), config.dropout,
+    const TransformerKeys& keys = config.keys<TransformerKeys>();
+    return std::make_shared<nn::FeedForward>(keys.d_model, keys.d_ff, gen, activation_of(keys), config.dropout,
                                              dropout_generator);
 }
 
@@ -74,10 +77,11 @@ Tensor residual(const Tensor& x, const nn::LayerNorm& norm, const nn::Dropout& d
 
 EncoderLayer::EncoderLayer(const ModelConfig& config, Generator& gen, std::shared_ptr<Generator> dropout_generator)
     : pre_norm(pre_norm_of(config)) {
+    const int64_t d = config.keys<TransformerKeys>().d_model;
     attention = register_module("attention", make_attention(config, gen, dropout_generator, true));
-    attention_norm = register_module("attention_norm", std::make_shared<nn::LayerNorm>(config.d_model));
+    attention_norm = register_module("attention_norm", std::make_shared<nn::LayerNorm>(d));
     feed_forward = register_module("feed_forward", make_feed_forward(config, gen, dropout_generator));
-    ffn_norm = register_module("ffn_norm", std::make_shared<nn::LayerNorm>(config.d_model));
+    ffn_norm = register_module("ffn_norm", std::make_shared<nn::LayerNorm>(d));
     dropout = register_module("dropout", std::make_shared<nn::Dropout>(config.dropout, dropout_generator));
 }
 
@@ -90,12 +94,13 @@ Tensor EncoderLayer::forward(const Tensor& x, const IntTensor& src_mask) const {
 
 DecoderLayer::DecoderLayer(const ModelConfig& config, Generator& gen, std::shared_ptr<Generator> dropout_generator)
     : pre_norm(pre_norm_of(config)) {
+    const int64_t d = config.keys<TransformerKeys>().d_model;
     self_attention = register_module("self_attention", make_attention(config, gen, dropout_generator, true));
-    self_attn_norm = register_module("self_attn_norm", std::make_shared<nn::LayerNorm>(config.d_model));
+    self_attn_norm = register_module("self_attn_norm", std::make_shared<nn::LayerNorm>(d));
     cross_attention = register_module("cross_attention", make_attention(config, gen, dropout_generator, false));
-    cross_attn_norm = register_module("cross_attn_norm", std::make_shared<nn::LayerNorm>(config.d_model));
+    cross_attn_norm = register_module("cross_attn_norm", std::make_shared<nn::LayerNorm>(d));
     feed_forward = register_module("feed_forward", make_feed_forward(config, gen, dropout_generator));
-    ffn_norm = register_module("ffn_norm", std::make_shared<nn::LayerNorm>(config.d_model));
+    ffn_norm = register_module("ffn_norm", std::make_shared<nn::LayerNorm>(d));
     dropout = register_module("dropout", std::make_shared<nn::Dropout>(config.dropout, dropout_generator));
 }
 
@@ -165,34 +170,34 @@ Transformer::Transformer(const ModelConfig& config, Generator& gen) : Seq2SeqMod
     ModelConfig named = config;  // a config built in code may leave the kind out
     named.model = "transformer";
     named.validate();  // every key's range, then check_transformer_config
+    const TransformerKeys& k = keys();
     const bool pre_norm = pre_norm_of(config);
-    const int64_t d = config.d_model;
+    const int64_t d = k.d_model;
     // Every dropout mask comes from the model's one generator (model.h's random(), which a
     // checkpoint saves): layers with generators of their own, seeded alike, would drop alike.
     const std::shared_ptr<Generator>& dropout_generator = random_ptr();
 
     // Registration follows the PyTorch module's attribute order, which fixes the state_dict order.
     src_embedding = register_module("src_embedding", std::make_shared<nn::Embedding>(config.src_vocab, d, gen));
-    tgt_embedding = config.share_embeddings
+    tgt_embedding = k.share_embeddings
                         ? src_embedding  // PyTorch: self.tgt_embedding = self.src_embedding
                         : register_module("tgt_embedding", std::make_shared<nn::Embedding>(config.tgt_vocab, d, gen));
-    if (config.positional != "rope")  // rotary positions live in self-attention instead
-        pos_encoder = register_module(
-            "pos_encoder", std::make_shared<nn::PositionalEncoding>(d, config.max_seq_len, positional_kind_of(config)));
+    if (k.positional != "rope")  // rotary positions live in self-attention instead
+        pos_encoder = register_module("pos_encoder", std::make_shared<nn::PositionalEncoding>(d, k.max_seq_len,
+                                                                                              positional_kind_of(k)));
     dropout = register_module("dropout", std::make_shared<nn::Dropout>(config.dropout, dropout_generator));
     encoder_layers = register_module("encoder_layers", std::make_shared<nn::ModuleList<EncoderLayer>>());
-    for (int64_t i = 0; i < config.n_enc_layers; ++i)
+    for (int64_t i = 0; i < k.n_enc_layers; ++i)
         encoder_layers->push_back(std::make_shared<EncoderLayer>(config, gen, dropout_generator));
     decoder_layers = register_module("decoder_layers", std::make_shared<nn::ModuleList<DecoderLayer>>());
-    for (int64_t i = 0; i < config.n_dec_layers; ++i)
+    for (int64_t i = 0; i < k.n_dec_layers; ++i)
         decoder_layers->push_back(std::make_shared<DecoderLayer>(config, gen, dropout_generator));
     if (pre_norm) {
         encoder_norm = register_module("encoder_norm", std::make_shared<nn::LayerNorm>(d));
         decoder_norm = register_module("decoder_norm", std::make_shared<nn::LayerNorm>(d));
     }
-    output = register_module("output", config.tie_output
-                                           ? std::make_shared<OutputProjection>(tgt_embedding->weight, gen)
-                                           : std::make_shared<OutputProjection>(d, config.tgt_vocab, gen));
+    output = register_module("output", k.tie_output ? std::make_shared<OutputProjection>(tgt_embedding->weight, gen)
+                                                    : std::make_shared<OutputProjection>(d, config.tgt_vocab, gen));
 
     // Xavier-uniform on every matrix (a tied one once), biases and LayerNorm left as they are; a
     // learned positional table starts from the sinusoidal one.
@@ -206,14 +211,14 @@ void Transformer::check_ids(const IntTensor& ids, int64_t vocab, const char* wha
 }
 
 void Transformer::check_length(const IntTensor& ids, const char* what) const {
-    check(ids.size(1) <= config().max_seq_len, kOp, what, " length ", ids.size(1), " exceeds max_seq_len ",
-          config().max_seq_len);
+    check(ids.size(1) <= keys().max_seq_len, kOp, what, " length ", ids.size(1), " exceeds max_seq_len ",
+          keys().max_seq_len);
 }
 
 Tensor Transformer::embed(const nn::Embedding& table, const IntTensor& ids, int64_t position) const {
     // Scaling by sqrt(d_model) puts the embeddings on the scale of the positional encoding
     // (entries in [-1, 1]) rather than of Xavier's small values; §3.4 of the paper.
-    const float scale = static_cast<float>(std::sqrt(static_cast<double>(config().d_model)));
+    const float scale = static_cast<float>(std::sqrt(static_cast<double>(keys().d_model)));
     const Tensor x = mul(table.forward(ids), scale);  // [B, len, d_model]
     if (!pos_encoder) return dropout->forward(x);     // rotary positions: applied in self-attention
     // pe[position, position + len) [len, d_model], broadcast over the batch. (PositionalEncoding's
@@ -234,8 +239,8 @@ EncoderOutput Transformer::encode(const IntTensor& src) const {
 Tensor Transformer::decode(const IntTensor& tgt_in, const Tensor& memory, const IntTensor& src_mask) const {
     check_ids(tgt_in, config().tgt_vocab, "tgt_in");
     const int64_t batch = tgt_in.size(0);
-    check(memory.defined() && memory.dim() == 3 && memory.size(0) == batch && memory.size(2) == config().d_model, kOp,
-          "memory must be [", batch, ", src_len, ", config().d_model, "] for a target batch of ", batch, ", got ",
+    check(memory.defined() && memory.dim() == 3 && memory.size(0) == batch && memory.size(2) == keys().d_model, kOp,
+          "memory must be [", batch, ", src_len, ", keys().d_model, "] for a target batch of ", batch, ", got ",
           memory.defined() ? memory.shape() : Shape{});
     check(src_mask.shape() == Shape{batch, 1, 1, memory.size(1)}, kOp, "src_mask must be [", batch, ", 1, 1, ",
           memory.size(1), "], got ", src_mask.shape());
@@ -281,7 +286,7 @@ std::unique_ptr<DecodingState> Transformer::start_decoding(const IntTensor& src)
     auto state = std::make_unique<TransformerDecodingState>();
     state->tokens = IntTensor::zeros({batch, 0});
     state->self_attention =
-        nn::KeyValueCache(batch, static_cast<int64_t>(decoder_layers->size()), config().d_model, config().max_seq_len);
+        nn::KeyValueCache(batch, static_cast<int64_t>(decoder_layers->size()), keys().d_model, keys().max_seq_len);
     state->cross_rows = IntTensor::zeros({batch, src_len});
     for (int64_t i = 0; i < batch; ++i)
         for (int64_t j = 0; j < src_len; ++j) state->cross_rows.data()[i * src_len + j] = i;
@@ -297,8 +302,8 @@ Tensor Transformer::decode_step(DecodingState& decoding_state, const IntTensor& 
     const int64_t batch = state.rows(), position = state.length();
     check(tokens.dim() == 1 && tokens.size(0) == batch, kOp, "decode_step takes one token per row, [", batch, "], got ",
           tokens.shape());
-    check(position < config().max_seq_len, kOp, "decoding position ", position, " is beyond max_seq_len ",
-          config().max_seq_len);
+    check(position < keys().max_seq_len, kOp, "decoding position ", position, " is beyond max_seq_len ",
+          keys().max_seq_len);
     const IntTensor column = tokens.reshape({batch, 1});
     check_token_ids(column, config().tgt_vocab, kOp, "tokens");
     // The caches hold keys and values, not their history: stepping has no backward.
@@ -317,10 +322,10 @@ Tensor Transformer::decode_step(DecodingState& decoding_state, const IntTensor& 
 
 AttentionLayout Transformer::attention_layout() const {
     AttentionLayout layout;
-    for (int64_t layer = 0; layer < config().n_dec_layers; ++layer)
-        for (int64_t head = 0; head < config().n_heads; ++head)
+    for (int64_t layer = 0; layer < keys().n_dec_layers; ++layer)
+        for (int64_t head = 0; head < keys().n_heads; ++head)
             layout.titles.push_back("layer " + std::to_string(layer + 1) + " head " + std::to_string(head + 1));
-    layout.maps_per_row = static_cast<size_t>(config().n_heads);
+    layout.maps_per_row = static_cast<size_t>(keys().n_heads);
     return layout;
 }
 
@@ -339,16 +344,51 @@ std::vector<Tensor> Transformer::last_attention(const DecodingState& decoding_st
 
 std::vector<std::pair<std::string, std::string>> Transformer::tied_aliases() const {
     std::vector<std::pair<std::string, std::string>> aliases;
-    if (config().share_embeddings) aliases.emplace_back("tgt_embedding.weight", "src_embedding.weight");
-    if (config().tie_output)
+    if (keys().share_embeddings) aliases.emplace_back("tgt_embedding.weight", "src_embedding.weight");
+    if (keys().tie_output)
         aliases.emplace_back("output.weight",
-                             config().share_embeddings ? "src_embedding.weight" : "tgt_embedding.weight");
+                             keys().share_embeddings ? "src_embedding.weight" : "tgt_embedding.weight");
     return aliases;
 }
 
 // ---- the registry's entry ----
 
-void check_transformer_config(const ModelConfig& c) {
+namespace {
+
+// The Transformer's keys, in docs/parity.md's order; those of its shape are the GPT's too.
+const internal::OptionTable<TransformerKeys>& transformer_keys_table() {
+    using K = TransformerKeys;
+    const internal::OptionTable<K>& shape = transformer_shape_table<K>();
+    static const internal::OptionTable<K> table =
+        internal::OptionTable<K>(kModelConfig)
+            .add(shape, {"d_model", "n_heads", "n_layers"})
+            .add("n_enc_layers", "encoder layers (default n_layers)", &K::n_enc_layers)
+            .at_least(0)
+            .at_most(1 << 10)
+            .add("n_dec_layers", "decoder layers (default n_layers)", &K::n_dec_layers)
+            .at_least(0)
+            .at_most(1 << 10)
+            .add(shape, {"d_ff"})
+            .add("max_seq_len", "the longest sequence, source or target", &K::max_seq_len)
+            .at_least(1)
+            .at_most(1 << 16)
+            .add("norm", "post (the paper: after each residual sum) or pre (Pre-LN)", &K::norm)
+            .one_of({"post", "pre"})
+            .add(shape, {"activation", "positional"})
+            .add("share_embeddings", "one embedding for source and target (equal vocabularies)", &K::share_embeddings)
+            .add(shape, {"tie_output"})
+            .finish([](K& k, const std::set<std::string>& given) {
+                // A file that gives only n_layers sets both stacks.
+                if (!given.count("n_enc_layers")) k.n_enc_layers = k.n_layers;
+                if (!given.count("n_dec_layers")) k.n_dec_layers = k.n_layers;
+            });
+    return table;
+}
+
+}  // namespace
+
+void check_transformer_config(const ModelConfig& config) {
+    const TransformerKeys& c = config.keys<TransformerKeys>();
     check(c.d_model % c.n_heads == 0, kOp, "d_model ", c.d_model, " is not divisible by n_heads ", c.n_heads);
     if (c.positional == "rope") {
         check((c.d_model / c.n_heads) % 2 == 0, kOp,
@@ -361,28 +401,34 @@ void check_transformer_config(const ModelConfig& c) {
         check(c.d_model % 2 == 0, kOp, "d_model must be even for the ", c.positional, " positional encoding, got ",
               c.d_model);
     }
-    check(!c.share_embeddings || c.src_vocab == c.tgt_vocab, kOp,
-          "share_embeddings needs equal vocabularies, got src_vocab ", c.src_vocab, " and tgt_vocab ", c.tgt_vocab);
+    check(!c.share_embeddings || config.src_vocab == config.tgt_vocab, kOp,
+          "share_embeddings needs equal vocabularies, got src_vocab ", config.src_vocab, " and tgt_vocab ",
+          config.tgt_vocab);
 }
 
 ModelKind transformer_kind() {
     ModelKind kind;
     kind.name = "transformer";
     kind.description = "the Transformer of Vaswani et al. (2017), Post-LN or Pre-LN";
-    kind.keys = {"d_model",     "n_heads", "n_layers",   "n_enc_layers", "n_dec_layers",     "d_ff",
-                 "max_seq_len", "norm",    "activation", "positional",   "share_embeddings", "tie_output"};
+    kind.keys = kind_keys(transformer_keys_table());
+    kind.fit_vocabularies = [](ModelConfig& c) {
+        TransformerKeys& keys = c.keys<TransformerKeys>();
+        if (keys.share_embeddings && c.src_vocab != c.tgt_vocab) keys.share_embeddings = false;
+    };
     kind.validate = check_transformer_config;
     kind.make = [](const ModelConfig& c, Generator& gen) { return std::make_shared<Transformer>(c, gen); };
-    kind.width = [](const ModelConfig& c) { return c.d_model; };
-    kind.max_length = [](const ModelConfig& c) { return c.max_seq_len; };  // the target's with <s> before it
-    kind.parameters = [](const ModelConfig& c) {
-        const int64_t d = c.d_model;
+    kind.width = [](const ModelConfig& c) { return c.keys<TransformerKeys>().d_model; };
+    // max_seq_len bounds the target with the <s> before it.
+    kind.max_length = [](const ModelConfig& c) { return c.keys<TransformerKeys>().max_seq_len; };
+    kind.parameters = [](const ModelConfig& config) {
+        const TransformerKeys& c = config.keys<TransformerKeys>();
+        const int64_t d = c.d_model, src_vocab = config.src_vocab, tgt_vocab = config.tgt_vocab;
         const int64_t attention = 4 * (d * d + d), norm = 2 * d, ffn = 2 * c.d_ff * d + c.d_ff + d;
-        int64_t n = c.src_vocab * d + (c.share_embeddings ? 0 : c.tgt_vocab * d);
+        int64_t n = src_vocab * d + (c.share_embeddings ? 0 : tgt_vocab * d);
         if (c.positional == "learned") n += c.max_seq_len * d;
         n += c.n_enc_layers * (attention + 2 * norm + ffn) + c.n_dec_layers * (2 * attention + 3 * norm + ffn);
         if (c.norm == "pre") n += 2 * norm;
-        return n + (c.tie_output ? 0 : c.tgt_vocab * d) + c.tgt_vocab;
+        return n + (c.tie_output ? 0 : tgt_vocab * d) + tgt_vocab;
     };
     return kind;
 }

@@ -88,12 +88,13 @@ inline training::TrainingOptions reverse_words(int64_t train_size, int64_t held_
 // A GPT as small as a test needs: one layer of width 16, 2 heads, a context of `context` tokens,
 // dropout 0.1 (so that resuming must restore the dropout generator too).
 inline models::ModelConfig tiny_gpt(int64_t context = 16) {
-    models::ModelConfig c = models::model_kind("gpt").base;
-    c.context = context;
-    c.d_model = 16;
-    c.n_heads = 2;
-    c.n_layers = 1;
-    c.d_ff = 32;
+    models::ModelConfig c = models::model_kind("gpt").defaults();
+    models::GptKeys& g = c.keys<models::GptKeys>();
+    g.context = context;
+    g.d_model = 16;
+    g.n_heads = 2;
+    g.n_layers = 1;
+    g.d_ff = 32;
     c.dropout = 0.1f;
     return c;
 }
@@ -111,18 +112,24 @@ inline training::TrainingOptions text_options(const std::string& path) {
     return o;
 }
 
+// The LSTMs' size in a config of either recurrent model (seq2seq, attn_seq2seq).
+inline models::LstmShape& lstm_of(models::ModelConfig& c) {
+    if (c.model == "seq2seq") return c.keys<models::Seq2SeqKeys>();
+    return c.keys<models::AttnSeq2SeqKeys>();
+}
+
 // A Pre-LN Transformer as small as a test needs: as many encoder as decoder layers, no dropout
 // unless the test sets it. Vocabulary sizes are left for training to set.
 inline models::ModelConfig small_transformer(int64_t d_model, int64_t heads, int64_t layers, int64_t d_ff,
                                              int64_t max_len) {
-    models::ModelConfig c;
-    c.model = "transformer";
-    c.d_model = d_model;
-    c.n_heads = heads;
-    c.n_layers = c.n_enc_layers = c.n_dec_layers = layers;
-    c.d_ff = d_ff;
-    c.max_seq_len = max_len;
-    c.norm = "pre";
+    models::ModelConfig c = models::model_kind("transformer").defaults();
+    models::TransformerKeys& t = c.keys<models::TransformerKeys>();
+    t.d_model = d_model;
+    t.n_heads = heads;
+    t.n_layers = t.n_enc_layers = t.n_dec_layers = layers;
+    t.d_ff = d_ff;
+    t.max_seq_len = max_len;
+    t.norm = "pre";
     c.dropout = 0;
     return c;
 }

@@ -2,8 +2,9 @@
 // on: decoding step by step, or a prefix in one pass, gives the forward pass's logits; reordering a
 // state's rows (beam search) continues as decoding those rows would; the parameter count is the
 // kind's own count and the summary's; a saved model loads to the same logits; a truncated file is
-// refused. A kind is checked here by being registered: its variants are the values of the keys it
-// reads that change how it decodes.
+// refused; its config holds its own keys and reads back what it writes. A kind is checked here by
+// being registered: its variants are the values of the keys it reads that change how it decodes.
+#include <algorithm>
 #include <filesystem>
 #include <map>
 
@@ -19,7 +20,8 @@ namespace {
 constexpr int64_t kRows = 3, kSteps = 7;
 
 bool reads(const ModelKind& kind, const std::string& key) {
-    return std::find(kind.keys.begin(), kind.keys.end(), key) != kind.keys.end();
+    const std::vector<std::string> keys = kind.config_keys();
+    return std::find(keys.begin(), keys.end(), key) != keys.end();
 }
 
 // A small model of the kind: every size key it reads made small, each vocabulary its own size.
@@ -28,8 +30,7 @@ ModelConfig small_config(const ModelKind& kind) {
         {"d_model", "16"}, {"n_heads", "2"},     {"n_layers", "2"},   {"n_enc_layers", "2"}, {"n_dec_layers", "2"},
         {"d_ff", "24"},    {"hidden_size", "8"}, {"num_layers", "2"}, {"context", "16"},     {"max_seq_len", "32"},
     };
-    ModelConfig c = kind.base;
-    c.model = kind.name;
+    ModelConfig c = kind.defaults();
     for (const auto& [key, value] : sizes)
         if (reads(kind, key)) c.set(key, {value});
     int64_t vocab = 11;
@@ -241,4 +242,49 @@ TEST_CASE("every model kind saves and loads to the same logits, and a truncated 
             CHECK_THAT(testing::error_of([&] { text::load_model(path); }), Contains(path));
         }
     }
+}
+
+TEST_CASE("every model kind's config holds its own keys, reads back what it writes, and lists each key once",
+          "[conformance][config]") {
+    std::vector<std::string> every_key;
+    for (const ModelKind& kind : model_kinds()) {
+        INFO(kind.name);
+        const ModelConfig defaults = kind.defaults();
+        CHECK(defaults.model == kind.name);
+        for (const auto& [name, config] : variants(kind)) {
+            INFO(name);
+            CHECK(ModelConfig::from_json(config.to_json()).to_json() == config.to_json());
+        }
+        for (const std::string& key : kind.config_keys())
+            if (std::find(every_key.begin(), every_key.end(), key) == every_key.end()) every_key.push_back(key);
+    }
+    // The command line's flags: every key of every kind, once.
+    std::vector<std::string> flags;
+    for (const OptionInfo& option : ModelConfig::options()) flags.push_back(option.key);
+    std::sort(every_key.begin(), every_key.end());
+    std::sort(flags.begin(), flags.end());
+    CHECK(flags == every_key);
+}
+
+TEST_CASE("a config's keys are its kind's struct: another kind's is an Error, and a new kind starts from its defaults",
+          "[conformance][config]") {
+    ModelConfig gpt = model_kind("gpt").defaults();
+    CHECK(gpt.keys<GptKeys>().d_model == 768);
+    CHECK(gpt.keys<GptKeys>().positional == "learned");
+    CHECK_THROWS_WITH(gpt.keys<TransformerKeys>(), Contains("the keys asked for are a \"transformer\" model's, but "
+                                                            "the config (model \"gpt\") holds a \"gpt\" model's"));
+    CHECK_THROWS_WITH(ModelConfig{}.keys<Seq2SeqKeys>(), Contains("holds none"));
+    gpt.model = "transformer";  // a kind's name over another kind's keys
+    gpt.src_vocab = gpt.tgt_vocab = 8;
+    CHECK_THROWS_WITH(gpt.validate(), Contains("holds a \"gpt\" model's"));
+
+    ModelConfig config = model_kind("transformer").defaults();
+    config.src_vocab = config.tgt_vocab = 8;
+    config.keys<TransformerKeys>().d_model = 16;
+    config.update_from_json(R"({"model": "seq2seq", "hidden_size": 8})");
+    CHECK(config.model == "seq2seq");
+    CHECK(config.src_vocab == 8);
+    CHECK(config.keys<Seq2SeqKeys>().hidden_size == 8);
+    CHECK(config.keys<Seq2SeqKeys>().num_layers == 2);
+    CHECK(config.keys<Seq2SeqKeys>().decoder == "init_state");
 }

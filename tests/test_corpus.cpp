@@ -529,8 +529,8 @@ const std::string& tiny_run() {
         o.schedule = "constant";
         o.lr = 3e-3;
         seqgrad::models::ModelConfig c = seqgrad::training::recipe("attn_seq2seq").model;
-        c.hidden_size = 16;
-        c.num_layers = 1;
+        c.keys<seqgrad::models::AttnSeq2SeqKeys>().hidden_size = 16;
+        c.keys<seqgrad::models::AttnSeq2SeqKeys>().num_layers = 1;
         train(c, o, (root / "run").string());
         return (root / "run").string();
     }();
@@ -583,7 +583,7 @@ TEST_CASE("resuming on data whose vocabularies changed is refused", "[corpus]") 
     TrainingOptions o = corpus_options({(root / "pairs.tsv").string()});
     o.max_steps = 2;
     seqgrad::models::ModelConfig c = seqgrad::training::recipe("seq2seq").model;
-    c.hidden_size = 8;
+    c.keys<seqgrad::models::Seq2SeqKeys>().hidden_size = 8;
     train(c, o, (root / "run").string());
     std::ofstream(root / "pairs.tsv") << numbered_tsv(100) << "QQ\tZZ\n";  // new symbols
     CHECK_THAT(error_of([&] { resume((root / "run").string(), 0, 0, 4); }), Contains("vocabularies differ"));

@@ -15,34 +15,35 @@ namespace {
 
 std::vector<ModelConfig> tiny_models() {
     std::vector<ModelConfig> configs;
-    ModelConfig t;
-    t.model = "transformer";
+    ModelConfig t = model_kind("transformer").defaults();
     t.src_vocab = 9;
     t.tgt_vocab = 11;
-    t.d_model = 16;
-    t.n_heads = 2;
-    t.n_layers = t.n_enc_layers = t.n_dec_layers = 2;
-    t.d_ff = 32;
-    t.max_seq_len = 24;
     t.dropout = 0;
+    TransformerKeys& keys = t.keys<TransformerKeys>();
+    keys.d_model = 16;
+    keys.n_heads = 2;
+    keys.n_layers = keys.n_enc_layers = keys.n_dec_layers = 2;
+    keys.d_ff = 32;
+    keys.max_seq_len = 24;
     for (const char* norm : {"post", "pre"}) {
-        t.norm = norm;
+        keys.norm = norm;
         configs.push_back(t);
     }
-    ModelConfig r;
-    r.src_vocab = 9;
-    r.tgt_vocab = 11;
-    r.hidden_size = 12;
-    r.num_layers = 2;
-    r.model = "seq2seq";
-    for (const char* decoder : {"init_state", "context_input"}) {
-        r.decoder = decoder;
-        configs.push_back(r);
+    ModelConfig s = model_kind("seq2seq").defaults();
+    ModelConfig a = model_kind("attn_seq2seq").defaults();
+    for (ModelConfig* r : {&s, &a}) {
+        r->src_vocab = 9;
+        r->tgt_vocab = 11;
     }
-    r.model = "attn_seq2seq";
+    s.keys<Seq2SeqKeys>().hidden_size = a.keys<AttnSeq2SeqKeys>().hidden_size = 12;
+    s.keys<Seq2SeqKeys>().num_layers = a.keys<AttnSeq2SeqKeys>().num_layers = 2;
+    for (const char* decoder : {"init_state", "context_input"}) {
+        s.keys<Seq2SeqKeys>().decoder = decoder;
+        configs.push_back(s);
+    }
     for (const char* attention : {"dot", "additive"}) {
-        r.attention = attention;
-        configs.push_back(r);
+        a.keys<AttnSeq2SeqKeys>().attention = attention;
+        configs.push_back(a);
     }
     return configs;
 }
@@ -52,7 +53,7 @@ IntTensor sources() {
     return IntTensor::from_vector({4, 5, 6, 7, 8, 5, 6, 0, 0, 0, 8, 0, 0, 0, 0, 7, 7, 4, 5, 0}, {4, 5});
 }
 
-std::string name_of(const ModelConfig& c) { return c.model + "/" + c.norm + "/" + c.decoder + "/" + c.attention; }
+std::string name_of(const ModelConfig& c) { return c.to_json(); }
 
 }  // namespace
 

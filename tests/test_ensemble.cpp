@@ -39,14 +39,15 @@ TrainingOptions reverse_task() {
 ModelConfig small(const std::string& kind) {
     ModelConfig c = seqgrad::training::recipe(kind).model;
     if (kind == "transformer") {
-        c.d_model = 16;
-        c.n_heads = 2;
-        c.n_layers = c.n_enc_layers = c.n_dec_layers = 1;
-        c.d_ff = 32;
-        c.max_seq_len = 32;
+        TransformerKeys& t = c.keys<TransformerKeys>();
+        t.d_model = 16;
+        t.n_heads = 2;
+        t.n_layers = t.n_enc_layers = t.n_dec_layers = 1;
+        t.d_ff = 32;
+        t.max_seq_len = 32;
     } else {
-        c.hidden_size = 16;
-        c.num_layers = 1;
+        seqgrad::testing::lstm_of(c).hidden_size = 16;
+        seqgrad::testing::lstm_of(c).num_layers = 1;
     }
     return c;
 }

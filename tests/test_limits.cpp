@@ -22,44 +22,45 @@ namespace {
 // Configs of every kind and option that changes the parameter count.
 std::vector<ModelConfig> varied_configs() {
     std::vector<ModelConfig> configs;
-    ModelConfig t;
-    t.model = "transformer";
+    ModelConfig t = model_kind("transformer").defaults();
     t.src_vocab = 13;
     t.tgt_vocab = 17;
-    t.d_model = 8;
-    t.n_heads = 2;
-    t.d_ff = 12;
-    t.max_seq_len = 9;
+    TransformerKeys& keys = t.keys<TransformerKeys>();
+    keys.d_model = 8;
+    keys.n_heads = 2;
+    keys.d_ff = 12;
+    keys.max_seq_len = 9;
     for (const char* norm : {"post", "pre"})
         for (const char* positional : {"sinusoidal", "learned", "rope"})
             for (const auto& [enc, dec] : {std::pair{1, 2}, std::pair{3, 0}}) {
-                t.norm = norm;
-                t.positional = positional;
-                t.n_enc_layers = enc;
-                t.n_dec_layers = dec;
+                keys.norm = norm;
+                keys.positional = positional;
+                keys.n_enc_layers = enc;
+                keys.n_dec_layers = dec;
                 configs.push_back(t);
             }
-    t.n_enc_layers = t.n_dec_layers = 1;
-    t.tie_output = true;
+    keys.n_enc_layers = keys.n_dec_layers = 1;
+    keys.tie_output = true;
     configs.push_back(t);
     t.src_vocab = t.tgt_vocab;
-    t.share_embeddings = true;
+    keys.share_embeddings = true;
     configs.push_back(t);
-    ModelConfig r;
-    r.src_vocab = 11;
-    r.tgt_vocab = 7;
-    r.hidden_size = 5;
     for (const int layers : {1, 3}) {
-        r.num_layers = layers;
-        r.model = "seq2seq";
-        for (const char* decoder : {"init_state", "context_input"}) {
-            r.decoder = decoder;
-            configs.push_back(r);
+        ModelConfig s = model_kind("seq2seq").defaults();
+        ModelConfig a = model_kind("attn_seq2seq").defaults();
+        for (ModelConfig* r : {&s, &a}) {
+            r->src_vocab = 11;
+            r->tgt_vocab = 7;
         }
-        r.model = "attn_seq2seq";
+        s.keys<Seq2SeqKeys>().hidden_size = a.keys<AttnSeq2SeqKeys>().hidden_size = 5;
+        s.keys<Seq2SeqKeys>().num_layers = a.keys<AttnSeq2SeqKeys>().num_layers = layers;
+        for (const char* decoder : {"init_state", "context_input"}) {
+            s.keys<Seq2SeqKeys>().decoder = decoder;
+            configs.push_back(s);
+        }
         for (const char* attention : {"dot", "additive"}) {
-            r.attention = attention;
-            configs.push_back(r);
+            a.keys<AttnSeq2SeqKeys>().attention = attention;
+            configs.push_back(a);
         }
     }
     return configs;
@@ -92,11 +93,10 @@ TEST_CASE("a config that asks for more than 2^31 parameters is refused before an
 }
 
 TEST_CASE("a model file whose config does not describe its tensors is refused before the model is built", "[limits]") {
-    ModelConfig small;
-    small.model = "seq2seq";
+    ModelConfig small = model_kind("seq2seq").defaults();
     small.src_vocab = small.tgt_vocab = 8;
-    small.hidden_size = 4;
-    small.num_layers = 1;
+    small.keys<Seq2SeqKeys>().hidden_size = 4;
+    small.keys<Seq2SeqKeys>().num_layers = 1;
     Generator gen(1);
     const auto model = make_model(small, gen);
     text::TextSides sides;
@@ -106,7 +106,7 @@ TEST_CASE("a model file whose config does not describe its tensors is refused be
     // The same tensors under a config that asks for a model of 64 million parameters.
     SafetensorsFile crafted = SafetensorsFile::load(file.path());
     ModelConfig big = small;
-    big.hidden_size = 2000;
+    big.keys<Seq2SeqKeys>().hidden_size = 2000;
     crafted.set_metadata("config", big.to_json());
     crafted.save(file.path());
     reset_peak_bytes_in_use();  // what earlier tests reached is not this load's

@@ -18,13 +18,13 @@ using Catch::Matchers::Contains;
 namespace {
 
 ModelConfig small_config(const std::string& attention, int64_t layers = 1, int64_t hidden = 5) {
-    ModelConfig c;
-    c.model = "attn_seq2seq";
+    ModelConfig c = model_kind("attn_seq2seq").defaults();
     c.src_vocab = 8;
     c.tgt_vocab = 9;
-    c.hidden_size = hidden;
-    c.num_layers = layers;
-    c.attention = attention;
+    AttnSeq2SeqKeys& keys = c.keys<AttnSeq2SeqKeys>();
+    keys.hidden_size = hidden;
+    keys.num_layers = layers;
+    keys.attention = attention;
     return c;
 }
 

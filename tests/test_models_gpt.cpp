@@ -17,18 +17,21 @@ using Catch::Matchers::Contains;
 
 namespace {
 
+GptKeys& keys_of(ModelConfig& config) { return config.keys<GptKeys>(); }
+
 ModelConfig tiny_gpt(const std::string& positional = "learned", bool bias = true, bool tied = true) {
-    ModelConfig c = model_kind("gpt").base;
+    ModelConfig c = model_kind("gpt").defaults();
     c.vocab = 11;
-    c.context = 12;
-    c.d_model = 16;
-    c.n_heads = 2;
-    c.n_layers = 2;
-    c.d_ff = 32;
     c.dropout = 0;
-    c.positional = positional;
-    c.bias = bias;
-    c.tie_output = tied;
+    GptKeys& g = keys_of(c);
+    g.context = 12;
+    g.d_model = 16;
+    g.n_heads = 2;
+    g.n_layers = 2;
+    g.d_ff = 32;
+    g.positional = positional;
+    g.bias = bias;
+    g.tie_output = tied;
     return c;
 }
 
@@ -71,9 +74,9 @@ TEST_CASE("the GPT's parameters are named and counted as its kind says", "[gpt]"
 
 TEST_CASE("the GPT starts from GPT-2's initialisation", "[gpt]") {
     ModelConfig config = tiny_gpt();
-    config.d_model = 64;
-    config.d_ff = 256;
-    config.n_layers = 4;
+    keys_of(config).d_model = 64;
+    keys_of(config).d_ff = 256;
+    keys_of(config).n_layers = 4;
     Generator gen(2);
     const auto model = make_model(config, gen);
     const auto stddev = [](const Tensor& t) {
@@ -123,9 +126,9 @@ TEST_CASE("the GPT's loss passes gradcheck through its blocks, norms, positions 
     for (const Case& c : {Case{"rope", true, true}, Case{"learned", false, false}}) {
         INFO(c.positional << " bias " << c.bias << " tied " << c.tied);
         ModelConfig config = tiny_gpt(c.positional, c.bias, c.tied);
-        config.d_model = 8;
-        config.d_ff = 12;
-        config.n_layers = 1;
+        keys_of(config).d_model = 8;
+        keys_of(config).d_ff = 12;
+        keys_of(config).n_layers = 1;
         Generator gen(5);
         auto model = make_model(config, gen);
         model->eval();
@@ -174,21 +177,22 @@ TEST_CASE("the GPT refuses a source, ids out of range and windows past its conte
     CHECK_THROWS_WITH(model->logits(IntTensor::zeros({1, 0}), windows(1, 13, 3)), Contains("exceeds the context"));
     CHECK_THROWS_WITH(model->start_decoding(windows(1, 2, 3)), Contains("reads no source"));
     ModelConfig odd = tiny_gpt("rope");
-    odd.d_model = 18;
-    odd.n_heads = 2;  // head size 9: rotary positions need an even one
+    keys_of(odd).d_model = 18;
+    keys_of(odd).n_heads = 2;  // head size 9: rotary positions need an even one
     CHECK_THROWS_WITH(make_model(odd, gen), Contains("must be even"));
-    odd.n_heads = 4;
+    keys_of(odd).n_heads = 4;
     CHECK_THROWS_WITH(make_model(odd, gen), Contains("not divisible"));
 }
 
 TEST_CASE("a GPT config reads GPT-2's defaults for the keys it leaves out", "[gpt]") {
     const ModelConfig c = ModelConfig::from_json(R"({"model": "gpt", "vocab": 65})");
-    CHECK(c.positional == "learned");
-    CHECK(c.activation == "gelu");
-    CHECK(c.tie_output);
-    CHECK(c.bias);
-    CHECK(c.context == 1024);
-    CHECK(c.d_model == 768);
+    const GptKeys& g = c.keys<GptKeys>();
+    CHECK(g.positional == "learned");
+    CHECK(g.activation == "gelu");
+    CHECK(g.tie_output);
+    CHECK(g.bias);
+    CHECK(g.context == 1024);
+    CHECK(g.d_model == 768);
     CHECK_THROWS_WITH(ModelConfig::from_json(R"({"model": "gpt", "d_model": 64})"), Contains("missing \"vocab\""));
     CHECK(ModelConfig::from_json(c.to_json()).to_json() == c.to_json());
     CHECK(!reads_source(c));

@@ -17,13 +17,13 @@ using Catch::Matchers::Contains;
 namespace {
 
 ModelConfig small_config(const std::string& decoder, int64_t layers = 1, int64_t hidden = 5) {
-    ModelConfig c;
-    c.model = "seq2seq";
+    ModelConfig c = model_kind("seq2seq").defaults();
     c.src_vocab = 8;
     c.tgt_vocab = 9;
-    c.hidden_size = hidden;
-    c.num_layers = layers;
-    c.decoder = decoder;
+    Seq2SeqKeys& keys = c.keys<Seq2SeqKeys>();
+    keys.hidden_size = hidden;
+    keys.num_layers = layers;
+    keys.decoder = decoder;
     return c;
 }
 

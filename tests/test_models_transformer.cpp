@@ -18,22 +18,24 @@ using Catch::Matchers::Contains;
 
 namespace {
 
+TransformerKeys& keys_of(ModelConfig& config) { return config.keys<TransformerKeys>(); }
+
 // A small config; the tests adjust what they exercise.
 ModelConfig small_config(const std::string& norm, int64_t n_enc = 1, int64_t n_dec = 1) {
-    ModelConfig c;
-    c.model = "transformer";
+    ModelConfig c = model_kind("transformer").defaults();
     c.src_vocab = 7;
     c.tgt_vocab = 9;
-    c.d_model = 4;
-    c.n_heads = 2;
-    c.n_layers = std::max(n_enc, n_dec);
-    c.n_enc_layers = n_enc;
-    c.n_dec_layers = n_dec;
-    c.d_ff = 6;
-    c.max_seq_len = 10;
-    c.norm = norm;
-    c.activation = "gelu";  // smooth, for gradcheck
     c.dropout = 0.0f;
+    TransformerKeys& t = keys_of(c);
+    t.d_model = 4;
+    t.n_heads = 2;
+    t.n_layers = std::max(n_enc, n_dec);
+    t.n_enc_layers = n_enc;
+    t.n_dec_layers = n_dec;
+    t.d_ff = 6;
+    t.max_seq_len = 10;
+    t.norm = norm;
+    t.activation = "gelu";  // smooth, for gradcheck
     return c;
 }
 
@@ -140,8 +142,8 @@ TEST_CASE("state_dict names and shapes are PyTorch's, for Post-LN and Pre-LN", "
 
 TEST_CASE("every matrix starts Xavier-uniform and every vector as PyTorch's default", "[transformer]") {
     ModelConfig config = small_config("pre");
-    config.d_model = 16;
-    config.d_ff = 32;
+    keys_of(config).d_model = 16;
+    keys_of(config).d_ff = 32;
     Generator gen(3);
     Transformer model(config, gen);
     for (const auto& [name, p] : model.named_parameters()) {
@@ -170,8 +172,8 @@ TEST_CASE("padding never changes an answer: each padded row gives the logits of 
     for (const std::string norm : {"post", "pre"}) {
         INFO(norm);
         ModelConfig config = small_config(norm, 2, 2);
-        config.d_model = 8;
-        config.activation = "relu";
+        keys_of(config).d_model = 8;
+        keys_of(config).activation = "relu";
         Generator gen(4);
         Transformer model(config, gen);
         model.eval();
@@ -254,7 +256,7 @@ TEST_CASE("decoding step by step with cached keys and values gives decode()'s lo
     for (const std::string norm : {"post", "pre"}) {
         INFO(norm);
         ModelConfig config = small_config(norm, 2, 2);
-        config.d_model = 8;
+        keys_of(config).d_model = 8;
         Generator gen(11);
         Transformer model(config, gen);
         model.eval();
@@ -301,7 +303,7 @@ TEST_CASE("decoding step by step with cached keys and values gives decode()'s lo
 TEST_CASE("decoding beyond the caches' first capacity grows them and keeps every position", "[transformer][decoding]") {
     NoGradGuard no_grad;
     ModelConfig config = small_config("post", 1, 2);
-    config.max_seq_len = 80;
+    keys_of(config).max_seq_len = 80;
     Generator gen(13);
     Transformer model(config, gen);
     model.eval();
@@ -386,7 +388,7 @@ TEST_CASE("the Transformer's loss passes gradcheck through attention, norms and 
     const IntTensor tgt_in = tgt.slice_last(0, 3), tgt_out = tgt.slice_last(1, 4);
     for (const std::string norm : {"post", "pre"}) {
         INFO(norm);
-        config.norm = norm;
+        keys_of(config).norm = norm;
         Generator gen(7);
         Transformer model(config, gen);
         auto loss = [&] { return sequence_loss(model.forward(src, tgt_in), tgt_out, 0.1f); };
@@ -406,15 +408,16 @@ TEST_CASE("the positional choice: a sinusoidal buffer, a learned table that star
     Transformer sinusoidal(config, gen);
     REQUIRE(sinusoidal.pos_encoder);
     for (const auto& [name, t] : sinusoidal.state_dict()) CHECK(name != "pos_encoder.pe");  // a buffer, not saved
-    config.positional = "learned";
+    keys_of(config).positional = "learned";
     Transformer learned(config, gen);
     const auto params = learned.named_parameters();
     const auto table =
         std::find_if(params.begin(), params.end(), [](const auto& p) { return p.first == "pos_encoder.weight"; });
     REQUIRE(table != params.end());
-    CHECK(table->second.shape() == Shape{config.max_seq_len, config.d_model});
-    CHECK(table->second.to_vector() == nn::sinusoidal_table(config.max_seq_len, config.d_model).to_vector());
-    config.positional = "rope";
+    CHECK(table->second.shape() == Shape{keys_of(config).max_seq_len, keys_of(config).d_model});
+    CHECK(table->second.to_vector() ==
+          nn::sinusoidal_table(keys_of(config).max_seq_len, keys_of(config).d_model).to_vector());
+    keys_of(config).positional = "rope";
     Transformer rope(config, gen);
     CHECK_FALSE(rope.pos_encoder);
     CHECK((*rope.encoder_layers)[0]->attention->rotary);
@@ -430,7 +433,7 @@ TEST_CASE("positions change the answer: the same weights give other logits under
     std::vector<std::vector<float>> logits;
     for (const std::string positional : {"sinusoidal", "rope"}) {
         ModelConfig config = small_config("post");
-        config.positional = positional;
+        keys_of(config).positional = positional;
         Generator gen(9);  // the same draws: rope differs from sinusoidal only in where positions enter
         Transformer model(config, gen);
         model.eval();
@@ -449,14 +452,14 @@ TEST_CASE("the loss passes gradcheck through a learned table and rotary self-att
     const IntTensor tgt = IntTensor::from_vector({1, 4, 2, 0, 1, 5, 5, 2}, {2, 4});
     const IntTensor tgt_in = tgt.slice_last(0, 3), tgt_out = tgt.slice_last(1, 4);
     {
-        config.positional = "learned";
+        keys_of(config).positional = "learned";
         Generator gen(7);
         Transformer model(config, gen);
         auto loss = [&] { return sequence_loss(model.forward(src, tgt_in), tgt_out, 0.1f); };
         testing::require_gradcheck_in_place(loss, {model.pos_encoder->table, model.src_embedding->weight});
     }
     {
-        config.positional = "rope";
+        keys_of(config).positional = "rope";
         Generator gen(7);
         Transformer model(config, gen);
         auto loss = [&] { return sequence_loss(model.forward(src, tgt_in), tgt_out, 0.1f); };
@@ -467,12 +470,12 @@ TEST_CASE("the loss passes gradcheck through a learned table and rotary self-att
 
 TEST_CASE("a config's positional choice is checked", "[transformer][positional][errors]") {
     ModelConfig config = small_config("pre");
-    config.positional = "alibi";
+    keys_of(config).positional = "alibi";
     Generator gen(1);
     CHECK_THROWS_WITH(Transformer(config, gen), Contains("positional") && Contains("alibi"));
-    config.positional = "rope";
-    config.d_model = 6;
-    config.n_heads = 2;  // heads of 3 features: rotation pairs features
+    keys_of(config).positional = "rope";
+    keys_of(config).d_model = 6;
+    keys_of(config).n_heads = 2;  // heads of 3 features: rotation pairs features
     CHECK_THROWS_WITH(Transformer(config, gen), Contains("d_model / n_heads must be even"));
 }
 
@@ -506,8 +509,8 @@ TEST_CASE("a tied weight is one parameter, listed once, whose gradient sums its 
         INFO("share_embeddings " << c.share << ", tie_output " << c.tie);
         ModelConfig config = small_config("pre");
         config.src_vocab = config.tgt_vocab = 9;
-        config.share_embeddings = c.share;
-        config.tie_output = c.tie;
+        keys_of(config).share_embeddings = c.share;
+        keys_of(config).tie_output = c.tie;
         Generator gen(8);
         Transformer tied(config, gen);
 
@@ -528,7 +531,7 @@ TEST_CASE("a tied weight is one parameter, listed once, whose gradient sums its 
 
         // The same weights untied: the tied gradient is the sum of the untied ones.
         ModelConfig untied_config = config;
-        untied_config.share_embeddings = untied_config.tie_output = false;
+        keys_of(untied_config).share_embeddings = keys_of(untied_config).tie_output = false;
         Transformer untied(untied_config, gen);
         std::map<std::string, Tensor> state;
         for (const auto& [name, p] : tied.state_dict()) state[name] = p;
@@ -555,9 +558,14 @@ TEST_CASE("a tied weight is one parameter, listed once, whose gradient sums its 
     }
 
     ModelConfig bad = small_config("post");
-    bad.share_embeddings = true;  // src_vocab 7, tgt_vocab 9
+    keys_of(bad).share_embeddings = true;  // src_vocab 7, tgt_vocab 9
     Generator gen(9);
     CHECK_THROWS_WITH(Transformer(bad, gen), Contains("share_embeddings needs equal vocabularies"));
+    // Sizes from data: shared embeddings are kept for one vocabulary size and let go for two.
+    set_vocabulary_sizes(bad, 12, 12);
+    CHECK(keys_of(bad).share_embeddings);
+    set_vocabulary_sizes(bad, 12, 13);
+    CHECK_FALSE(keys_of(bad).share_embeddings);
 }
 
 // ---- errors ----
@@ -601,14 +609,14 @@ TEST_CASE("bad input is a clear seqgrad::Error", "[transformer]") {
                       Contains("memory must be"));
 
     ModelConfig odd_heads = small_config("post");
-    odd_heads.n_heads = 3;  // d_model 4
+    keys_of(odd_heads).n_heads = 3;  // d_model 4
     CHECK_THROWS_AS(Transformer(odd_heads, gen), Error);
     CHECK_THROWS_WITH(Transformer(odd_heads, gen), Contains("d_model 4 is not divisible by n_heads 3"));
     CHECK_THROWS_WITH(ModelConfig::from_json(R"({"model": "transformer", "src_vocab": 8, "tgt_vocab": 8,
                                                  "d_model": 10, "n_heads": 4, "norm": "post"})"),
                       Contains("not divisible by n_heads"));
     ModelConfig odd_width = small_config("post");
-    odd_width.d_model = 3;
-    odd_width.n_heads = 1;
+    keys_of(odd_width).d_model = 3;
+    keys_of(odd_width).n_heads = 1;
     CHECK_THROWS_WITH(Transformer(odd_width, gen), Contains("d_model must be even"));
 }

@@ -17,26 +17,25 @@ using namespace seqgrad::models;
 namespace {
 
 ModelConfig small_transformer() {
-    ModelConfig c;
-    c.model = "transformer";
+    ModelConfig c = model_kind("transformer").defaults();
     c.src_vocab = 11;
     c.tgt_vocab = 13;
-    c.d_model = 8;
-    c.n_heads = 2;
-    c.n_layers = c.n_enc_layers = c.n_dec_layers = 2;
-    c.d_ff = 16;
-    c.max_seq_len = 20;
     c.dropout = 0.1f;
+    TransformerKeys& t = c.keys<TransformerKeys>();
+    t.d_model = 8;
+    t.n_heads = 2;
+    t.n_layers = t.n_enc_layers = t.n_dec_layers = 2;
+    t.d_ff = 16;
+    t.max_seq_len = 20;
     return c;
 }
 
 ModelConfig small_lstm(const std::string& model) {
-    ModelConfig c;
-    c.model = model;
+    ModelConfig c = model_kind(model).defaults();
     c.src_vocab = 11;
     c.tgt_vocab = 13;
-    c.hidden_size = 6;
-    c.num_layers = 2;
+    testing::lstm_of(c).hidden_size = 6;
+    testing::lstm_of(c).num_layers = 2;
     return c;
 }
 
@@ -209,14 +208,14 @@ TEST_CASE("summary of a small Transformer: every step of a layer, in order, and 
 TEST_CASE("summary parameter counts add up to num_parameters for every model", "[summary]") {
     ModelConfig tied = small_transformer();
     tied.tgt_vocab = tied.src_vocab;
-    tied.share_embeddings = true;
-    tied.tie_output = true;
+    tied.keys<TransformerKeys>().share_embeddings = true;
+    tied.keys<TransformerKeys>().tie_output = true;
     ModelConfig pre_norm = small_transformer();
-    pre_norm.norm = "pre";
+    pre_norm.keys<TransformerKeys>().norm = "pre";
     ModelConfig additive = small_lstm("attn_seq2seq");
-    additive.attention = "additive";
+    additive.keys<AttnSeq2SeqKeys>().attention = "additive";
     ModelConfig context_input = small_lstm("seq2seq");
-    context_input.decoder = "context_input";
+    context_input.keys<Seq2SeqKeys>().decoder = "context_input";
     for (const ModelConfig& config : {small_transformer(), tied, pre_norm, small_lstm("seq2seq"), context_input,
                                       small_lstm("attn_seq2seq"), additive}) {
         INFO(config.to_json());
@@ -323,16 +322,16 @@ TEST_CASE("summary leaves the model in the mode it found it and checks its sizes
 
 TEST_CASE("summary's default configs are the paper-sized Transformer and 256-wide, 2-layer LSTMs", "[summary]") {
     const ModelConfig t = summary_default_config("transformer");
-    CHECK(t.d_model == 512);
-    CHECK(t.n_heads == 8);
-    CHECK(t.n_enc_layers == 6);
-    CHECK(t.n_dec_layers == 6);
-    CHECK(t.d_ff == 2048);
+    CHECK(t.keys<TransformerKeys>().d_model == 512);
+    CHECK(t.keys<TransformerKeys>().n_heads == 8);
+    CHECK(t.keys<TransformerKeys>().n_enc_layers == 6);
+    CHECK(t.keys<TransformerKeys>().n_dec_layers == 6);
+    CHECK(t.keys<TransformerKeys>().d_ff == 2048);
     CHECK(t.src_vocab == 10000);
     CHECK(t.tgt_vocab == 12000);
     const ModelConfig l = summary_default_config("attn_seq2seq");
-    CHECK(l.hidden_size == 256);
-    CHECK(l.num_layers == 2);
+    CHECK(l.keys<AttnSeq2SeqKeys>().hidden_size == 256);
+    CHECK(l.keys<AttnSeq2SeqKeys>().num_layers == 2);
     CHECK(l.src_vocab == 10000);
     CHECK(l.tgt_vocab == 12000);
 }

@@ -494,16 +494,16 @@ TEST_CASE("the Transformer learns to reverse sequences with learned and with rot
     const std::map<std::string, double> bar = {{"learned", 1.0}, {"rope", 2.5}};
     for (const std::string positional : {"learned", "rope"}) {
         INFO(positional);
-        ModelConfig c;
-        c.model = "transformer";
-        c.d_model = 64;
-        c.n_heads = 4;
-        c.n_layers = c.n_enc_layers = c.n_dec_layers = 2;
-        c.d_ff = 128;
-        c.max_seq_len = 16;
-        c.norm = "pre";
+        ModelConfig c = model_kind("transformer").defaults();
         c.dropout = 0;
-        c.positional = positional;
+        TransformerKeys& t = c.keys<TransformerKeys>();
+        t.d_model = 64;
+        t.n_heads = 4;
+        t.n_layers = t.n_enc_layers = t.n_dec_layers = 2;
+        t.d_ff = 128;
+        t.max_seq_len = 16;
+        t.norm = "pre";
+        t.positional = positional;
         TrainingOptions o;
         o.batches.max_sentences = 64;
         o.warmup_steps = 200;
@@ -514,11 +514,11 @@ TEST_CASE("the Transformer learns to reverse sequences with learned and with rot
 }
 
 TEST_CASE("the LSTM encoder-decoder learns to reverse sequences to 99% exact match", "[training][learning]") {
-    ModelConfig c;
-    c.model = "seq2seq";
-    c.hidden_size = 64;
-    c.num_layers = 1;
-    c.decoder = "init_state";
+    ModelConfig c = model_kind("seq2seq").defaults();
+    Seq2SeqKeys& s = c.keys<Seq2SeqKeys>();
+    s.hidden_size = 64;
+    s.num_layers = 1;
+    s.decoder = "init_state";
     TrainingOptions o;
     o.batches.max_sentences = 64;
     o.schedule = "constant";
@@ -528,11 +528,11 @@ TEST_CASE("the LSTM encoder-decoder learns to reverse sequences to 99% exact mat
 }
 
 TEST_CASE("the attention encoder-decoder learns to reverse sequences to 99% exact match", "[training][learning]") {
-    ModelConfig c;
-    c.model = "attn_seq2seq";
-    c.hidden_size = 64;
-    c.num_layers = 1;
-    c.attention = "dot";
+    ModelConfig c = model_kind("attn_seq2seq").defaults();
+    AttnSeq2SeqKeys& a = c.keys<AttnSeq2SeqKeys>();
+    a.hidden_size = 64;
+    a.num_layers = 1;
+    a.attention = "dot";
     TrainingOptions o;
     o.batches.max_sentences = 64;
     o.schedule = "constant";

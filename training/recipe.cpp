@@ -2,7 +2,11 @@
 // tests/test_recipe.cpp keeps the two the same.
 #include "seqgrad/training/recipe.h"
 
+#include "seqgrad/models/attn_seq2seq.h"
+#include "seqgrad/models/gpt.h"
 #include "seqgrad/models/registry.h"
+#include "seqgrad/models/seq2seq.h"
+#include "seqgrad/models/transformer.h"
 
 namespace seqgrad::training {
 
@@ -13,15 +17,15 @@ namespace {
 // evaluated and kept (configs/g2p-transformer.json).
 Recipe transformer_recipe() {
     Recipe r;
-    r.model = models::model_kind("transformer").base;
-    models::ModelConfig& m = r.model;
+    r.model = models::model_kind("transformer").defaults();
+    models::TransformerKeys& m = r.model.keys<models::TransformerKeys>();
     m.d_model = 256;
     m.n_heads = 4;
     m.n_layers = m.n_enc_layers = m.n_dec_layers = 3;
     m.d_ff = 512;
     m.max_seq_len = 64;
     m.norm = "pre";
-    m.dropout = 0.1f;
+    r.model.dropout = 0.1f;
     r.training.schedule = "constant";
     r.training.lr = 1e-3;
     r.training.lr_decay = 0.5;
@@ -31,11 +35,13 @@ Recipe transformer_recipe() {
 
 // The LSTM encoder-decoders: 2 layers of 256, Adam at a constant rate
 // (configs/g2p-attn_seq2seq.json, configs/g2p-seq2seq.json).
+template <typename Keys>
 Recipe lstm_recipe(const std::string& kind) {
     Recipe r;
-    r.model = models::model_kind(kind).base;
-    r.model.hidden_size = 256;
-    r.model.num_layers = 2;
+    r.model = models::model_kind(kind).defaults();
+    models::LstmShape& m = r.model.keys<Keys>();
+    m.hidden_size = 256;
+    m.num_layers = 2;
     r.training.schedule = "constant";
     r.training.lr = 1e-3;
     return r;
@@ -46,14 +52,14 @@ Recipe lstm_recipe(const std::string& kind) {
 // and a cosine down to a tenth (over max_steps, else over the run's time or epochs).
 Recipe gpt_recipe() {
     Recipe r;
-    r.model = models::model_kind("gpt").base;
-    models::ModelConfig& m = r.model;
+    r.model = models::model_kind("gpt").defaults();
+    models::GptKeys& m = r.model.keys<models::GptKeys>();
     m.context = 64;
     m.d_model = 128;
     m.n_heads = 4;
     m.n_layers = 4;
     m.d_ff = 512;
-    m.dropout = 0;
+    r.model.dropout = 0;
     m.bias = false;
     TrainingOptions& o = r.training;
     o.schedule = "cosine";
@@ -74,7 +80,8 @@ Recipe gpt_recipe() {
 // One line a kind.
 Recipe kind_recipe(const std::string& kind) {
     if (kind == "transformer") return transformer_recipe();
-    if (kind == "attn_seq2seq" || kind == "seq2seq") return lstm_recipe(kind);
+    if (kind == "attn_seq2seq") return lstm_recipe<models::AttnSeq2SeqKeys>(kind);
+    if (kind == "seq2seq") return lstm_recipe<models::Seq2SeqKeys>(kind);
     if (kind == "gpt") return gpt_recipe();
     throw Error("recipe: the model kind \"" + kind + "\" has no recipe (training/recipe.cpp)");
 }

@@ -527,7 +527,6 @@ TrainingResult train(const models::ModelConfig& model_config, const TrainingOpti
     check_ranks_agree(*run.data, group);
     models::ModelConfig config = model_config;
     models::set_vocabulary_sizes(config, run.data->source_vocab.size(), run.data->target_vocab.size());
-    if (config.share_embeddings && config.src_vocab != config.tgt_vocab) config.share_embeddings = false;
     Generator init(options.seed);
     run.model = models::make_model(models::ModelConfig::from_json(config.to_json()), init);  // validated like a file
     run.model->random().seed(options.seed ^ kSplitMixGamma);

@@ -12,7 +12,9 @@
 //
 // A field may sit in a nested struct (a chain of member pointers: &Options::batches,
 // &BatchOptions::max_sentences), be a nested object with a table of its own, or a list of such
-// objects. The defaults are those of a default-constructed struct.
+// objects; or be taken by its key from another table of the struct, which defines keys that several
+// tables share (a model kind's table takes the keys of its family so). The defaults are those of a
+// default-constructed struct.
 //
 // This header is internal to the library (it is not installed): it speaks nlohmann::json, which
 // seqgrad uses privately. The public types keep their to_json / from_json members.
@@ -20,6 +22,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <functional>
@@ -73,6 +76,7 @@ public:
         field->help = std::move(help);
         field->access = [path...](S& s) -> Value& { return (s.*....*path); };
         fields_.push_back(field);
+        last_borrowed_ = false;
         return *this;
     }
 
@@ -84,6 +88,7 @@ public:
         field->help = std::move(help);
         field->access = [path...](S& s) -> T& { return (s.*....*path); };
         fields_.push_back(field);
+        last_borrowed_ = false;
         return *this;
     }
 
@@ -110,6 +115,21 @@ public:
         field->help = std::move(help);
         field->access = [path...](S& s) -> std::vector<T>& { return (s.*....*path); };
         fields_.push_back(field);
+        last_borrowed_ = false;
+        return *this;
+    }
+
+    // Fields that another table of S defines, by key and in this order: keys that several tables
+    // share (the keys of a family of models) are defined once. No constraint may follow them: it
+    // would change the other table's field.
+    OptionTable& add(const OptionTable& from, const std::vector<std::string>& keys) {
+        for (const std::string& key : keys) {
+            const auto field =
+                std::find_if(from.fields_.begin(), from.fields_.end(), [&](const auto& f) { return f->key == key; });
+            if (field == from.fields_.end()) throw Error(what_ + ": the table taken from has no key \"" + key + "\"");
+            fields_.push_back(*field);
+        }
+        last_borrowed_ = true;
         return *this;
     }
 
@@ -230,12 +250,14 @@ public:
         s = std::move(candidate);
     }
 
-    // One line per field: key, type, default (a default-constructed S's value), range, help.
-    std::string describe() const {
+    // One line per field (or per field in `only`): key, type, default (a default-constructed S's
+    // value), range, help.
+    std::string describe(const std::vector<std::string>* only = nullptr) const {
         // On the heap: GCC 12 warns of a maybe-uninitialized string in a stack copy of some structs.
         const auto defaults = std::make_unique<S>();
         std::ostringstream out;
         for (const auto& f : fields_) {
+            if (!selected(*f, only)) continue;
             out << "  " << f->key << " (" << f->type_name() << ", default " << f->text(*defaults);
             const std::string range = f->range_text();
             if (!range.empty()) out << ", " << range;
@@ -470,6 +492,7 @@ private:
     }
     Field& last() {
         if (fields_.empty()) throw Error(what_ + ": a constraint before any field");
+        if (last_borrowed_) throw Error(what_ + ": a constraint on a field of another table");
         return *fields_.back();
     }
     OptionTable& bound_on(double Bounds::*side, double bound, bool open) {
@@ -494,6 +517,7 @@ private:
     std::vector<std::shared_ptr<Field>> fields_;
     std::vector<std::function<void(const S&)>> rules_;
     std::function<void(S&, const std::set<std::string>&)> finish_;
+    bool last_borrowed_ = false;  // the field added last is another table's
 };
 
 }  // namespace seqgrad::internal

@@ -18,6 +18,12 @@
 
 namespace seqgrad::models {
 
+// The attention Seq2Seq's config keys (docs/parity.md): the LSTMs' size and the scorer, "dot" or
+// "additive".
+struct AttnSeq2SeqKeys : LstmShape {
+    std::string attention = "dot";
+};
+
 // The decoder's state between steps, with what it attends to.
 struct AttnSeq2SeqState {
     Tensor hidden;           // [num_layers, B, hidden_size]: the decoder LSTM's (h, c)
@@ -86,6 +92,7 @@ struct AttnSeq2SeqStep {
 class AttnSeq2Seq : public Seq2SeqModel {
 public:
     AttnSeq2Seq(const ModelConfig& config, Generator& gen);
+    const AttnSeq2SeqKeys& keys() const { return config().keys<AttnSeq2SeqKeys>(); }
 
     // src [B, S], tgt_in [B, T] -> logits [B, T, tgt_vocab].
     Tensor forward(const IntTensor& src, const IntTensor& tgt_in) override;
@@ -102,7 +109,7 @@ public:
     std::unique_ptr<DecodingState> start_decoding(const IntTensor& src) override;
     Tensor decode_step(DecodingState& state, const IntTensor& tokens) override;
     std::vector<Tensor> last_attention(const DecodingState& state) const override;
-    AttentionLayout attention_layout() const override { return {{config().attention + " attention"}, 1}; }
+    AttentionLayout attention_layout() const override { return {{keys().attention + " attention"}, 1}; }
 
     std::shared_ptr<Encoder> encoder;
     std::shared_ptr<DecoderWithAttention> decoder;

@@ -18,6 +18,21 @@
 
 namespace seqgrad::models {
 
+// The GPT's config keys (docs/parity.md, "gpt"): the Transformer's shape, with GPT-2 small's design
+// (learned positions, GELU, the output tied to the embedding) and sizes as defaults, and its own.
+struct GptKeys : TransformerShape {
+    GptKeys()
+        : TransformerShape{.d_model = 768,
+                           .n_heads = 12,
+                           .n_layers = 12,
+                           .d_ff = 3072,
+                           .activation = "gelu",
+                           .positional = "learned",
+                           .tie_output = true} {}
+    int64_t context = 1024;  // the longest window read at once
+    bool bias = true;        // biases of every linear layer and norm in its blocks
+};
+
 // One block, Pre-LN: x = x + dropout(attention(attention_norm(x))) with causal self-attention,
 // then x = x + dropout(feed_forward(ffn_norm(x))).
 class GptBlock : public nn::Module {
@@ -52,7 +67,7 @@ struct GptDecodingState : DecodingState {
 //   x = dropout(token_embedding(ids) + positions[:T])      (no sqrt(d_model) scaling)
 //   x = blocks(x)                                          (n_layers GptBlocks, causal)
 //   logits = final_norm(x) W^T                             (W: token_embedding.weight when tied)
-// Positions (config.positional): "learned", position_embedding.weight [context, d_model]; the
+// Positions (keys().positional): "learned", position_embedding.weight [context, d_model]; the
 // sinusoidal table of the Transformer (a buffer); or "rope", rotary positions in attention. With
 // `bias` false, no linear layer or norm of the blocks has a bias; the output projection never has
 // one. Initialisation as GPT-2: every weight normal(0, 0.02), the two projections into the residual
@@ -60,6 +75,7 @@ struct GptDecodingState : DecodingState {
 class Gpt : public LanguageModel {
 public:
     Gpt(const ModelConfig& config, Generator& gen);
+    const GptKeys& keys() const { return config().keys<GptKeys>(); }
 
     // tokens [B, T] -> logits [B, T, vocab]
     Tensor forward(const IntTensor& tokens) override;
@@ -69,7 +85,7 @@ public:
     std::unique_ptr<DecodingState> start_decoding(const IntTensor& source) override;
     Tensor decode_step(DecodingState& state, const IntTensor& tokens) override;
     Tensor prefill(DecodingState& state, const IntTensor& prefix) override;
-    int64_t max_decode_length() const override { return config().context; }
+    int64_t max_decode_length() const override { return keys().context; }
 
     std::shared_ptr<nn::Embedding> token_embedding;
     std::shared_ptr<nn::Embedding> position_embedding;   // "learned" only, else null

@@ -11,6 +11,14 @@
 
 namespace seqgrad::models {
 
+// The size of the LSTMs: the keys both recurrent models read (docs/parity.md, "seq2seq and
+// attn_seq2seq"). Their table, which a kind's table takes them from, is lstm_shape_table
+// (models/kind_keys.h).
+struct LstmShape {
+    int64_t hidden_size = 256;
+    int64_t num_layers = 2;
+};
+
 // What the Encoder hands on, as PyTorch's `outputs, (hidden, cell) = self.rnn(embedded)`.
 struct Encoding {
     Tensor outputs;  // [B, S, hidden]: the LSTM's outputs (zero at padding); bidirectional:

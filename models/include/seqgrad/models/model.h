@@ -3,10 +3,12 @@
 // in registry.h.
 #pragma once
 
+#include <any>
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <string>
+#include <typeinfo>
 #include <vector>
 
 #include "seqgrad/core/random.h"
@@ -25,10 +27,12 @@ inline constexpr int64_t kUnk = 3;
 // Tokens no text holds besides </s>: a language model's generation never writes them.
 inline constexpr int64_t kNotInText[] = {kPad, kSos};
 
-// A model's configuration: the JSON keys of docs/parity.md, "model" (the kind, registry.h) among
-// them. The defaults below are those of the papers (the Transformer of Vaswani et al. (2017), the
-// base model); each key, its range and its meaning are listed once, in config.cpp, and each model
-// kind names the keys it reads.
+// A model's configuration: the JSON keys of docs/parity.md. The ones here every kind reads:
+// "model" (the kind, registry.h), its vocabularies and dropout. The others are the kind's own: a
+// struct declared beside its model (TransformerKeys in transformer.h, GptKeys in gpt.h, Seq2SeqKeys,
+// AttnSeq2SeqKeys), whose option table gives each key's range, meaning and default; keys that several
+// kinds read are a struct their keys derive from (TransformerShape, LstmShape). A config holds the
+// keys of its kind only: model_kind(name).defaults() makes one, and keys<Keys>() reads them.
 struct ModelConfig {
     std::string model;  // the kind: "transformer", "attn_seq2seq", "seq2seq" or "gpt"
     int64_t src_vocab = 0;
@@ -36,29 +40,18 @@ struct ModelConfig {
     int64_t vocab = 0;  // a language model's one vocabulary
     float dropout = 0.1f;
 
-    // Transformer
-    int64_t d_model = 512;
-    int64_t n_heads = 8;
-    int64_t n_layers = 6;
-    int64_t n_enc_layers = 6;  // default n_layers
-    int64_t n_dec_layers = 6;  // default n_layers
-    int64_t d_ff = 2048;
-    int64_t max_seq_len = 5000;
-    std::string norm = "post";              // "post" (the paper) or "pre" (Pre-LN)
-    std::string activation = "relu";        // or "gelu"
-    std::string positional = "sinusoidal";  // or "learned" (a trained table), "rope" (rotary, in attention)
-    bool share_embeddings = false;          // one embedding for source and target (same vocabulary)
-    bool tie_output = false;                // output projection weight = target embedding
-
-    // Language models (GPT)
-    int64_t context = 1024;  // the longest window read at once
-    bool bias = true;        // biases of every linear layer and norm in its blocks
-
-    // LSTM models
-    int64_t hidden_size = 256;
-    int64_t num_layers = 2;
-    std::string decoder = "init_state";  // seq2seq: or "context_input"
-    std::string attention = "dot";       // attn_seq2seq: or "additive"
+    // The kind's own keys, as its struct: config.keys<TransformerKeys>().d_model. An Error for the
+    // struct of another kind.
+    template <typename Keys>
+    const Keys& keys() const {
+        if (const Keys* keys = std::any_cast<Keys>(&keys_)) return *keys;
+        wrong_keys(typeid(Keys));
+    }
+    template <typename Keys>
+    Keys& keys() {
+        if (Keys* keys = std::any_cast<Keys>(&keys_)) return *keys;
+        wrong_keys(typeid(Keys));
+    }
 
     // Parses and validates a config: types, ranges, known values, and the checks of its kind.
     // Known keys that the kind does not read (another model's) are ignored. With `strict`, any
@@ -66,17 +59,24 @@ struct ModelConfig {
     // in `ignored_keys`.
     static ModelConfig from_json(const std::string& text, bool strict = true,
                                  std::vector<std::string>* ignored_keys = nullptr);
-    // The same keys read over this config: the ones the text leaves out keep their values here.
+    // The same keys read over this config: the ones the text leaves out keep their values here (the
+    // kind's own start from its defaults if the text names another kind).
     void update_from_json(const std::string& text);
     std::string to_json() const;  // the keys that concern this model, as docs/parity.md names them
     // Throws an Error for a config the model cannot be built from.
     void validate() const;
-    // Every key with its type, default, range and meaning, one a line.
+    // Every key of every kind with its type, default, range and meaning, one a line.
     static std::string describe();
     // The keys a command line sets (`seqgrad train --d-model 128`), and setting one of this kind's
     // keys from the words given to its flag; Error for a key the kind does not read.
     static std::vector<OptionInfo> options();
     void set(const std::string& key, const std::vector<std::string>& words);
+
+private:
+    friend class KindKeys;  // a kind's keys, read, written and checked by its table (models/kind_keys.h)
+    [[noreturn]] void wrong_keys(const std::type_info& asked) const;
+
+    std::any keys_;  // the kind's struct of keys
 };
 
 // How a picture lays out the maps that last_attention() returns.

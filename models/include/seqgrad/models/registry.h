@@ -16,6 +16,8 @@
 
 namespace seqgrad::models {
 
+class KindKeys;  // a kind's keys and their table (models/kind_keys.h)
+
 struct ModelKind {
     std::string name;         // the config's "model"
     std::string description;  // one line, for help texts
@@ -23,11 +25,15 @@ struct ModelKind {
     // source and target ("src_vocab", "tgt_vocab"), or a language model's one ("vocab"). Training
     // fills them in from the data; the first is the source's when there are two.
     std::vector<std::string> vocabularies = {"src_vocab", "tgt_vocab"};
-    // The other config keys the model reads, beyond "model" and "dropout".
-    std::vector<std::string> keys;
-    // The values of the keys a config of this kind leaves out (ModelConfig's own, unless the kind's
-    // defaults differ: a GPT's positions are learned and its output tied, for one).
-    ModelConfig base;
+    // Its own config keys, beyond "model", the vocabularies and "dropout": the struct of its keys
+    // (TransformerKeys, ...) with their option table, which reads, writes and checks them, makes the
+    // command line's flags, and gives their defaults (a default-constructed struct's: a GPT's
+    // positions are learned and its output tied, for one). kind_keys<Keys>(table) makes it
+    // (models/kind_keys.h).
+    std::shared_ptr<const KindKeys> keys;
+    // Adjusts keys that follow from the vocabulary sizes the data gives (set_vocabulary_sizes): a
+    // Transformer shares its embeddings only between vocabularies of one size. None: nothing to do.
+    std::function<void(ModelConfig&)> fit_vocabularies;
     // Checks across keys that a key's own range cannot express (d_model divisible by n_heads).
     std::function<void(const ModelConfig&)> validate;
     std::function<std::shared_ptr<Model>(const ModelConfig&, Generator&)> make;
@@ -38,6 +44,11 @@ struct ModelKind {
     // The number of parameters a config asks for, counted from the config alone (equal to the
     // built model's num_parameters()), so that a config is judged before anything is allocated.
     std::function<int64_t(const ModelConfig&)> parameters;
+
+    // A config of this kind, its keys at their defaults (its vocabularies' sizes are to be set).
+    ModelConfig defaults() const;
+    // The keys a config of this kind reads: "model", "dropout", its vocabularies, then its own.
+    std::vector<std::string> config_keys() const;
 };
 
 // The largest model a config or a file may ask for: 2^31 parameters (8 GiB of float32 weights,
@@ -58,7 +69,7 @@ std::shared_ptr<Model> make_model(const ModelConfig& config, Generator& gen);
 bool reads_source(const ModelConfig& config);
 // The sizes of the vocabularies a config names, (source, target): a language model's one
 // vocabulary is its target, and its source's size is 0. set_vocabulary_sizes fills them in (a
-// language model takes the target's).
+// language model takes the target's) and lets the kind fit its keys to them (fit_vocabularies).
 std::pair<int64_t, int64_t> vocabulary_sizes(const ModelConfig& config);
 void set_vocabulary_sizes(ModelConfig& config, int64_t source, int64_t target);
 // The kind's width of the config (ModelKind::width).

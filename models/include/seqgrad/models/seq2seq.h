@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "seqgrad/models/lstm_encoder.h"
@@ -18,6 +19,12 @@
 namespace seqgrad::models {
 
 // ---- the Seq2Seq model ----
+
+// The Seq2Seq model's config keys (docs/parity.md): the LSTMs' size and how the decoder reads the
+// encoder, "init_state" or "context_input".
+struct Seq2SeqKeys : LstmShape {
+    std::string decoder = "init_state";
+};
 
 // The decoder's state between steps.
 struct Seq2SeqState {
@@ -75,6 +82,7 @@ struct Seq2SeqStep {
 class Seq2Seq : public Seq2SeqModel {
 public:
     Seq2Seq(const ModelConfig& config, Generator& gen);
+    const Seq2SeqKeys& keys() const { return config().keys<Seq2SeqKeys>(); }
 
     // src [B, S], tgt_in [B, T] -> logits [B, T, tgt_vocab]: encode, then the decoder over all of
     // tgt_in (the same as step() T times; the tests check it).

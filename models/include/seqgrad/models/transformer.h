@@ -19,6 +19,28 @@
 
 namespace seqgrad::models {
 
+// The shape of a stack of Transformer blocks: the keys that the kinds built of them read (the
+// Transformer's, the GPT's), with the base model's of the paper as defaults. Their table, which a
+// kind's table takes them from, is transformer_shape_table (models/kind_keys.h).
+struct TransformerShape {
+    int64_t d_model = 512;
+    int64_t n_heads = 8;
+    int64_t n_layers = 6;
+    int64_t d_ff = 2048;
+    std::string activation = "relu";        // or "gelu"
+    std::string positional = "sinusoidal";  // or "learned" (a trained table), "rope" (rotary, in attention)
+    bool tie_output = false;                // output projection weight = target embedding
+};
+
+// The Transformer's config keys (docs/parity.md, "transformer"): its shape and its own.
+struct TransformerKeys : TransformerShape {
+    int64_t n_enc_layers = 6;  // default n_layers
+    int64_t n_dec_layers = 6;  // default n_layers
+    int64_t max_seq_len = 5000;
+    std::string norm = "post";      // "post" (the paper) or "pre" (Pre-LN)
+    bool share_embeddings = false;  // one embedding for source and target (same vocabulary)
+};
+
 // One encoder layer: self-attention, then the position-wise feed-forward network, each wrapped
 // in a residual connection with its LayerNorm (attention_norm, ffn_norm) and dropout.
 //   Post-LN: x = norm(x + dropout(sublayer(x)))     Pre-LN: x = x + dropout(sublayer(norm(x)))
@@ -125,12 +147,12 @@ struct TransformerDecodingState : DecodingState {
 //   memory = encoder_layers(x_src, src_mask)                  (+ encoder_norm in Pre-LN)
 //   logits = output(decoder_layers(x_tgt, memory, src_mask, tgt_mask))  (+ decoder_norm in Pre-LN)
 // src_mask = src != <pad> over keys; tgt_mask = (tgt_in != <pad> over keys) AND causal.
-// Positions (config.positional): "sinusoidal" pe, a buffer (the paper); "learned" pe, the parameter
+// Positions (keys().positional): "sinusoidal" pe, a buffer (the paper); "learned" pe, the parameter
 // pos_encoder.weight [max_seq_len, d_model], which starts as the sinusoidal table; or "rope": no pe,
 // and every self-attention rotates its queries and keys by their positions (nn::apply_rotary).
 // Every other matrix is initialised Xavier-uniform.
 //
-// Weight tying (config.share_embeddings, config.tie_output): a tied tensor is registered once,
+// Weight tying (keys().share_embeddings, tie_output): a tied tensor is registered once,
 // under the first name PyTorch's named_parameters() gives it ("src_embedding.weight", else
 // "tgt_embedding.weight"); the other names are aliases (tied_aliases()) that state_dict() leaves
 // out, as safetensors files (which cannot hold one tensor twice) do. Its gradient is the sum of
@@ -140,6 +162,7 @@ public:
     // Throws Error for a config the model cannot be built from (d_model not a multiple of n_heads
     // or odd, share_embeddings with different vocabularies, ...).
     Transformer(const ModelConfig& config, Generator& gen);
+    const TransformerKeys& keys() const { return config().keys<TransformerKeys>(); }
 
     // src [B, S], tgt_in [B, T] -> logits [B, T, tgt_vocab]; forward = decode(encode(src)).
     Tensor forward(const IntTensor& src, const IntTensor& tgt_in) override;
@@ -156,7 +179,7 @@ public:
     // cross-attention weights, one [B, S] tensor per layer and head (layer-major).
     std::unique_ptr<DecodingState> start_decoding(const IntTensor& src) override;
     Tensor decode_step(DecodingState& state, const IntTensor& tokens) override;
-    int64_t max_decode_length() const override { return config().max_seq_len; }  // one position a step
+    int64_t max_decode_length() const override { return keys().max_seq_len; }  // one position a step
     std::vector<Tensor> last_attention(const DecodingState& state) const override;
     AttentionLayout attention_layout() const override;  // "layer L head H", a row per layer
 
