@@ -40,6 +40,24 @@ TrainingOptions reverse_task(int64_t train_size) {
     return o;
 }
 
+// The reverse task at a constant rate, evaluated every 10 of its 60 steps.
+TrainingOptions evaluated_often() {
+    TrainingOptions o = reverse_task(300);
+    o.schedule = "constant";
+    o.lr = 3e-3;
+    o.max_steps = 60;
+    o.eval_every_steps = 10;
+    o.label_smoothing = 0;
+    return o;
+}
+
+// A listener that keeps the evaluations.
+TrainingListener evaluations_into(std::vector<TrainingEvent>& evaluations) {
+    return [&evaluations](const TrainingEvent& e) {
+        if (e.kind == TrainingEvent::Kind::evaluation) evaluations.push_back(e);
+    };
+}
+
 // Records every step's loss.
 struct LossLog {
     std::vector<double> losses;
@@ -212,18 +230,10 @@ TEST_CASE("a loss that stops being finite ends the run and keeps the last good c
 }
 
 TEST_CASE("best.safetensors holds the weights of the best dev evaluation", "[training]") {
-    TrainingOptions o = reverse_task(300);
-    o.schedule = "constant";
-    o.lr = 3e-3;
-    o.max_steps = 60;
-    o.eval_every_steps = 10;
-    o.label_smoothing = 0;
+    const TrainingOptions o = evaluated_often();
     const std::string dir = fresh_dir("best");
     std::vector<TrainingEvent> evaluations;
-    auto listener = [&](const TrainingEvent& e) {
-        if (e.kind == TrainingEvent::Kind::evaluation) evaluations.push_back(e);
-    };
-    const TrainingResult r = train(tiny_transformer(), o, dir, listener);
+    const TrainingResult r = train(tiny_transformer(), o, dir, evaluations_into(evaluations));
     REQUIRE(evaluations.size() == 6);
     // The first evaluation with the lowest WER is the best.
     const TrainingEvent best = *std::min_element(evaluations.begin(), evaluations.end(),
@@ -245,19 +255,11 @@ TEST_CASE("best.safetensors holds the weights of the best dev evaluation", "[tra
 }
 
 TEST_CASE("with dev_metric chrf the best weights are those of the highest dev chrF", "[training]") {
-    TrainingOptions o = reverse_task(300);
-    o.schedule = "constant";
-    o.lr = 3e-3;
-    o.max_steps = 60;
-    o.eval_every_steps = 10;
-    o.label_smoothing = 0;
+    TrainingOptions o = evaluated_often();
     o.dev_metric = "chrf";
     const std::string dir = fresh_dir("best_chrf");
     std::vector<TrainingEvent> evaluations;
-    auto listener = [&](const TrainingEvent& e) {
-        if (e.kind == TrainingEvent::Kind::evaluation) evaluations.push_back(e);
-    };
-    const TrainingResult r = train(tiny_transformer(), o, dir, listener);
+    const TrainingResult r = train(tiny_transformer(), o, dir, evaluations_into(evaluations));
     REQUIRE(evaluations.size() == 6);
     std::vector<double> chrf;
     for (const TrainingEvent& e : evaluations) {
