@@ -16,7 +16,7 @@ if [ "${1:-}" = "--build" ]; then
   shift 2
 fi
 harnesses=("$@")
-[ ${#harnesses[@]} -gt 0 ] || harnesses=(safetensors checkpoint config cmudict corpus fixture text_file)
+[ ${#harnesses[@]} -gt 0 ] || harnesses=(safetensors checkpoint config cmudict corpus fixture text_file labelled)
 
 if [ ! -f "$build/CMakeCache.txt" ]; then
   CC=clang CXX=clang++ cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSEQGRAD_SANITIZE=ON \

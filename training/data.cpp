@@ -26,9 +26,9 @@ void Problems::settle(bool skip_invalid, const std::string& what, std::vector<st
     std::string shown;
     for (const std::string& p : first_) shown += "\n  " + p;
     if (!skip_invalid)
-        throw Error(detail::concat(what, ": ", count_,
-                                   count_ == 1 ? " line is not a valid pair" : " lines are not valid pairs",
-                                   "; the first:", shown, "\n(fix them, or pass --skip-invalid to train on the rest)"));
+        throw Error(detail::concat(what, ": ", count_, count_ == 1 ? " line is not a valid " : " lines are not valid ",
+                                   item_, count_ == 1 ? "" : "s", "; the first:", shown,
+                                   "\n(fix them, or pass --skip-invalid to train on the rest)"));
     report.push_back(detail::concat("skipped ", count_, count_ == 1 ? " invalid line" : " invalid lines", " of ", what,
                                     "; the first:", shown));
 }

@@ -14,6 +14,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "seqgrad/text/tokenizer.h"
@@ -68,9 +69,11 @@ struct DataRequest {
     const text::Vocabulary* target_vocab = nullptr;
 };
 
-// Bad lines: counted, the first few kept for the message.
+// Bad lines: counted, the first few kept for the message. `item` names what a good line is
+// ("pair", "labelled text"), for the message.
 class Problems {
 public:
+    explicit Problems(std::string item = "pair") : item_(std::move(item)) {}
     void add(const std::string& where, const std::string& message);
     int64_t count() const { return count_; }
     // Refuses the data of `what` (skip_invalid false) with the first problems, or adds a line to
@@ -78,6 +81,7 @@ public:
     void settle(bool skip_invalid, const std::string& what, std::vector<std::string>& report) const;
 
 private:
+    std::string item_;
     std::vector<std::string> first_;
     int64_t count_ = 0;
 };
