@@ -77,15 +77,15 @@ EncoderLayer::EncoderLayer(const ModelConfig& config, Generator& gen, std::share
     : EncoderLayer(config.keys<TransformerKeys>(), pre_norm_of(config), config.dropout, gen,
                    std::move(dropout_generator)) {}
 
-EncoderLayer::EncoderLayer(const TransformerShape& shape, bool pre_norm_, float dropout_p, Generator& gen,
+EncoderLayer::EncoderLayer(const TransformerShape& shape, bool pre_ln, float dropout_rate, Generator& gen,
                            std::shared_ptr<Generator> dropout_generator)
-    : pre_norm(pre_norm_) {
+    : pre_norm(pre_ln) {
     const int64_t d = shape.d_model;
-    attention = register_module("attention", make_attention(shape, dropout_p, gen, dropout_generator, true));
+    attention = register_module("attention", make_attention(shape, dropout_rate, gen, dropout_generator, true));
     attention_norm = register_module("attention_norm", std::make_shared<nn::LayerNorm>(d));
-    feed_forward = register_module("feed_forward", make_feed_forward(shape, dropout_p, gen, dropout_generator));
+    feed_forward = register_module("feed_forward", make_feed_forward(shape, dropout_rate, gen, dropout_generator));
     ffn_norm = register_module("ffn_norm", std::make_shared<nn::LayerNorm>(d));
-    dropout = register_module("dropout", std::make_shared<nn::Dropout>(dropout_p, dropout_generator));
+    dropout = register_module("dropout", std::make_shared<nn::Dropout>(dropout_rate, dropout_generator));
 }
 
 Tensor EncoderLayer::forward(const Tensor& x, const IntTensor& src_mask) const {
