@@ -7,6 +7,7 @@
 
 #include "seqgrad/core/error.h"
 #include "seqgrad/models/attn_seq2seq.h"
+#include "seqgrad/models/bert.h"
 #include "seqgrad/models/gpt.h"
 #include "seqgrad/models/seq2seq.h"
 #include "seqgrad/models/transformer.h"
@@ -69,6 +70,19 @@ double gpt(const ModelConfig& config, double b, double, double t) {
     return static_cast<double>(c.n_layers) * block + 2 * n * d * static_cast<double>(config.vocab);
 }
 
+double bert(const ModelConfig& config, double b, double, double t) {
+    const seqgrad::models::BertKeys& c = config.keys<seqgrad::models::BertKeys>();
+    const double n = b * t;
+    const double d = static_cast<double>(c.d_model), f = static_cast<double>(c.d_ff);
+    // A layer: the Q, K, V, O projections, scores and weighted values over the whole text, the two
+    // feed-forward products. The MLM head at every position (dense, then the vocabulary), and the
+    // classifier on each row's first vector (pooler, classes).
+    const double layer = 8 * n * d * d + 4 * b * t * t * d + 4 * n * d * f;
+    const double mlm = 2 * n * d * d + 2 * n * d * static_cast<double>(config.vocab);
+    const double classes = 2 * b * d * d + 2 * b * d * static_cast<double>(c.n_classes);
+    return static_cast<double>(c.n_layers) * layer + mlm + classes;
+}
+
 }  // namespace
 
 double forward_flops(const ModelConfig& config, int64_t batch, int64_t src_len, int64_t tgt_len) {
@@ -77,6 +91,7 @@ double forward_flops(const ModelConfig& config, int64_t batch, int64_t src_len, 
         {"attn_seq2seq", attn_seq2seq},
         {"seq2seq", seq2seq},
         {"gpt", gpt},
+        {"bert", bert},
     };
     const auto found = counts.find(config.model);
     seqgrad::check(found != counts.end(), "forward_flops", "no FLOP count for the model kind \"", config.model,

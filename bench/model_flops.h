@@ -10,7 +10,8 @@
 namespace seqgrad_bench {
 
 // A sequence-to-sequence model reads src_len source tokens and writes tgt_len target ones a row;
-// a language model reads windows of tgt_len tokens (src_len 0). An Error for a model kind with no
+// a language model reads windows of tgt_len tokens (src_len 0), an encoder texts of tgt_len tokens
+// (src_len 0) through both of its heads. An Error for a model kind with no
 // count here (model_flops.cpp: one function a kind).
 double forward_flops(const seqgrad::models::ModelConfig& config, int64_t batch, int64_t src_len, int64_t tgt_len);
 

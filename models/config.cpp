@@ -85,7 +85,7 @@ void read_config(const internal::Json& json, C& c, const internal::ReadPolicy& p
 // then any it does not table. A key that several kinds read shows the first one's default.
 template <typename Visit>
 void for_each_kind_once(Visit&& visit) {
-    static const std::vector<std::string> documented = {"transformer", "gpt", "seq2seq", "attn_seq2seq"};
+    static const std::vector<std::string> documented = {"transformer", "gpt", "bert", "seq2seq", "attn_seq2seq"};
     std::vector<const ModelKind*> kinds;
     for (const std::string& name : documented) kinds.push_back(&model_kind(name));
     for (const ModelKind& kind : model_kinds())

@@ -108,6 +108,20 @@ const internal::OptionTable<K>& transformer_shape_table() {
     return table;
 }
 
+// The keys of a stack of encoder layers (EncoderStack, transformer.h), for the keys of a kind that
+// derive from it.
+template <typename K>
+const internal::OptionTable<K>& encoder_stack_table() {
+    static const internal::OptionTable<K> table =
+        internal::OptionTable<K>(kModelConfig)
+            .add("max_seq_len", "the longest sequence, source or target", &K::max_seq_len)
+            .at_least(1)
+            .at_most(1 << 16)
+            .add("norm", "post (the paper: after each residual sum) or pre (Pre-LN)", &K::norm)
+            .one_of({"post", "pre"});
+    return table;
+}
+
 // The LSTMs' size (LstmShape, lstm_encoder.h), for the keys of a kind that derive from it.
 template <typename K>
 const internal::OptionTable<K>& lstm_shape_table() {

@@ -38,6 +38,30 @@ Tensor LanguageModel::logits(const IntTensor& source, const IntTensor& inputs) {
     return forward(inputs);
 }
 
+Tensor EncoderModel::logits(const IntTensor& source, const IntTensor& inputs) {
+    check(source.numel() == 0, "EncoderModel", "an encoder reads no separate source, got ", source.shape());
+    return mlm_logits(forward(inputs));
+}
+
+Tensor EncoderModel::loss(const IntTensor&, const IntTensor&, float) {
+    throw Error("loss: model \"" + config().model +
+                "\" is an encoder, which predicts no next token: its losses are mlm_loss and class_loss");
+}
+
+Tensor EncoderModel::mlm_loss(const Tensor& hidden, const IntTensor& labels) const {
+    return cross_entropy(mlm_logits(hidden), labels, kPad);
+}
+
+Tensor EncoderModel::class_loss(const Tensor& hidden, const IntTensor& labels) const {
+    const Tensor logits = class_logits(hidden);
+    check(labels.dim() == 1 && labels.size(0) == logits.size(0), "class_loss", "labels must be [", logits.size(0),
+          "], got ", labels.shape());
+    for (int64_t i = 0; i < labels.numel(); ++i)
+        check(labels.data()[i] >= 0 && labels.data()[i] < logits.size(1), "class_loss", "label ", labels.data()[i],
+              " of row ", i, " is not in [0, ", logits.size(1), ")");
+    return cross_entropy(logits, labels);
+}
+
 std::vector<Tensor> Seq2SeqModel::last_attention(const DecodingState&) const { return {}; }
 
 void Seq2SeqModel::set_teacher_forcing_ratio(float ratio) {

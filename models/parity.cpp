@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <map>
 #include <memory>
 
@@ -120,8 +121,9 @@ std::pair<IntTensor, IntTensor> split_target(const SafetensorsFile& file, const 
     return {tgt.slice_last(0, tgt.size(1) - 1), tgt.slice_last(1, tgt.size(1))};
 }
 
-// N steps of Adam from the fixture's weights; the loss before each step against expect.losses.
-void check_adam(const ModelConfig& config, const SafetensorsFile& file, const IntTensor& src, const IntTensor& tgt,
+// N steps of Adam from the fixture's weights; the loss before each step (loss_of the model) against
+// expect.losses.
+void check_adam(const ModelConfig& config, const SafetensorsFile& file, const std::function<Tensor(Model&)>& loss_of,
                 const Tolerance& tol, FixtureResult& result) {
     const Json adam = metadata_json(file, "adam");
     auto number = [&](const char* key) {
@@ -154,12 +156,10 @@ void check_adam(const ModelConfig& config, const SafetensorsFile& file, const In
                                                   ? std::make_unique<nn::AdamW>(model->named_parameters(), options)
                                                   : std::make_unique<nn::Adam>(model->named_parameters(), options);
     nn::Adam& optimizer = *adam_or_adamw;
-    const auto [tgt_in, tgt_out] = split_target(file, src, tgt);
-    const float smoothing = label_smoothing_of(file);
     Tensor losses = Tensor::empty(expected.shape());
     for (int64_t step = 0; step < expected.numel(); ++step) {
         optimizer.zero_grad();
-        Tensor loss = sequence_loss(model->logits(src, tgt_in), tgt_out, smoothing);
+        Tensor loss = loss_of(*model);
         losses.data()[step] = loss.item();
         loss.backward();
         optimizer.step();
@@ -167,11 +167,39 @@ void check_adam(const ModelConfig& config, const SafetensorsFile& file, const In
     result.checks.push_back(compare("adam.losses", losses, expected, tol));
 }
 
+// An encoder's fixture (docs/parity.md, "bert"): both heads' logits, the sum of their losses, its
+// gradients and AdamW's steps on it.
+void check_encoder(EncoderModel& model, const SafetensorsFile& file, const ModelConfig& config, const Tolerance& tol,
+                   FixtureResult& result) {
+    const IntTensor tokens = file.int_tensor("input.tokens");
+    const IntTensor segments = file.contains("input.segments") ? file.int_tensor("input.segments") : IntTensor{};
+    const IntTensor mlm_labels = file.int_tensor("input.mlm_labels");
+    const IntTensor class_labels = file.int_tensor("input.class_labels");
+    check(mlm_labels.shape() == tokens.shape(), "check", file.name(), ": input.mlm_labels ", mlm_labels.shape(),
+          " is not as input.tokens, ", tokens.shape());
+    const auto loss_of = [&](Model& m) {
+        auto& encoder = dynamic_cast<EncoderModel&>(m);
+        const Tensor hidden = encoder.forward(tokens, segments);
+        return add(encoder.mlm_loss(hidden, mlm_labels), encoder.class_loss(hidden, class_labels));
+    };
+    const Tensor hidden = model.forward(tokens, segments);
+    const Tensor mlm = model.mlm_logits(hidden), classes = model.class_logits(hidden);
+    Tensor loss = loss_of(model);
+    loss.backward();
+    result.checks.push_back(compare("expect.mlm_logits", mlm, file.tensor("expect.mlm_logits"), tol));
+    result.checks.push_back(compare("expect.class_logits", classes, file.tensor("expect.class_logits"), tol));
+    result.checks.push_back(compare("expect.loss", loss, file.tensor("expect.loss"), tol));
+    compare_gradients(model, file, tol, result);
+    if (file.metadata().count("adam")) check_adam(config, file, loss_of, tol, result);
+}
+
 void check_model(const SafetensorsFile& file, const ModelConfig& config, const Tolerance& tol, FixtureResult& result) {
     Generator gen(0);
     auto model = make_model(config, gen);
     load_parameters(*model, file);
     model->eval();  // fixtures are made without dropout
+    if (auto* encoder = dynamic_cast<EncoderModel*>(model.get()))
+        return check_encoder(*encoder, file, config, tol, result);
     const IntTensor tgt = file.int_tensor("input.tgt");
     // A language model reads no source: [batch, 0] unless the file holds one.
     const std::vector<std::string>& names = file.names();
@@ -185,7 +213,13 @@ void check_model(const SafetensorsFile& file, const ModelConfig& config, const T
     result.checks.push_back(compare("expect.logits", logits, file.tensor("expect.logits"), tol));
     result.checks.push_back(compare("expect.loss", loss, file.tensor("expect.loss"), tol));
     compare_gradients(*model, file, tol, result);
-    if (file.metadata().count("adam")) check_adam(config, file, src, tgt, tol, result);
+    if (file.metadata().count("adam")) {
+        const float smoothing = label_smoothing_of(file);
+        const IntTensor inputs = tgt_in, labels = tgt_out;  // a lambda captures no structured binding
+        check_adam(
+            config, file, [&](Model& m) { return sequence_loss(m.logits(src, inputs), labels, smoothing); }, tol,
+            result);
+    }
 }
 
 int64_t config_int(const Json& config, const SafetensorsFile& file, const char* key) {

@@ -3,6 +3,7 @@
 #include "seqgrad/models/registry.h"
 
 #include "seqgrad/models/attn_seq2seq.h"
+#include "seqgrad/models/bert.h"
 #include "seqgrad/models/gpt.h"
 #include "seqgrad/models/seq2seq.h"
 #include "seqgrad/models/transformer.h"
@@ -11,10 +12,11 @@ namespace seqgrad::models {
 
 const std::vector<ModelKind>& model_kinds() {
     static const std::vector<ModelKind> kinds = {
-        transformer_kind(),
-        attn_seq2seq_kind(),
-        seq2seq_kind(),
-        gpt_kind(),
+        transformer_kind(),   // sequence to sequence
+        attn_seq2seq_kind(),  // sequence to sequence
+        seq2seq_kind(),       // sequence to sequence
+        gpt_kind(),           // a language model
+        bert_kind(),          // an encoder alone: it does not decode
     };
     return kinds;
 }

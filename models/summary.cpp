@@ -319,13 +319,25 @@ ModelSummary summarize(Model& model, const SummaryOptions& options) {
     summary.model_type = module_type_name(model);
     summary.options = options;
     summary.reads_source = source;
-    Tensor logits;
+    Tensor logits, class_logits;
     {
         EvaluationMode evaluation(model);
         NoGradGuard no_grad;
-        summary.outputs = trace_outputs(model, [&] { logits = model.logits(src, tgt_in); });
+        auto* encoder = dynamic_cast<EncoderModel*>(&model);
+        summary.outputs = trace_outputs(model, [&] {
+            if (!encoder) {
+                logits = model.logits(src, tgt_in);
+                return;
+            }
+            // An encoder: the text read whole, then each of its heads.
+            const Tensor hidden = encoder->forward(tgt_in);
+            logits = encoder->mlm_logits(hidden);
+            if (encoder->classifies()) class_logits = encoder->class_logits(hidden);
+        });
     }
     summary.outputs.push_back({"", summary.model_type, "logits", logits.shape()});
+    if (class_logits.defined())
+        summary.outputs.push_back({"", summary.model_type, "class_logits", class_logits.shape()});
 
     summary.modules = module_tree(model);
     const ModuleInfo& root = summary.modules.front();

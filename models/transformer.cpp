@@ -19,7 +19,7 @@ namespace {
 const char* kOp = "Transformer";
 
 // The config's choices (validated by check_transformer_config) as the layers take them.
-nn::Activation activation_of(const TransformerKeys& keys) {
+nn::Activation activation_of(const TransformerShape& keys) {
     return keys.activation == "gelu" ? nn::Activation::gelu : nn::Activation::relu;
 }
 
@@ -29,22 +29,20 @@ nn::PositionalKind positional_kind_of(const TransformerKeys& keys) {
 
 bool pre_norm_of(const ModelConfig& config) { return config.keys<TransformerKeys>().norm == "pre"; }
 
-// The sublayers every layer builds alike, from the config. With rotary positions (positional
+// The sublayers every layer builds alike, from the shape. With rotary positions (positional
 // "rope"), self-attention rotates its queries and keys; cross-attention compares positions of two
 // different sequences and does not.
-std::shared_ptr<nn::MultiHeadAttention> make_attention(const ModelConfig& config, Generator& gen,
+std::shared_ptr<nn::MultiHeadAttention> make_attention(const TransformerShape& keys, float dropout, Generator& gen,
                                                        const std::shared_ptr<Generator>& dropout_generator,
                                                        bool self_attention) {
-    const TransformerKeys& keys = config.keys<TransformerKeys>();
     const bool rotary = self_attention && keys.positional == "rope";
-    return std::make_shared<nn::MultiHeadAttention>(keys.d_model, keys.n_heads, gen, config.dropout, dropout_generator,
+    return std::make_shared<nn::MultiHeadAttention>(keys.d_model, keys.n_heads, gen, dropout, dropout_generator,
                                                     rotary);
 }
 
-std::shared_ptr<nn::FeedForward> make_feed_forward(const ModelConfig& config, Generator& gen,
+std::shared_ptr<nn::FeedForward> make_feed_forward(const TransformerShape& keys, float dropout, Generator& gen,
                                                    const std::shared_ptr<Generator>& dropout_generator) {
-    const TransformerKeys& keys = config.keys<TransformerKeys>();
-    return std::make_shared<nn::FeedForward>(keys.d_model, keys.d_ff, gen, activation_of(keys), config.dropout,
+    return std::make_shared<nn::FeedForward>(keys.d_model, keys.d_ff, gen, activation_of(keys), dropout,
                                              dropout_generator);
 }
 
@@ -76,13 +74,18 @@ Tensor residual(const Tensor& x, const nn::LayerNorm& norm, const nn::Dropout& d
 // ---- layers ----
 
 EncoderLayer::EncoderLayer(const ModelConfig& config, Generator& gen, std::shared_ptr<Generator> dropout_generator)
-    : pre_norm(pre_norm_of(config)) {
-    const int64_t d = config.keys<TransformerKeys>().d_model;
-    attention = register_module("attention", make_attention(config, gen, dropout_generator, true));
+    : EncoderLayer(config.keys<TransformerKeys>(), pre_norm_of(config), config.dropout, gen,
+                   std::move(dropout_generator)) {}
+
+EncoderLayer::EncoderLayer(const TransformerShape& shape, bool pre_ln, float dropout_rate, Generator& gen,
+                           std::shared_ptr<Generator> dropout_generator)
+    : pre_norm(pre_ln) {
+    const int64_t d = shape.d_model;
+    attention = register_module("attention", make_attention(shape, dropout_rate, gen, dropout_generator, true));
     attention_norm = register_module("attention_norm", std::make_shared<nn::LayerNorm>(d));
-    feed_forward = register_module("feed_forward", make_feed_forward(config, gen, dropout_generator));
+    feed_forward = register_module("feed_forward", make_feed_forward(shape, dropout_rate, gen, dropout_generator));
     ffn_norm = register_module("ffn_norm", std::make_shared<nn::LayerNorm>(d));
-    dropout = register_module("dropout", std::make_shared<nn::Dropout>(config.dropout, dropout_generator));
+    dropout = register_module("dropout", std::make_shared<nn::Dropout>(dropout_rate, dropout_generator));
 }
 
 Tensor EncoderLayer::forward(const Tensor& x, const IntTensor& src_mask) const {
@@ -94,12 +97,15 @@ Tensor EncoderLayer::forward(const Tensor& x, const IntTensor& src_mask) const {
 
 DecoderLayer::DecoderLayer(const ModelConfig& config, Generator& gen, std::shared_ptr<Generator> dropout_generator)
     : pre_norm(pre_norm_of(config)) {
-    const int64_t d = config.keys<TransformerKeys>().d_model;
-    self_attention = register_module("self_attention", make_attention(config, gen, dropout_generator, true));
+    const TransformerKeys& keys = config.keys<TransformerKeys>();
+    const int64_t d = keys.d_model;
+    self_attention =
+        register_module("self_attention", make_attention(keys, config.dropout, gen, dropout_generator, true));
     self_attn_norm = register_module("self_attn_norm", std::make_shared<nn::LayerNorm>(d));
-    cross_attention = register_module("cross_attention", make_attention(config, gen, dropout_generator, false));
+    cross_attention =
+        register_module("cross_attention", make_attention(keys, config.dropout, gen, dropout_generator, false));
     cross_attn_norm = register_module("cross_attn_norm", std::make_shared<nn::LayerNorm>(d));
-    feed_forward = register_module("feed_forward", make_feed_forward(config, gen, dropout_generator));
+    feed_forward = register_module("feed_forward", make_feed_forward(keys, config.dropout, gen, dropout_generator));
     ffn_norm = register_module("ffn_norm", std::make_shared<nn::LayerNorm>(d));
     dropout = register_module("dropout", std::make_shared<nn::Dropout>(config.dropout, dropout_generator));
 }
@@ -369,11 +375,7 @@ const internal::OptionTable<TransformerKeys>& transformer_keys_table() {
             .at_least(0)
             .at_most(1 << 10)
             .add(shape, {"d_ff"})
-            .add("max_seq_len", "the longest sequence, source or target", &K::max_seq_len)
-            .at_least(1)
-            .at_most(1 << 16)
-            .add("norm", "post (the paper: after each residual sum) or pre (Pre-LN)", &K::norm)
-            .one_of({"post", "pre"})
+            .add(encoder_stack_table<K>(), {"max_seq_len", "norm"})
             .add(shape, {"activation", "positional"})
             .add("share_embeddings", "one embedding for source and target (equal vocabularies)", &K::share_embeddings)
             .add(shape, {"tie_output"})

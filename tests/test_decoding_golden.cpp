@@ -58,7 +58,8 @@ std::vector<std::pair<std::string, std::shared_ptr<Model>>> parity_models(std::v
     for (const std::string& path : paths) {
         const std::string stem = fs::path(path).stem().string();
         if (stem.rfind("lstm_", 0) == 0 || stem.rfind("multi_head_attention_", 0) == 0) continue;  // single layers
-        if (stem.rfind("gpt_", 0) == 0) continue;  // language models: no source to translate
+        if (stem.rfind("gpt_", 0) == 0) continue;   // language models: no source to translate
+        if (stem.rfind("bert_", 0) == 0) continue;  // encoders: they do not decode
         const SafetensorsFile file = SafetensorsFile::load(path);
         const ModelConfig config = ModelConfig::from_json(file.metadata("config"), /*strict=*/false);
         Generator gen(0);

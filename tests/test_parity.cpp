@@ -39,8 +39,9 @@ std::string modified_copy(const std::string& fixture, const std::string& tag,
 
 TEST_CASE("every committed fixture passes the parity check", "[parity]") {
     const auto paths = committed_fixtures();
-    // Every case of make_fixtures.py: FIXTURES (19), EXTRA_FIXTURES (4) and GPT_FIXTURES (4).
-    REQUIRE(paths.size() == 27);
+    // Every case of make_fixtures.py: FIXTURES (19), EXTRA_FIXTURES (4), GPT_FIXTURES (4) and
+    // BERT_FIXTURES (3).
+    REQUIRE(paths.size() == 30);
     for (const std::string& path : paths) {
         const models::FixtureResult result = models::check_fixture(path);
         for (const models::TensorCheck& c : result.checks) {
@@ -80,6 +81,21 @@ TEST_CASE("a fixture whose expected loss moved by 0.1% fails the check", "[parit
         CHECK_FALSE(result.ok());
         for (const auto& c : result.checks)
             if (c.name != "expect.loss") CHECK(c.ok);
+    }
+}
+
+TEST_CASE("a BERT fixture whose classifier logits or MLM gradient disagree fails the check", "[parity]") {
+    for (const std::string name : {"expect.class_logits", "expect.grad.mlm.output.bias"}) {
+        INFO(name);
+        const std::string path = modified_copy("bert_post_learned.safetensors", "perturbed_bert",
+                                               [&](SafetensorsFile& f) {
+            Tensor t = f.tensor(name);
+            t.data()[1] += 0.01f;
+            f.put(name, t);
+        });
+        const models::FixtureResult result = models::check_fixture(path);
+        CHECK_FALSE(result.ok());
+        for (const auto& c : result.checks) CHECK(c.ok == (c.name != name));
     }
 }
 

@@ -12,7 +12,11 @@ TEST_CASE("each model kind's recipe is its configs/ file", "[recipe]") {
         {"seq2seq", "g2p-seq2seq.json"},
         {"gpt", "gpt-shakespeare-cpu.json"},
     };
-    REQUIRE(files.size() == models::model_kinds().size());
+    // An encoder's recipe comes with its tasks (masked language modelling, classification): until
+    // then `train --model bert` is refused for want of one.
+    size_t decoding_kinds = 0;
+    for (const models::ModelKind& kind : models::model_kinds()) decoding_kinds += kind.decodes ? 1 : 0;
+    REQUIRE(files.size() == decoding_kinds);
     for (const auto& [kind, name] : files) {
         INFO(name);
         const training::ConfigFile file =
@@ -37,6 +41,10 @@ TEST_CASE("each model kind's recipe is its configs/ file", "[recipe]") {
 TEST_CASE("a recipe trains once the run gives its data and budget", "[recipe]") {
     for (const models::ModelKind& kind : models::model_kinds()) {
         INFO(kind.name);
+        if (!kind.decodes) {
+            CHECK_THROWS_WITH(training::recipe(kind.name), Catch::Contains("has no recipe"));
+            continue;
+        }
         const training::Recipe recipe = training::recipe(kind.name);
         CHECK(recipe.model.model == kind.name);
         CHECK_NOTHROW(recipe.model.validate());
@@ -49,5 +57,5 @@ TEST_CASE("a recipe trains once the run gives its data and budget", "[recipe]") 
         }
         CHECK_NOTHROW(options.validate());
     }
-    CHECK_THROWS_WITH(training::recipe("bert"), Catch::Contains("unknown model \"bert\""));
+    CHECK_THROWS_WITH(training::recipe("albert"), Catch::Contains("unknown model \"albert\""));
 }

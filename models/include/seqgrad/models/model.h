@@ -87,9 +87,10 @@ struct AttentionLayout {
 
 // The base every model kind shares (the registry, registry.h, builds one from a config): its
 // config, its parameters (nn::Module), the loss of a batch, the generator behind its random
-// choices, and the decoder interface (step_decoder.h) that every search is written against. Two
+// choices, and the decoder interface (step_decoder.h) that every search is written against. Three
 // families derive from it: sequence-to-sequence models (Seq2SeqModel, below), which read a source
-// and write a target, and language models, which continue a text.
+// and write a target, language models, which continue a text, and encoders (EncoderModel), which
+// read a text whole and label it or its masked tokens.
 class Model : public nn::Module, public StepDecoder {
 public:
     explicit Model(ModelConfig config) : config_(std::move(config)) {}
@@ -102,7 +103,8 @@ public:
     // its first T columns the inputs and its last T the labels (<s> y1 .. yn </s> for a sequence
     // to sequence; a window of text for a language model). Cross-entropy over the labels that are
     // not kPad, with label smoothing.
-    Tensor loss(const IntTensor& source, const IntTensor& target, float label_smoothing);
+    // An encoder (EncoderModel) predicts no next token and refuses it: its losses are its heads'.
+    virtual Tensor loss(const IntTensor& source, const IntTensor& target, float label_smoothing);
 
     // The generator behind every random choice the model makes in training (dropout masks,
     // teacher forcing), shared by its layers; a checkpoint saves its state so that a resumed
@@ -151,6 +153,30 @@ public:
 
 private:
     float teacher_forcing_ratio_ = 1.0f;
+};
+
+// An encoder alone (BERT, bert.h): it reads a whole text at once, every position seeing every real
+// token of its row, and neither continues a text nor translates one, so it cannot decode
+// (start_decoding throws; its registry entry says `decodes = false`). forward gives each
+// position's vector; two heads read them: the masked language model's (every position's logits
+// over the vocabulary) and the classifier's (a row's class logits, from its first token's vector).
+class EncoderModel : public Model {
+public:
+    using Model::Model;
+    // tokens [B, T], right-padded with kPad (padding is masked as keys), and segments [B, T] (each
+    // token's text, 0 or 1 for a pair) or an empty IntTensor for none -> hidden [B, T, d_model]
+    virtual Tensor forward(const IntTensor& tokens, const IntTensor& segments = {}) = 0;
+    virtual Tensor mlm_logits(const Tensor& hidden) const = 0;    // -> [B, T, vocab]
+    virtual Tensor class_logits(const Tensor& hidden) const = 0;  // -> [B, n_classes]
+    virtual bool classifies() const = 0;                          // whether it has a classifier
+    // Cross-entropy over the positions whose label [B, T] is not kPad (the masked ones).
+    Tensor mlm_loss(const Tensor& hidden, const IntTensor& labels) const;
+    // Cross-entropy of each row's class, labels [B] in [0, n_classes).
+    Tensor class_loss(const Tensor& hidden, const IntTensor& labels) const;
+    // The masked language model's logits of every position, each read with the whole row
+    // (source [B, 0], no segments): mlm_logits(forward(inputs)).
+    Tensor logits(const IntTensor& source, const IntTensor& inputs) override;
+    Tensor loss(const IntTensor& source, const IntTensor& target, float label_smoothing) override;
 };
 
 // The loss of docs/parity.md: cross-entropy over logits [B, T, V] against tgt_out [B, T],

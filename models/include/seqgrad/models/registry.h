@@ -25,6 +25,9 @@ struct ModelKind {
     // source and target ("src_vocab", "tgt_vocab"), or a language model's one ("vocab"). Training
     // fills them in from the data; the first is the source's when there are two.
     std::vector<std::string> vocabularies = {"src_vocab", "tgt_vocab"};
+    // Whether the model decodes step by step (step_decoder.h): a search, a translator or a text
+    // generator can run on it. An encoder (EncoderModel) cannot.
+    bool decodes = true;
     // Its own config keys, beyond "model", the vocabularies and "dropout": the struct of its keys
     // (TransformerKeys, ...) with their option table, which reads, writes and checks them, makes the
     // command line's flags, and gives their defaults (a default-constructed struct's: a GPT's

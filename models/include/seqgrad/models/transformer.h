@@ -32,21 +32,31 @@ struct TransformerShape {
     bool tie_output = false;                // output projection weight = target embedding
 };
 
-// The Transformer's config keys (docs/parity.md, "transformer"): its shape and its own.
-struct TransformerKeys : TransformerShape {
-    int64_t n_enc_layers = 6;  // default n_layers
-    int64_t n_dec_layers = 6;  // default n_layers
+// The keys of a stack of EncoderLayers that the kinds built of them read beside their shape (the
+// Transformer's, the BERT's): the longest sequence and where the norms sit. Their table is
+// encoder_stack_table (models/kind_keys.h).
+struct EncoderStack {
     int64_t max_seq_len = 5000;
-    std::string norm = "post";      // "post" (the paper) or "pre" (Pre-LN)
+    std::string norm = "post";  // "post" (the paper) or "pre" (Pre-LN)
+};
+
+// The Transformer's config keys (docs/parity.md, "transformer"): its shape and its own.
+struct TransformerKeys : TransformerShape, EncoderStack {
+    int64_t n_enc_layers = 6;       // default n_layers
+    int64_t n_dec_layers = 6;       // default n_layers
     bool share_embeddings = false;  // one embedding for source and target (same vocabulary)
 };
 
 // One encoder layer: self-attention, then the position-wise feed-forward network, each wrapped
 // in a residual connection with its LayerNorm (attention_norm, ffn_norm) and dropout.
 //   Post-LN: x = norm(x + dropout(sublayer(x)))     Pre-LN: x = x + dropout(sublayer(norm(x)))
+// Built from a Transformer's config, or from any kind's shape (the BERT's): with rotary positions
+// (positional "rope") its self-attention rotates queries and keys.
 class EncoderLayer : public nn::Module {
 public:
     EncoderLayer(const ModelConfig& config, Generator& gen, std::shared_ptr<Generator> dropout_generator);
+    EncoderLayer(const TransformerShape& shape, bool pre_norm, float dropout, Generator& gen,
+                 std::shared_ptr<Generator> dropout_generator);
     // x [B, S, d_model], src_mask [B, 1, 1, S] -> [B, S, d_model]
     Tensor forward(const Tensor& x, const IntTensor& src_mask) const;
 
