@@ -83,7 +83,7 @@ Recipe kind_recipe(const std::string& kind) {
     if (kind == "attn_seq2seq") return lstm_recipe<models::AttnSeq2SeqKeys>(kind);
     if (kind == "seq2seq") return lstm_recipe<models::Seq2SeqKeys>(kind);
     if (kind == "gpt") return gpt_recipe();
-    throw Error("recipe: the model kind \"" + kind + "\" has no recipe (training/recipe.cpp)");
+    throw Error("train: the model kind \"" + kind + "\" has no recipe: no task trains it yet");
 }
 
 }  // namespace
