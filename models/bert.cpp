@@ -153,13 +153,7 @@ const internal::OptionTable<BertKeys>& bert_keys_table() {
 
 void check_bert_config(const ModelConfig& config) {
     const BertKeys& c = config.keys<BertKeys>();
-    check(c.d_model % c.n_heads == 0, kOp, "d_model ", c.d_model, " is not divisible by n_heads ", c.n_heads);
-    if (c.positional == "rope")
-        check((c.d_model / c.n_heads) % 2 == 0, kOp,
-              "rotary positions pair a head's features, so d_model / n_heads must be even, got ",
-              c.d_model / c.n_heads);
-    if (c.positional == "sinusoidal")
-        check(c.d_model % 2 == 0, kOp, "d_model must be even for the sinusoidal positions, got ", c.d_model);
+    check_heads_and_positions(c, kOp);
 }
 
 ModelKind bert_kind() {

@@ -194,13 +194,7 @@ const internal::OptionTable<GptKeys>& gpt_keys_table() {
 
 void check_gpt_config(const ModelConfig& config) {
     const GptKeys& c = config.keys<GptKeys>();
-    check(c.d_model % c.n_heads == 0, kOp, "d_model ", c.d_model, " is not divisible by n_heads ", c.n_heads);
-    if (c.positional == "rope")
-        check((c.d_model / c.n_heads) % 2 == 0, kOp,
-              "rotary positions pair a head's features, so d_model / n_heads must be even, got ",
-              c.d_model / c.n_heads);
-    if (c.positional == "sinusoidal")
-        check(c.d_model % 2 == 0, kOp, "d_model must be even for the sinusoidal positions, got ", c.d_model);
+    check_heads_and_positions(c, kOp);
 }
 
 ModelKind gpt_kind() {

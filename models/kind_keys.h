@@ -9,6 +9,7 @@
 #include <typeinfo>
 #include <vector>
 
+#include "seqgrad/core/error.h"
 #include "seqgrad/core/option_info.h"
 #include "seqgrad/internal/option_table.h"
 #include "seqgrad/models/lstm_encoder.h"
@@ -75,6 +76,19 @@ private:
 template <typename Keys>
 std::shared_ptr<const KindKeys> kind_keys(const internal::OptionTable<Keys>& table) {
     return std::make_shared<KeysWithTable<Keys>>(table);
+}
+
+// The checks across a Transformer shape's keys that the GPT and the BERT share (`op` names the
+// kind in the message): heads divide d_model; rotary positions pair a head's features, sinusoidal
+// ones the model's.
+inline void check_heads_and_positions(const TransformerShape& c, const char* op) {
+    check(c.d_model % c.n_heads == 0, op, "d_model ", c.d_model, " is not divisible by n_heads ", c.n_heads);
+    if (c.positional == "rope")
+        check((c.d_model / c.n_heads) % 2 == 0, op,
+              "rotary positions pair a head's features, so d_model / n_heads must be even, got ",
+              c.d_model / c.n_heads);
+    if (c.positional == "sinusoidal")
+        check(c.d_model % 2 == 0, op, "d_model must be even for the sinusoidal positions, got ", c.d_model);
 }
 
 // ---- keys several kinds share: a kind's table takes them by name ----
