@@ -1,5 +1,7 @@
 // `seqgrad predict`: outputs for inputs given as arguments, in files or on standard input, streamed
-// in chunks so that a file of any length decodes in bounded memory.
+// in chunks so that a file of any length decodes in bounded memory. An encoder's checkpoint gives
+// labels (a classifier: each input's most likely labels and their probabilities) or fills masks (a
+// masked language model: the most likely tokens for each <mask> of an input).
 #include <cstdio>
 #include <iostream>
 #include <memory>
@@ -8,7 +10,9 @@
 #include "decoding_flags.h"
 #include "seqgrad/core/threads.h"
 #include "seqgrad/training/line_reader.h"
+#include "seqgrad/inference/text_classifier.h"
 #include "seqgrad/inference/translator.h"
+#include "seqgrad/models/registry.h"
 
 namespace seqgrad::cli {
 namespace {
@@ -17,6 +21,7 @@ struct PredictFlags : DecodingFlags {
     std::vector<std::string> inputs;  // words or sentences
     std::vector<std::string> input_files;
     int64_t chunk = 10000;
+    int64_t top_k = 0;  // an encoder's: labels or tokens per input or mask (0: 1 label, 5 tokens)
 };
 
 // The inputs of `predict`, one line at a time: the arguments, else the files, else standard input.
@@ -50,8 +55,67 @@ private:
     std::unique_ptr<training::LineReader> reader_;
 };
 
+// A classifier's labels for each input line (a tab between the texts of a pair), or a masked
+// language model's guesses for each <mask> of each line: `input TAB label TAB probability` (K
+// label-probability pairs with --top-k K), or `input TAB mask-number TAB token TAB probability ...`.
+int predict_with_encoder(const PredictFlags& f, text::LoadedModel loaded) {
+    check(f.checkpoints.size() == 1, "predict", loaded.path, " holds an encoder: give one --checkpoint");
+    InputLines input(f);
+    std::string line;
+    int64_t lines = 0;
+    const auto show = [](const std::string& token) {  // a token made visible in a line of text
+        return token == " "    ? std::string("\u2423")
+               : token == "\t" ? std::string("\\t")
+               : token == "\n" ? std::string("\\n")
+                               : token;
+    };
+    if (loaded.labels.empty()) {
+        const inference::MaskFiller filler(std::move(loaded));
+        const int64_t k = f.top_k > 0 ? f.top_k : 5;
+        while (input.next(line)) {
+            ++lines;
+            const auto guesses = filler.fill(line, k);
+            for (size_t m = 0; m < guesses.size(); ++m) {
+                std::printf("%s\t%zu", line.c_str(), m + 1);
+                for (const inference::TokenScore& g : guesses[m])
+                    std::printf("\t%s\t%.4f", show(g.token).c_str(), g.probability);
+                std::printf("\n");
+            }
+            std::fflush(stdout);
+        }
+    } else {
+        inference::TextClassifier classifier(std::move(loaded));
+        const int64_t k = f.top_k > 0 ? f.top_k : 1;
+        std::vector<std::string> chunk;
+        bool more = true;
+        while (more) {
+            chunk.clear();
+            while (static_cast<int64_t>(chunk.size()) < f.chunk && (more = input.next(line))) chunk.push_back(line);
+            if (chunk.empty()) break;
+            const auto results = classifier.classify(chunk, k);
+            for (size_t i = 0; i < chunk.size(); ++i) {
+                std::printf("%s", chunk[i].c_str());
+                for (const inference::LabelScore& r : results[i])
+                    std::printf("\t%s\t%.4f", r.label.c_str(), r.probability);
+                std::printf("\n");
+            }
+            lines += static_cast<int64_t>(chunk.size());
+            std::fflush(stdout);
+        }
+    }
+    check(lines > 0, "predict", "no input (give it as arguments, --input files or on standard input)");
+    return 0;
+}
+
 int run_predict(const PredictFlags& f) {
     if (f.threads > 0) set_num_threads(f.threads);
+    check(f.top_k >= 0, "predict", "--top-k must be positive, got ", f.top_k);
+    if (f.checkpoints.size() == 1) {
+        text::LoadedModel loaded = text::load_model(f.checkpoints.front());
+        if (models::family(loaded.model->config()) == models::Family::encoder)
+            return predict_with_encoder(f, std::move(loaded));
+    }
+    check(f.top_k == 0, "predict", "--top-k is an encoder's (labels, or tokens for masks); give --nbest for outputs");
     const models::DecodingOptions options = decoding_of(f);  // refused before any checkpoint is read
     check(f.chunk >= 1, "predict", "--chunk must be positive, got ", f.chunk);
     const inference::Translator translator(f.checkpoints, f.weights, precision_of(f));
@@ -104,7 +168,10 @@ void add_predict_command(CLI::App& app, int& exit_status) {
     cmd->add_option("--input", f->input_files, "Files of inputs, one a line (plain or gzip)");
     cmd->add_option("--chunk", f->chunk, "Lines read and decoded at a time (memory stays bounded)")
         ->capture_default_str();
-    cmd->add_option("inputs", f->inputs, "Inputs (words, sentences)");
+    cmd->add_option("--top-k", f->top_k,
+                    "An encoder's: the K most likely labels of each input (default 1), or tokens of each <mask> "
+                    "(default 5)");
+    cmd->add_option("inputs", f->inputs, "Inputs (words, sentences; a classifier's pair: the two texts with a tab)");
     cmd->callback([f, &exit_status] { exit_status = run_predict(*f); });
 }
 

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <optional>
 #include <set>
+#include <tuple>
 
 #include "commands.h"
 #include "option_flags.h"
@@ -67,13 +68,18 @@ void apply_training_flags(const TrainFlags& flags, training::TrainingOptions& op
         *path = absolute(*path);
     check(options.train_files.empty() || options.text.empty(), "train",
           "--train reads pairs and --text a text: give one of them");
-    for (const auto& [files_given, task] :
-         {std::pair{!options.train_files.empty(), "corpus"}, std::pair{!options.text.empty(), "text"}}) {
+    // --train reads labelled texts for classify and pairs otherwise; --text is masked for mlm and
+    // continued otherwise.
+    const std::string given = flags.training.count("task") ? options.task : std::string();
+    for (const auto& [files_given, flag, task, encoder_task] :
+         {std::tuple{!options.train_files.empty(), "train", "corpus", "classify"},
+          std::tuple{!options.text.empty(), "text", "text", "mlm"}}) {
         if (!files_given) continue;
-        check(!flags.training.count("task") || options.task == task, "train", "--",
-              std::string(task) == "corpus" ? "train" : "text", " makes the task ", task, "; drop --task ",
-              options.task);
-        options.task = task;
+        const bool encoder = given == encoder_task ||
+                             (given.empty() && training::task(options.task).family() == models::Family::encoder);
+        check(given.empty() || given == task || given == encoder_task, "train", "--", flag, " makes the task ", task,
+              " (or ", encoder_task, "); drop --task ", given);
+        options.task = encoder ? encoder_task : task;
     }
 }
 
@@ -81,6 +87,7 @@ void apply_training_flags(const TrainFlags& flags, training::TrainingOptions& op
 // lines' worth of text the best weights write.
 void show_examples(const std::string& dir, const training::TrainingOptions& options, int64_t count) {
     if (count <= 0) return;
+    if (training::task(options.task).family() == models::Family::encoder) return;  // eval shows a classifier's
     if (!training::task(options.task).reads_source()) {
         inference::TextGenerator generator(dir);
         inference::GenerationOptions sample;

@@ -163,6 +163,7 @@ ModelKind bert_kind() {
     kind.vocabularies = {"vocab"};
     kind.decodes = false;
     kind.keys = kind_keys(bert_keys_table());
+    kind.set_classes = [](ModelConfig& c, int64_t classes) { c.keys<BertKeys>().n_classes = classes; };
     kind.validate = check_bert_config;
     kind.make = [](const ModelConfig& c, Generator& gen) { return std::make_shared<Bert>(c, gen); };
     kind.width = [](const ModelConfig& c) { return c.keys<BertKeys>().d_model; };

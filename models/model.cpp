@@ -1,6 +1,8 @@
 // The base of every model (model.h): the loss of a batch, and the defaults of decoding.
 #include "seqgrad/models/model.h"
 
+#include <algorithm>
+
 #include "seqgrad/core/ops.h"
 
 namespace seqgrad::models {
@@ -71,6 +73,19 @@ void Seq2SeqModel::set_teacher_forcing_ratio(float ratio) {
 
 Tensor sequence_loss(const Tensor& logits, const IntTensor& tgt_out, float label_smoothing) {
     return cross_entropy(logits, tgt_out, kPad, label_smoothing);
+}
+
+IntTensor encoder_segments(const IntTensor& tokens) {
+    check(tokens.dim() == 2, "encoder_segments", "tokens must be [B, T], got ", tokens.shape());
+    const int64_t rows = tokens.size(0), length = tokens.size(1);
+    IntTensor segments = IntTensor::zeros({rows, length});
+    for (int64_t r = 0; r < rows; ++r) {
+        const int64_t* row = tokens.data() + r * length;
+        const int64_t* first_sep = std::find(row, row + length, kSep);
+        for (int64_t t = first_sep == row + length ? length : first_sep - row + 1; t < length; ++t)
+            segments.data()[r * length + t] = row[t] == kPad ? 0 : 1;
+    }
+    return segments;
 }
 
 }  // namespace seqgrad::models

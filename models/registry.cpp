@@ -39,6 +39,27 @@ std::shared_ptr<Model> make_model(const ModelConfig& config, Generator& gen) {
     return model_kind(config.model).make(config, gen);
 }
 
+Family family(const ModelConfig& config) {
+    const ModelKind& kind = model_kind(config.model);
+    if (kind.vocabularies.size() == 2) return Family::sequence_to_sequence;
+    return kind.decodes ? Family::language_model : Family::encoder;
+}
+
+const char* family_name(Family family) {
+    switch (family) {
+        case Family::sequence_to_sequence: return "a sequence-to-sequence model";
+        case Family::language_model: return "a language model";
+        case Family::encoder: return "an encoder";
+    }
+    return "";
+}
+
+void set_classes(ModelConfig& config, int64_t classes) {
+    const ModelKind& kind = model_kind(config.model);
+    check(static_cast<bool>(kind.set_classes), "model config", "a \"", config.model, "\" model has no classifier");
+    kind.set_classes(config, classes);
+}
+
 bool reads_source(const ModelConfig& config) { return model_kind(config.model).vocabularies.size() == 2; }
 
 std::pair<int64_t, int64_t> vocabulary_sizes(const ModelConfig& config) {

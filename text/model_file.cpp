@@ -4,11 +4,13 @@
 
 #include <filesystem>
 #include <map>
+#include <set>
 #include <tuple>
 #include <utility>
 
 #include "seqgrad/core/random.h"
 #include "seqgrad/core/safetensors.h"
+#include "seqgrad/internal/option_table.h"
 #include "seqgrad/models/registry.h"
 
 namespace seqgrad::text {
@@ -26,6 +28,22 @@ std::pair<Tokenizer, Tokenizer> older_tokenizers(const std::string& task) {
     if (task == "g2p") return {Tokenizer::characters(/*lowercase=*/true), Tokenizer::spaces()};
     check(task == "copy" || task == "reverse" || task == "sort", "checkpoint", "the file lacks its tokenizers");
     return {Tokenizer::characters(), Tokenizer::characters()};
+}
+
+// A classifier's labels: a JSON array of distinct, non-empty strings, one per class.
+std::vector<std::string> labels_from_json(const std::string& text) {
+    const char* op = "checkpoint";
+    const internal::Json parsed = internal::parse_json(text, op);
+    check(parsed.is_array() && !parsed.empty(), op, "metadata \"labels\" is not a JSON array of labels");
+    std::vector<std::string> labels;
+    std::set<std::string> seen;
+    for (const internal::Json& label : parsed) {
+        check(label.is_string() && !label.get<std::string>().empty(), op, "metadata \"labels\" holds ", label.dump(),
+              ", not a label");
+        check(seen.insert(label.get<std::string>()).second, op, "metadata \"labels\" names ", label.dump(), " twice");
+        labels.push_back(label.get<std::string>());
+    }
+    return labels;
 }
 
 }  // namespace
@@ -46,6 +64,7 @@ void save_model(const std::string& path, const models::Model& model, const TextS
     file.set_metadata("target_tokenizer", sides.target_tokenizer.to_json());
     file.set_metadata("source_vocab", sides.source_vocab.to_json());
     file.set_metadata("target_vocab", sides.target_vocab.to_json());
+    if (!sides.labels.empty()) file.set_metadata("labels", internal::Json(sides.labels).dump());
     file.set_metadata("task", task);
     file.set_metadata("step", std::to_string(step));
     for (const auto& [name, tensor] : model.state_dict()) file.put(name, tensor);
@@ -67,6 +86,7 @@ LoadedModel load_model(const std::string& path) {
         loaded.source_vocab = Vocabulary::from_json(file.metadata("source_vocab"));
         loaded.target_vocab = Vocabulary::from_json(file.metadata("target_vocab"));
         loaded.task = file.metadata("task");
+        if (file.metadata().count("labels")) loaded.labels = labels_from_json(file.metadata("labels"));
         loaded.step = std::stoll(file.metadata("step"));
         if (file.metadata().count("source_tokenizer") && file.metadata().count("target_tokenizer")) {
             loaded.source_tokenizer = Tokenizer::from_json(file.metadata("source_tokenizer"));
@@ -96,6 +116,10 @@ LoadedModel load_model(const std::string& path) {
         std::map<std::string, Tensor> state;
         for (const std::string& name : file.names()) state.emplace(name, file.tensor(name));
         loaded.model->load_state_dict(state);
+        const auto* encoder = dynamic_cast<const models::EncoderModel*>(loaded.model.get());
+        const int64_t classes = encoder ? encoder->classes() : 0;
+        check(loaded.labels.empty() || classes == static_cast<int64_t>(loaded.labels.size()), "checkpoint",
+              "the file names ", loaded.labels.size(), " labels but its model has ", classes, " classes");
         loaded.model->eval();
         return loaded;
     } catch (const std::invalid_argument&) {

@@ -27,20 +27,31 @@ bool Vocabulary::is_special(std::string_view symbol) {
     return std::find(std::begin(kSpecials), std::end(kSpecials), symbol) != std::end(kSpecials);
 }
 
-Vocabulary Vocabulary::from_symbols(std::vector<std::string> symbols) {
+bool Vocabulary::is_encoder_special(std::string_view symbol) {
+    return std::find(std::begin(kEncoderSpecials), std::end(kEncoderSpecials), symbol) != std::end(kEncoderSpecials);
+}
+
+bool Vocabulary::for_encoder() const {
+    return size() >= models::kFirstEncoderSymbol &&
+           std::equal(std::begin(kEncoderSpecials), std::end(kEncoderSpecials), symbols_.begin() + models::kCls);
+}
+
+Vocabulary Vocabulary::from_symbols(std::vector<std::string> symbols, bool encoder) {
     std::sort(symbols.begin(), symbols.end());
     symbols.erase(std::unique(symbols.begin(), symbols.end()), symbols.end());
     std::vector<std::string> all(std::begin(kSpecials), std::end(kSpecials));
+    if (encoder) all.insert(all.end(), std::begin(kEncoderSpecials), std::end(kEncoderSpecials));
     for (std::string& symbol : symbols) {
         check(!symbol.empty(), "Vocabulary", "an empty symbol");
-        check(!is_special(symbol), "Vocabulary", "the data uses the special token ", symbol, " as a symbol");
+        check(!is_special(symbol) && !(encoder && is_encoder_special(symbol)), "Vocabulary",
+              "the data uses the special token ", symbol, " as a symbol");
         all.push_back(std::move(symbol));
     }
     return Vocabulary(std::move(all));
 }
 
 Vocabulary Vocabulary::from_counts(const std::vector<std::pair<std::string, int64_t>>& counts, int64_t min_count,
-                                   int64_t max_size) {
+                                   int64_t max_size, bool encoder) {
     check(min_count >= 1 && max_size >= 0, "Vocabulary", "min_count must be at least 1 and max_size 0 or more, got ",
           min_count, " and ", max_size);
     std::vector<std::pair<std::string, int64_t>> kept;
@@ -53,13 +64,14 @@ Vocabulary Vocabulary::from_counts(const std::vector<std::pair<std::string, int6
         std::nth_element(kept.begin(), kept.begin() + max_size, kept.end(), by_frequency);
         kept.resize(static_cast<size_t>(max_size));
     }
-    check(static_cast<int64_t>(kept.size()) + 4 <= kMaxVocabulary, "Vocabulary", "the data has ", kept.size(),
-          " distinct symbols; a vocabulary holds at most ", kMaxVocabulary - 4,
+    const int64_t specials = encoder ? models::kFirstEncoderSymbol : 4;
+    check(static_cast<int64_t>(kept.size()) + specials <= kMaxVocabulary, "Vocabulary", "the data has ", kept.size(),
+          " distinct symbols; a vocabulary holds at most ", kMaxVocabulary - specials,
           " (raise min_count or set max_vocab to keep the most frequent)");
     std::vector<std::string> symbols;
     symbols.reserve(kept.size());
     for (auto& [symbol, count] : kept) symbols.push_back(std::move(symbol));
-    return from_symbols(std::move(symbols));
+    return from_symbols(std::move(symbols), encoder);
 }
 
 int64_t Vocabulary::id(std::string_view symbol) const {

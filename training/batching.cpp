@@ -127,9 +127,21 @@ Batch share_of_batch(const Batch& batch, int rank, int ranks) {
     std::copy(batch.tgt.data() + begin * T1, batch.tgt.data() + end * T1, share.tgt.data());
     share.example_index.assign(batch.example_index.begin() + begin, batch.example_index.begin() + end);
     for (int64_t i = 0; i < share.src.numel(); ++i) share.source_tokens += share.src.data()[i] != kPad ? 1 : 0;
-    // Predicted positions: every non-pad target symbol but the <s> each row starts with.
-    for (int64_t i = 0; i < share.tgt.numel(); ++i) share.target_tokens += share.tgt.data()[i] != kPad ? 1 : 0;
-    share.target_tokens -= end - begin;
+    if (batch.labels.dim() == 1) {  // a class per row
+        share.labels =
+            IntTensor::from_vector(std::vector<int64_t>(batch.labels.data() + begin, batch.labels.data() + end),
+                                   {end - begin});
+        share.target_tokens = end - begin;
+    } else if (batch.labels.dim() == 2) {  // masked positions
+        share.labels = IntTensor::zeros({end - begin, S});
+        std::copy(batch.labels.data() + begin * S, batch.labels.data() + end * S, share.labels.data());
+        for (int64_t i = 0; i < share.labels.numel(); ++i)
+            share.target_tokens += share.labels.data()[i] != kPad ? 1 : 0;
+    } else {
+        // Predicted positions: every non-pad target symbol but the <s> each row starts with.
+        for (int64_t i = 0; i < share.tgt.numel(); ++i) share.target_tokens += share.tgt.data()[i] != kPad ? 1 : 0;
+        share.target_tokens -= end - begin;
+    }
     return share;
 }
 

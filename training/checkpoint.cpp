@@ -135,13 +135,35 @@ const OptionTable<TextScores>& text_scores_table() {
     return table;
 }
 
-// An evaluation is written with the keys of its kind. A text's has a loss; older files wrote every
-// kind's keys in one object, with a loss of null for pairs, and read the same way.
+const OptionTable<MaskedScores>& masked_scores_table() {
+    static const OptionTable<MaskedScores> table =
+        OptionTable<MaskedScores>("evaluation")
+            .add("loss", "mean loss per masked token, nats", &MaskedScores::loss)
+            .add("accuracy", "masked tokens predicted right, %", &MaskedScores::accuracy)
+            .add("masked", "masked tokens predicted", &MaskedScores::masked);
+    return table;
+}
+
+const OptionTable<ClassifierScores>& class_scores_table() {
+    static const OptionTable<ClassifierScores> table =
+        OptionTable<ClassifierScores>("evaluation")
+            .add("accuracy", "texts classified right, %", &ClassifierScores::accuracy)
+            .add("macro_f1", "the mean of the classes' F1, %", &ClassifierScores::macro_f1)
+            .add("texts", "texts classified", &ClassifierScores::texts);
+    return table;
+}
+
+// An evaluation is written with the keys of its kind, which tell it apart: a text's has a loss and
+// units, a masked model's a loss and "masked", a classifier's "macro_f1". Older files wrote the keys
+// of pairs and of a text in one object, with a loss of null for pairs, and read the same way.
 internal::Json write_eval(const EvalResult& result) {
     return std::visit(
         [](const auto& r) {
-        if constexpr (std::is_same_v<std::decay_t<decltype(r)>, PairScores>) return pair_scores_table().write(r);
-        else return text_scores_table().write(r);
+        using R = std::decay_t<decltype(r)>;
+        if constexpr (std::is_same_v<R, PairScores>) return pair_scores_table().write(r);
+        else if constexpr (std::is_same_v<R, TextScores>) return text_scores_table().write(r);
+        else if constexpr (std::is_same_v<R, MaskedScores>) return masked_scores_table().write(r);
+        else return class_scores_table().write(r);
         },
         result);
 }
@@ -154,7 +176,9 @@ void read_eval(const internal::Json& json, EvalResult& result) {
         for (const std::string& key : ignored) check(other.has(key), table.what().c_str(), "unknown key \"", key, "\"");
         result = scores;
     };
-    if (json.contains("loss") && !json.at("loss").is_null())
+    if (json.contains("masked")) read(masked_scores_table(), masked_scores_table(), MaskedScores{});
+    else if (json.contains("macro_f1")) read(class_scores_table(), class_scores_table(), ClassifierScores{});
+    else if (json.contains("loss") && !json.at("loss").is_null())
         read(text_scores_table(), pair_scores_table(), TextScores{});
     else read(pair_scores_table(), text_scores_table(), PairScores{});
 }

@@ -81,6 +81,43 @@ public:
     }
 };
 
+// A masked language model: judged by the loss of its masked positions.
+class MaskedEvaluator : public Evaluator {
+public:
+    std::string metric() const override { return "masked loss"; }
+    double value(const EvalResult& result) const override {
+        const auto* r = std::get_if<MaskedScores>(&result);
+        return r ? r->loss : kNone;
+    }
+    std::string describe(const EvalResult& result) const override {
+        const auto* r = std::get_if<MaskedScores>(&result);
+        if (!r) return "(not an evaluation of masked tokens)";
+        char text[160];
+        std::snprintf(text, sizeof text, "masked loss %.4f nats  accuracy %.2f%%  (%lld masked tokens)", r->loss,
+                      r->accuracy, static_cast<long long>(r->masked));
+        return text;
+    }
+};
+
+// A classifier: judged by its accuracy (the higher the better).
+class ClassEvaluator : public Evaluator {
+public:
+    std::string metric() const override { return "accuracy"; }
+    bool higher_is_better() const override { return true; }
+    double value(const EvalResult& result) const override {
+        const auto* r = std::get_if<ClassifierScores>(&result);
+        return r ? r->accuracy : kNone;
+    }
+    std::string describe(const EvalResult& result) const override {
+        const auto* r = std::get_if<ClassifierScores>(&result);
+        if (!r) return "(not an evaluation of a classifier)";
+        char text[160];
+        std::snprintf(text, sizeof text, "accuracy %.2f%%  macro-F1 %.2f%%  (%lld texts)", r->accuracy, r->macro_f1,
+                      static_cast<long long>(r->texts));
+        return text;
+    }
+};
+
 // Decodes `examples` in length-sorted batches (the first model's source ids), `decode` giving each
 // batch's hypotheses, and scores the best ones.
 PairScores decode_and_score(const std::vector<Example>& examples, const text::Vocabulary& source_vocab,
@@ -113,6 +150,9 @@ PairScores decode_and_score(const std::vector<Example>& examples, const text::Vo
 }  // namespace
 
 std::unique_ptr<Evaluator> pair_evaluator(const std::string& metric) { return std::make_unique<PairEvaluator>(metric); }
+
+std::unique_ptr<Evaluator> masked_evaluator() { return std::make_unique<MaskedEvaluator>(); }
+std::unique_ptr<Evaluator> class_evaluator() { return std::make_unique<ClassEvaluator>(); }
 
 std::unique_ptr<Evaluator> text_evaluator() { return std::make_unique<TextEvaluator>(); }
 

@@ -30,9 +30,12 @@ const OptionTable<TrainingOptions>& table() {
             .one_of(task_name_list())
             .add("dictionary", "the CMUdict file for g2p", &O::dictionary)
             .object("synthetic", "the synthetic task's sizes and lengths", synthetic_table(), &O::synthetic)
-            .add("train", "corpus: the training pairs, one TSV file or a source and a target file", &O::train_files)
-            .add("dev", "corpus: the dev pairs (none: carved from train by a hash of the source)", &O::dev_files)
-            .add("test", "corpus: the test pairs (none: carved from train)", &O::test_files)
+            .add("train",
+                 "corpus: the training pairs, one TSV file or a source and a target file (classify: labelled texts)",
+                 &O::train_files)
+            .add("dev", "corpus, classify: the dev pairs or texts (none: carved from train by a hash of the source)",
+                 &O::dev_files)
+            .add("test", "corpus, classify: the test pairs or texts (none: carved from train)", &O::test_files)
             .add("src_tokens", "corpus: how the source is read: char, space or sentencepiece", &O::src_tokens)
             .one_of({"char", "space", "sentencepiece"})
             .add("tgt_tokens", "corpus: how the target is read: char, space or sentencepiece", &O::tgt_tokens)
@@ -49,11 +52,19 @@ const OptionTable<TrainingOptions>& table() {
             .add("max_vocab", "and at most this many of the most frequent (0: no limit)", &O::max_vocab)
             .at_least(0)
             .add("skip_invalid", "train on the valid lines and count the others, instead of refusing", &O::skip_invalid)
-            .add("text", "text: the training text (plain or gzip)", &O::text)
-            .add("val", "text: the validation text (none: the training text's last 10%)", &O::val)
-            .add("tokens", "text: how it is read: char, byte or sentencepiece", &O::tokens)
+            .add("text", "text, mlm: the training text (plain or gzip)", &O::text)
+            .add("val", "text, mlm: the validation text (none: the training text's last 10%)", &O::val)
+            .add("tokens", "text, mlm, classify: how texts are read: char, byte or sentencepiece", &O::tokens)
             .one_of({"char", "byte", "sentencepiece"})
-            .add("spm_model", "text: a SentencePiece model to read it with (none: train one)", &O::spm_model)
+            .add("spm_model", "text, mlm, classify: a SentencePiece model to read texts with (none: train one)",
+                 &O::spm_model)
+            .add("mask_rate", "mlm: the share of a text's positions masked", &O::mask_rate)
+            .above(0)
+            .below(1)
+            .add("class_balance", "classify: none, or sample (each row's class drawn uniformly, then a text of it)",
+                 &O::class_balance)
+            .one_of({"none", "sample"})
+            .add("init_from", "classify: start the encoder from this masked language model's checkpoint", &O::init_from)
             .add("batch_sentences", "sentences per batch (0: no limit)", &O::batches, &BatchOptions::max_sentences)
             .at_least(0)
             .flag("batch-size")
@@ -140,8 +151,8 @@ const OptionTable<TrainingOptions>& table() {
             .add("dev_limit", "evaluate on the first N dev examples only (0: all)", &O::dev_limit)
             .at_least(0)
             .add("dev_metric",
-                 "what picks the best weights: auto (WER for pairs, the loss for a text), or for pairs wer, bleu "
-                 "or chrf",
+                 "what picks the best weights: auto (WER for pairs, the loss for a text, the masked loss for mlm, "
+                 "accuracy for classify), or for pairs wer, bleu or chrf",
                  &O::dev_metric)
             .one_of({"auto", "wer", "bleu", "chrf"})
             .add("log_every", "steps between plain log lines", &O::log_every)

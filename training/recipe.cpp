@@ -3,6 +3,7 @@
 #include "seqgrad/training/recipe.h"
 
 #include "seqgrad/models/attn_seq2seq.h"
+#include "seqgrad/models/bert.h"
 #include "seqgrad/models/gpt.h"
 #include "seqgrad/models/registry.h"
 #include "seqgrad/models/seq2seq.h"
@@ -77,12 +78,44 @@ Recipe gpt_recipe() {
     return r;
 }
 
+// A small BERT for two cores (configs/bert-langid.json): 4 Post-LN layers of 256 with GELU,
+// rows of up to 128 characters, 32 a step; AdamW with BERT's betas, epsilon and weight decay on
+// the matrices, a warm-up and a cosine down to a tenth. Its task is classification unless the run
+// gives a text (then a masked language model).
+Recipe bert_recipe() {
+    Recipe r;
+    r.model = models::model_kind("bert").defaults();
+    models::BertKeys& m = r.model.keys<models::BertKeys>();
+    m.d_model = 256;
+    m.n_heads = 4;
+    m.n_layers = 4;
+    m.d_ff = 1024;
+    m.max_seq_len = 128;
+    r.model.dropout = 0.1f;
+    TrainingOptions& o = r.training;
+    o.task = "classify";
+    o.schedule = "cosine";
+    o.lr = 5e-4;
+    o.min_lr = 5e-5;
+    o.warmup_steps = 200;
+    o.beta2 = 0.999;
+    o.eps = 1e-6;
+    o.weight_decay = 0.01;
+    o.decay = "matrices";
+    o.clip_norm = 1.0f;
+    o.label_smoothing = 0;
+    o.batches.max_sentences = 32;
+    o.eval_every_steps = 500;
+    return r;
+}
+
 // One line a kind.
 Recipe kind_recipe(const std::string& kind) {
     if (kind == "transformer") return transformer_recipe();
     if (kind == "attn_seq2seq") return lstm_recipe<models::AttnSeq2SeqKeys>(kind);
     if (kind == "seq2seq") return lstm_recipe<models::Seq2SeqKeys>(kind);
     if (kind == "gpt") return gpt_recipe();
+    if (kind == "bert") return bert_recipe();
     throw Error("train: the model kind \"" + kind + "\" has no recipe: no task trains it yet");
 }
 

@@ -8,6 +8,7 @@
 #include "seqgrad/core/random.h"
 #include "seqgrad/training/batching.h"
 #include "seqgrad/training/data.h"
+#include "seqgrad/training/encoder_data.h"
 #include "seqgrad/training/g2p.h"
 #include "seqgrad/training/pairs.h"
 #include "seqgrad/training/synthetic.h"
@@ -23,7 +24,7 @@ public:
     TextTask()
         : Task("text",
                "a language model's: a text file (\"text\") and the validation text (\"val\", else its last 10%)") {}
-    bool reads_source() const override { return false; }
+    models::Family family() const override { return models::Family::language_model; }
     void check(const TrainingOptions& o) const override {
         seqgrad::check(!o.text.empty(), "training options", "a text task needs \"text\" (a file)");
         seqgrad::check(o.dev_metric == "auto", "training options", "a text is judged by its loss: \"dev_metric\" ",
@@ -34,6 +35,57 @@ public:
     std::unique_ptr<Evaluator> evaluator(const TrainingOptions&) const override { return text_evaluator(); }
     std::unique_ptr<TaskData> prepare(const TrainingOptions& o, const DataRequest& request) const override {
         return std::make_unique<TextData>(prepare_text(o, request));
+    }
+};
+
+// ---- an encoder's: mlm and classify ----
+
+class MlmTask : public Task {
+public:
+    MlmTask()
+        : Task("mlm",
+               "an encoder's masked language model: a text file (\"text\") and the validation text (\"val\", else "
+               "its last 10%)") {}
+    models::Family family() const override { return models::Family::encoder; }
+    void check(const TrainingOptions& o) const override {
+        seqgrad::check(!o.text.empty(), "training options", "the mlm task needs \"text\" (a file)");
+        seqgrad::check(o.dev_metric == "auto", "training options",
+                       "a masked language model is judged by its masked loss: \"dev_metric\" ", o.dev_metric,
+                       " is for pairs");
+        seqgrad::check(o.init_from.empty(), "training options",
+                       "\"init_from\" starts a classifier from a masked language model; the mlm task starts anew");
+    }
+    std::string data_name(const TrainingOptions& o) const override { return o.text; }
+    std::string short_name(const TrainingOptions& o) const override {
+        return std::filesystem::path(o.text).stem().string() + "-mlm";
+    }
+    std::unique_ptr<Evaluator> evaluator(const TrainingOptions&) const override { return masked_evaluator(); }
+    std::unique_ptr<TaskData> prepare(const TrainingOptions& o, const DataRequest& request) const override {
+        return std::make_unique<MaskedTextData>(prepare_masked_text(o, request));
+    }
+};
+
+class ClassifyTask : public Task {
+public:
+    ClassifyTask()
+        : Task("classify",
+               "an encoder's: labelled texts or pairs of texts, `text TAB label` or `a TAB b TAB label` (train, dev, "
+               "test)") {}
+    models::Family family() const override { return models::Family::encoder; }
+    void check(const TrainingOptions& o) const override {
+        seqgrad::check(o.train_files.size() == 1, "training options",
+                       "the classify task needs \"train\": one file of labelled texts, got ", o.train_files.size(),
+                       " files");
+        seqgrad::check(o.dev_metric == "auto", "training options",
+                       "a classifier is judged by its accuracy: \"dev_metric\" ", o.dev_metric, " is for pairs");
+    }
+    std::string data_name(const TrainingOptions& o) const override { return o.train_files.front(); }
+    std::string short_name(const TrainingOptions& o) const override {
+        return std::filesystem::path(o.train_files.front()).stem();
+    }
+    std::unique_ptr<Evaluator> evaluator(const TrainingOptions&) const override { return class_evaluator(); }
+    std::unique_ptr<TaskData> prepare(const TrainingOptions& o, const DataRequest& request) const override {
+        return std::make_unique<ClassifyData>(prepare_classify(o, request));
     }
 };
 
@@ -185,11 +237,21 @@ public:
     }
 };
 
+}  // namespace
+
+Tensor TaskData::loss(models::Model& model, const Batch& batch, float label_smoothing) const {
+    return model.loss(batch.src, batch.tgt, label_smoothing);
+}
+
+namespace {
+
 std::vector<std::unique_ptr<Task>> make_tasks() {
     std::vector<std::unique_ptr<Task>> all;
     all.push_back(std::make_unique<G2pTask>());
     all.push_back(std::make_unique<CorpusTask>());
     all.push_back(std::make_unique<TextTask>());
+    all.push_back(std::make_unique<MlmTask>());
+    all.push_back(std::make_unique<ClassifyTask>());
     all.push_back(std::make_unique<SyntheticTask>("copy", "synthetic: write the source again"));
     all.push_back(std::make_unique<SyntheticTask>("reverse", "synthetic: write the source backwards"));
     all.push_back(std::make_unique<SyntheticTask>("sort", "synthetic: write the source's symbols sorted"));

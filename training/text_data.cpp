@@ -108,7 +108,7 @@ EvalResult TextData::evaluate(models::Model& model, Split, int64_t, int64_t long
     return text_loss(model, dev_text, longest + 1, 32, dev_units, unit);
 }
 
-TextData prepare_text(const TrainingOptions& options, const DataRequest& request) {
+TextData prepare_text(const TrainingOptions& options, const DataRequest& request, bool encoder) {
     check(!options.text.empty(), kOp, "no text to train on: give \"text\" (--text FILE)");
     const std::string whole = read_for(options.text, options.tokens);
     check(!whole.empty(), kOp, options.text, ": the text is empty");
@@ -132,6 +132,8 @@ TextData prepare_text(const TrainingOptions& options, const DataRequest& request
     const text::Tokenizer& tokenizer = data.target_tokenizer;
     if (request.target_vocab) {
         data.target_vocab = *request.target_vocab;
+        check(!encoder || data.target_vocab.for_encoder(), kOp,
+              "the vocabulary given is not an encoder's (<cls>, <sep>, <mask> after the four special tokens)");
     } else {
         std::unordered_map<std::string, int64_t> counts;
         tokenizer.each_symbol(train_text, [&](std::string_view symbol) { ++counts[std::string(symbol)]; });
@@ -139,8 +141,12 @@ TextData prepare_text(const TrainingOptions& options, const DataRequest& request
         for (const char* special : text::Vocabulary::kSpecials)
             check(!counts.count(special), kOp, options.text, ": the text holds the special token ", special,
                   " as a symbol");
-        data.target_vocab =
-            text::Vocabulary::from_counts({counts.begin(), counts.end()}, options.min_count, options.max_vocab);
+        if (encoder)
+            for (const char* special : text::Vocabulary::kEncoderSpecials)
+                check(!counts.count(special), kOp, options.text, ": the text holds the special token ", special,
+                      " as a symbol");
+        data.target_vocab = text::Vocabulary::from_counts({counts.begin(), counts.end()}, options.min_count,
+                                                          options.max_vocab, encoder);
     }
     data.train_text = encode(train_text, tokenizer, data.target_vocab);
     data.dev_text = encode(val_text, tokenizer, data.target_vocab);

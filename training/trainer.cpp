@@ -11,6 +11,8 @@
 #include <cmath>
 #include <filesystem>
 #include <iomanip>
+#include <map>
+#include <optional>
 #include <sstream>
 
 #include "seqgrad/core/autograd.h"
@@ -243,8 +245,8 @@ bool Trainer::step() {
     const bool accumulating = o.accumulate > 1;
     if (accumulating) {
         loss_value = accumulate_gradients(mine);
-    } else if (mine.tgt.size(0) > 0) {
-        loss = run_.model->loss(mine.src, mine.tgt, o.label_smoothing);
+    } else if (mine.src.size(0) > 0 || mine.tgt.size(0) > 0) {
+        loss = run_.data->loss(*run_.model, mine, o.label_smoothing);
         loss_value = loss.item();
     }
     // The cosine's position over the budget, on rank 0's clock.
@@ -311,14 +313,14 @@ bool Trainer::step() {
 // when it has fewer rows), each micro-batch's loss weighted by its share of the tokens, so that the
 // gradients and the returned loss are those of `mine` in one pass, to float32 summation order.
 double Trainer::accumulate_gradients(const Batch& mine) {
-    const int64_t rows = mine.tgt.size(0);
+    const int64_t rows = std::max(mine.src.size(0), mine.tgt.size(0));
     const auto parts = static_cast<int>(std::min<int64_t>(run_.options.accumulate, std::max<int64_t>(rows, 1)));
     double loss_value = 0;
     for (int part = 0; part < parts && rows > 0; ++part) {
         const Batch micro = share_of_batch(mine, part, parts);
-        if (micro.tgt.size(0) == 0 || micro.target_tokens == 0) continue;
+        if (std::max(micro.src.size(0), micro.tgt.size(0)) == 0 || micro.target_tokens == 0) continue;
         const double share = static_cast<double>(micro.target_tokens) / static_cast<double>(mine.target_tokens);
-        const Tensor loss = run_.model->loss(micro.src, micro.tgt, run_.options.label_smoothing);
+        const Tensor loss = run_.data->loss(*run_.model, micro, run_.options.label_smoothing);
         loss_value += share * static_cast<double>(loss.item());
         mul(loss, static_cast<float>(share)).backward();  // the gradients add up over the micro-batches
     }
@@ -503,6 +505,65 @@ void check_precision_available(const TrainingOptions& options) {
     check(why.empty(), "training options", "\"precision\": \"bf16\": ", why, "; train in float32 instead");
 }
 
+// The kinds of a family, for messages: "transformer, attn_seq2seq or seq2seq".
+std::string kinds_of(models::Family family) {
+    std::vector<std::string> names;
+    for (const models::ModelKind& kind : models::model_kinds()) {
+        models::ModelConfig config;
+        config.model = kind.name;
+        if (models::family(config) == family) names.push_back(kind.name);
+    }
+    std::string text;
+    for (size_t i = 0; i < names.size(); ++i) text += (i == 0 ? "" : i + 1 == names.size() ? " or " : ", ") + names[i];
+    return text;
+}
+
+// The checkpoint `options.init_from` names, checked to be an encoder of the run's kind whose
+// tokenizer reads texts as the options ask.
+text::LoadedModel pretrained_encoder(const TrainingOptions& options, const models::ModelConfig& model_config) {
+    const std::string& from = options.init_from;
+    text::LoadedModel loaded = text::load_model(from);
+    const std::string& kind = loaded.model->config().model;
+    check(kind == model_config.model, "train", "--init-from ", from, " holds a \"", kind, "\" model, not a \"",
+          model_config.model, "\" to start from");
+    check(loaded.target_vocab.for_encoder(), "train", "--init-from ", from,
+          ": its vocabulary is not an encoder's (<cls>, <sep>, <mask>)");
+    const std::string& reads = loaded.target_tokenizer.kind();
+    check(reads == options.tokens, "train", "--init-from ", from, " reads texts as \"", reads,
+          "\" tokens, but this run asks for \"", options.tokens, "\" (--tokens ", reads,
+          " reads them as the encoder learned them)");
+    if (reads == "sentencepiece" && !options.spm_model.empty())
+        check(text::Tokenizer::load_sentencepiece(options.spm_model).to_json() == loaded.target_tokenizer.to_json(),
+              "train", "--init-from ", from, " reads texts with another SentencePiece model than ", options.spm_model,
+              " (leave --spm-model out: the checkpoint's is used)");
+    return loaded;
+}
+
+// Copies the pretrained encoder's weights into `model` (every tensor of the same name but the
+// classifier's, which is new), and says what was taken.
+std::string start_from(models::Model& model, const text::LoadedModel& pretrained, const std::string& from) {
+    std::map<std::string, Tensor> state;
+    for (const auto& [name, tensor] : model.state_dict()) state.emplace(name, tensor);
+    const std::map<std::string, Tensor> before = state;
+    int64_t taken = 0;
+    for (const auto& [name, tensor] : pretrained.model->state_dict()) {
+        if (name.starts_with("classifier.")) continue;
+        const auto it = state.find(name);
+        if (it == state.end()) continue;
+        check(it->second.shape() == tensor.shape(), "train", "--init-from ", from, ": ", name, " is ", tensor.shape(),
+              " there but ", it->second.shape(), " here");
+        it->second = tensor;
+        ++taken;
+    }
+    model.load_state_dict(state);
+    std::string fresh;
+    for (const auto& [name, tensor] : before)
+        if (state.at(name).data() == tensor.data() && !name.ends_with(".bias"))
+            fresh += (fresh.empty() ? "" : ", ") + name;
+    return detail::concat("the encoder from ", pretrained.path, " (step ", pretrained.step, "): ", taken,
+                          " tensors; new: ", fresh.empty() ? std::string("none") : fresh);
+}
+
 }  // namespace
 
 TrainingResult train(const models::ModelConfig& model_config, const TrainingOptions& options,
@@ -518,17 +579,28 @@ TrainingResult train(const models::ModelConfig& model_config, const TrainingOpti
           " already holds a checkpoint: resume it (--resume) or choose another directory");
     if (group.is_root() && run.dir.exists()) run.dir.remove_leftovers();
     const Task& task = training::task(options.task);
-    check(task.reads_source() == models::reads_source(model_config), "train", "the task \"", options.task, "\" ",
-          task.reads_source() ? "reads pairs: it trains a sequence-to-sequence model, not \""
-                              : "is a text: it trains a language model (gpt), not \"",
-          model_config.model, "\"");
-    run.data = task.prepare(options, request_for(model_config));
+    check(task.family() == models::family(model_config), "train", "the task \"", options.task, "\" trains ",
+          models::family_name(task.family()), " (", kinds_of(task.family()), "), not \"", model_config.model, "\"");
+    // A classifier may start from a masked language model: its shape, tokenizer and vocabulary.
+    std::optional<text::LoadedModel> start;
+    models::ModelConfig config = model_config;
+    DataRequest request = request_for(model_config);
+    if (!options.init_from.empty()) {
+        start = pretrained_encoder(options, model_config);
+        config = start->model->config();
+        config.dropout = model_config.dropout;
+        request = request_for(config);
+        request.target_tokenizer = &start->target_tokenizer;
+        request.target_vocab = &start->target_vocab;
+    }
+    run.data = task.prepare(options, request);
     check(run.data->has_train_and_dev(), "train", "the task \"", options.task, "\" has an empty train or dev split");
     check_ranks_agree(*run.data, group);
-    models::ModelConfig config = model_config;
     models::set_vocabulary_sizes(config, run.data->source_vocab.size(), run.data->target_vocab.size());
+    run.data->fit_config(config);
     Generator init(options.seed);
     run.model = models::make_model(models::ModelConfig::from_json(config.to_json()), init);  // validated like a file
+    if (start) run.data->report.push_back(start_from(*run.model, *start, options.init_from));
     run.model->random().seed(options.seed ^ kSplitMixGamma);
     give_rank_its_randomness(*run.model, group.rank());
     nn::broadcast_parameters(run.model->parameters(), group);  // the same start on every rank, whatever
@@ -585,6 +657,9 @@ TrainingResult resume(const std::string& dir, int64_t epochs, double minutes, in
     } catch (const Error& e) {
         throw Error("resume: " + dir + ": " + e.what());
     }
+    check(run.data->labels == loaded.labels, "resume", dir,
+          ": the training file's labels are not those the checkpoint "
+          "was trained with (was the file changed?)");
     check_ranks_agree(*run.data, group);
     run.model = loaded.model;
     run.model->random().set_state(run.progress.random);

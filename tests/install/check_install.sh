@@ -67,6 +67,23 @@ echo "$out_gen"
 [[ "$out_gen" == "the cat"* ]] && [ ${#out_gen} -gt 7 ] && [ "$out_gen" = "$out_gen2" ] \
   && grep -q "^40 tokens in" "$work/generate.err" \
   || { echo "examples/generate printed: $out_gen / $out_gen2 / $(cat "$work/generate.err")"; exit 1; }
+# A classifier (an encoder) trained by the installed program on labelled texts of its own, then
+# used from C++ through the TextClassifier: one line per text, the right label first, and with
+# --top-k 2 both labels, their probabilities summing to 1.
+for i in $(seq 1 200); do
+  if [ $((i % 2)) -eq 0 ]; then printf 'the day was good and fine number %s\tyes\n' "$i"
+  else printf 'the day was bad and poor number %s\tno\n' "$i"; fi
+done > "$work/labelled.tsv"
+"$work/prefix/bin/seqgrad" train --model bert --train "$work/labelled.tsv" --n-layers 1 --d-model 32 --n-heads 2 \
+  --d-ff 64 --max-seq-len 48 --batch-size 16 --max-steps 150 --eval-every 150 --warmup-steps 10 --lr 0.003 \
+  --threads 1 --out "$work/classifier" > "$work/train-classifier.log" 2>&1 \
+  || { echo "the installed program did not train a classifier:"; cat "$work/train-classifier.log"; exit 1; }
+out_cls=$("$work/examples-build/classify" "$work/classifier" "it was good and fine" "it was bad and poor" --top-k 2)
+echo "$out_cls"
+[ "$(echo "$out_cls" | wc -l)" -eq 2 ] && [ "$(cut -f2 <<< "$out_cls" | tr '\n' ' ')" = "yes no " ] \
+  && awk -F'\t' 'NF != 5 || $3 + $5 < 0.999 || $3 + $5 > 1.001 || $3 < $5 { bad = 1 } END { exit bad }' \
+       <<< "$out_cls" \
+  || { echo "examples/classify printed: $out_cls"; exit 1; }
 # examples/distributed: one process, and two under mpirun when the library has MPI. Without
 # mpirun the two processes are a failure under CI (CI=true), else a skip reported as such
 # (status 77, SKIP_RETURN_CODE), after everything else has run.

@@ -2,6 +2,7 @@
 // files (a model with its tokenizers and vocabularies) and checkpoints decoding together.
 #pragma once
 
+#include "seqgrad/text/encoder_input.h"
 #include "seqgrad/text/ensemble.h"
 #include "seqgrad/text/model_file.h"
 #include "seqgrad/text/tokenizer.h"

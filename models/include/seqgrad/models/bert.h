@@ -64,7 +64,7 @@ public:
     Tensor forward(const IntTensor& tokens, const IntTensor& segments = {}) override;
     Tensor mlm_logits(const Tensor& hidden) const override;
     Tensor class_logits(const Tensor& hidden) const override;
-    bool classifies() const override { return classifier != nullptr; }
+    int64_t classes() const override { return classifier ? keys().n_classes : 0; }
 
     std::shared_ptr<nn::Embedding> token_embedding;
     std::shared_ptr<nn::Embedding> position_embedding;   // "learned" only, else null

@@ -26,6 +26,13 @@ inline constexpr int64_t kEos = 2;
 inline constexpr int64_t kUnk = 3;
 // Tokens no text holds besides </s>: a language model's generation never writes them.
 inline constexpr int64_t kNotInText[] = {kPad, kSos};
+// An encoder's vocabulary (EncoderModel) has three more special tokens after those four: <cls>
+// starts every row (the classifier reads its vector), <sep> ends each text of a row, and <mask>
+// stands for a token the masked language model is to predict. Its data's symbols follow them.
+inline constexpr int64_t kCls = 4;
+inline constexpr int64_t kSep = 5;
+inline constexpr int64_t kMask = 6;
+inline constexpr int64_t kFirstEncoderSymbol = 7;
 
 // A model's configuration: the JSON keys of docs/parity.md. The ones here every kind reads:
 // "model" (the kind, registry.h), its vocabularies and dropout. The others are the kind's own: a
@@ -168,7 +175,8 @@ public:
     virtual Tensor forward(const IntTensor& tokens, const IntTensor& segments = {}) = 0;
     virtual Tensor mlm_logits(const Tensor& hidden) const = 0;    // -> [B, T, vocab]
     virtual Tensor class_logits(const Tensor& hidden) const = 0;  // -> [B, n_classes]
-    virtual bool classifies() const = 0;                          // whether it has a classifier
+    virtual int64_t classes() const = 0;                          // the classifier's (0: none)
+    bool classifies() const { return classes() > 0; }             // whether it has a classifier
     // Cross-entropy over the positions whose label [B, T] is not kPad (the masked ones).
     Tensor mlm_loss(const Tensor& hidden, const IntTensor& labels) const;
     // Cross-entropy of each row's class, labels [B] in [0, n_classes).
@@ -178,6 +186,10 @@ public:
     Tensor logits(const IntTensor& source, const IntTensor& inputs) override;
     Tensor loss(const IntTensor& source, const IntTensor& target, float label_smoothing) override;
 };
+
+// The segments of rows laid out as an encoder reads texts, `<cls> a <sep>` or `<cls> a <sep> b
+// <sep>` (then <pad>): each token's text, 0 up to and including a row's first <sep>, 1 after it.
+IntTensor encoder_segments(const IntTensor& tokens);
 
 // The loss of docs/parity.md: cross-entropy over logits [B, T, V] against tgt_out [B, T],
 // ignoring kPad, with label smoothing.

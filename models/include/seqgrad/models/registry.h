@@ -37,6 +37,9 @@ struct ModelKind {
     // Adjusts keys that follow from the vocabulary sizes the data gives (set_vocabulary_sizes): a
     // Transformer shares its embeddings only between vocabularies of one size. None: nothing to do.
     std::function<void(ModelConfig&)> fit_vocabularies;
+    // An encoder's: sets the classes of its classifier (0: none), which training takes from its
+    // data. None for a kind without a classifier.
+    std::function<void(ModelConfig&, int64_t)> set_classes;
     // Checks across keys that a key's own range cannot express (d_model divisible by n_heads).
     std::function<void(const ModelConfig&)> validate;
     std::function<std::shared_ptr<Model>(const ModelConfig&, Generator&)> make;
@@ -67,6 +70,14 @@ std::string model_kind_names();
 
 // Builds the model a config names, with weights initialised from `gen`.
 std::shared_ptr<Model> make_model(const ModelConfig& config, Generator& gen);
+// The three families of model.h, as a kind's config names them.
+enum class Family { sequence_to_sequence, language_model, encoder };
+Family family(const ModelConfig& config);
+// "a sequence-to-sequence model", "a language model", "an encoder"
+const char* family_name(Family family);
+// Sets an encoder's classes (ModelKind::set_classes); an Error for a kind that does not classify.
+void set_classes(ModelConfig& config, int64_t classes);
+
 // Whether the kind reads a source (a sequence-to-sequence model) or only its own past (a language
 // model): whether it has a source vocabulary.
 bool reads_source(const ModelConfig& config);

@@ -111,6 +111,9 @@ private:
 struct TextSides {
     Tokenizer source_tokenizer, target_tokenizer;
     Vocabulary source_vocab, target_vocab;
+    // A classifier's classes: each class id's label (an encoder trained to classify); empty
+    // otherwise.
+    std::vector<std::string> labels;
 
     // The ids of a source text (no <s> or </s>); unknown symbols are <unk>.
     std::vector<int64_t> encode_source(std::string_view text) const;

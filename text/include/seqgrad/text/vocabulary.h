@@ -14,21 +14,27 @@ namespace seqgrad::text {
 // The largest vocabulary a file or a corpus may ask for (the models' config keys allow no more).
 inline constexpr int64_t kMaxVocabulary = int64_t{1} << 22;
 
-// Symbols <-> ids. Ids 0..3 are the special tokens of docs/parity.md (<pad>, <s>, </s>, <unk>); the
+// Symbols <-> ids. Ids 0..3 are the special tokens of docs/parity.md (<pad>, <s>, </s>, <unk>); an
+// encoder's vocabulary has its three next (<cls>, <sep>, <mask>: models::kCls, kSep, kMask). The
 // data's symbols follow, in byte order when built from data, so the same data gives the same ids.
 class Vocabulary {
 public:
     static constexpr const char* kSpecials[4] = {"<pad>", "<s>", "</s>", "<unk>"};
+    static constexpr const char* kEncoderSpecials[3] = {"<cls>", "<sep>", "<mask>"};
 
     Vocabulary();  // the four special tokens only
-    // Sorts and de-duplicates `symbols`. A special token or an empty string among them is an Error.
-    static Vocabulary from_symbols(std::vector<std::string> symbols);
+    // Sorts and de-duplicates `symbols`. A special token (an encoder's too, for an encoder's
+    // vocabulary) or an empty string among them is an Error.
+    static Vocabulary from_symbols(std::vector<std::string> symbols, bool encoder = false);
     // The symbols counted at least `min_count` times and, if max_size > 0, only the max_size most
-    // frequent of those (ties: byte order), besides the four specials; ids in byte order, as
+    // frequent of those (ties: byte order), besides the specials; ids in byte order, as
     // from_symbols gives them.
     static Vocabulary from_counts(const std::vector<std::pair<std::string, int64_t>>& counts, int64_t min_count,
-                                  int64_t max_size);
-    static bool is_special(std::string_view symbol);
+                                  int64_t max_size, bool encoder = false);
+    static bool is_special(std::string_view symbol);          // one of the four
+    static bool is_encoder_special(std::string_view symbol);  // one of an encoder's three
+    // Whether ids 4..6 are an encoder's special tokens.
+    bool for_encoder() const;
 
     int64_t size() const { return static_cast<int64_t>(symbols_.size()); }
     int64_t id(std::string_view symbol) const;  // kUnk for a symbol not in the vocabulary

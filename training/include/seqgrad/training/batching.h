@@ -62,12 +62,18 @@ private:
 EncodedPairs encode_for_evaluation(const std::vector<Example>& examples, const text::Vocabulary& source_vocab,
                                    const text::Vocabulary& target_vocab);
 
+// A batch: a sequence-to-sequence model's source and target, a language model's window (as its
+// target, with a source of [B, 0]), or an encoder's rows (as the source) with their labels.
 struct Batch {
-    IntTensor src;                       // [B, S], right-padded with kPad
-    IntTensor tgt;                       // [B, T+1]: <s> y1 .. yn </s> then kPad
+    IntTensor src;  // [B, S], right-padded with kPad
+    IntTensor tgt;  // [B, T+1]: <s> y1 .. yn </s> then kPad ([B, 0] for an encoder)
+    // An encoder's: [B, S], the true token at each masked position and kPad elsewhere (a masked
+    // language model), or [B], each row's class (a classifier). Empty otherwise.
+    IntTensor labels;
     std::vector<int64_t> example_index;  // [B]: EncodedExample::index of each row
     int64_t source_tokens = 0;           // real (non-pad) source tokens
-    int64_t target_tokens = 0;           // predicted positions: the y's and each </s>
+    // Predicted positions: the y's and each </s>; an encoder's masked positions, or its rows.
+    int64_t target_tokens = 0;
 };
 
 struct BatchOptions {

@@ -100,7 +100,7 @@ public:
 class PairsTask : public Task {
 public:
     using Task::Task;
-    bool reads_source() const final { return true; }
+    models::Family family() const final { return models::Family::sequence_to_sequence; }
     std::string data_name(const TrainingOptions&) const override { return name(); }
     // WER, or the options' dev_metric.
     std::unique_ptr<Evaluator> evaluator(const TrainingOptions& options) const override;

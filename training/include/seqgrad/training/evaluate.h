@@ -44,8 +44,23 @@ struct TextScores {
     double bits_per_unit() const;  // the whole text's loss in bits, over its units
 };
 
+// A masked language model: the mean loss over the masked positions of a text, in nats per token,
+// and the share (%) of them whose most likely token is the true one.
+struct MaskedScores {
+    double loss = std::numeric_limits<double>::quiet_NaN();
+    double accuracy = 0;
+    int64_t masked = 0;  // positions predicted
+};
+
+// A classifier: accuracy and macro-F1 (classification_metrics.h) over a split's texts, in percent.
+struct ClassifierScores {
+    double accuracy = 0;
+    double macro_f1 = 0;
+    int64_t texts = 0;
+};
+
 // An evaluation, as its task measures it.
-using EvalResult = std::variant<PairScores, TextScores>;
+using EvalResult = std::variant<PairScores, TextScores, MaskedScores, ClassifierScores>;
 
 // A task's dev metric (task.h): its name, which way is better, its value in a result, and a
 // result as one line. A result of another kind of task has no value (NaN).
@@ -60,10 +75,13 @@ public:
     bool better(double a, double b) const { return higher_is_better() ? a > b : a < b; }
 };
 
-// The evaluators of the two kinds of task: pairs judged by "wer" (the lowest), "bleu" or "chrf"
+// The evaluators of the kinds of task: pairs judged by "wer" (the lowest), "bleu" or "chrf"
 // (the highest), each result written with every measure it holds; a text judged by its loss.
 std::unique_ptr<Evaluator> pair_evaluator(const std::string& metric);
 std::unique_ptr<Evaluator> text_evaluator();
+// A masked language model judged by its masked loss; a classifier by its accuracy.
+std::unique_ptr<Evaluator> masked_evaluator();
+std::unique_ptr<Evaluator> class_evaluator();
 
 // The search `options` asks for over `examples` (in length-sorted batches of
 // models::inputs_per_batch sources), and the predictions' WER and PER against all their

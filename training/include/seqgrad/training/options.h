@@ -16,8 +16,9 @@ namespace seqgrad::training {
 
 struct TrainingOptions {
     // The task (task.h): "g2p" (read from `dictionary`), "corpus" (your own pairs: `train`, `dev`,
-    // `test`, pairs.h), "text" (a language model's: `text`, `val`) or a synthetic one ("copy",
-    // "reverse", "sort").
+    // `test`, pairs.h), "text" (a language model's: `text`, `val`), an encoder's "mlm" (a text
+    // masked: `text`, `val`) or "classify" (labelled texts: `train`, `dev`, `test`), or a synthetic
+    // one ("copy", "reverse", "sort").
     std::string task = "g2p";
     std::string dictionary = kCmudictPath;
     SyntheticOptions synthetic;
@@ -40,6 +41,14 @@ struct TrainingOptions {
     std::string text, val;
     std::string tokens = "char";
     std::string spm_model;
+
+    // An encoder's tasks (encoder_data.h). mlm: the share of a text's positions masked (BERT's 15%).
+    // classify: "none", or "sample" to draw each training row's class uniformly (then a text of it),
+    // so that skewed labels are seen equally often; and a masked language model's checkpoint to
+    // start the encoder from (its tokenizer, vocabulary and shape; the classifier new).
+    double mask_rate = 0.15;
+    std::string class_balance = "none";
+    std::string init_from;
 
     BatchOptions batches;
     // "noam": lr * d^-0.5 * min(t^-0.5, t * warmup^-1.5); "constant"; or "cosine": linear warm-up to

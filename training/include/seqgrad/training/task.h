@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "seqgrad/models/model.h"
+#include "seqgrad/models/registry.h"
 #include "seqgrad/models/search.h"
 #include "seqgrad/text/tokenizer.h"
 #include "seqgrad/training/dataset.h"
@@ -24,6 +25,7 @@
 namespace seqgrad::training {
 
 class BatchSource;
+struct Batch;
 struct DataRequest;
 
 // The data a run trains and evaluates on, as its task reads it, with the tokenizers and
@@ -48,6 +50,12 @@ public:
     // The run's training batches, which take the training split; `longest` is the model's longest
     // sequence (a language model's context).
     virtual std::unique_ptr<BatchSource> batches(const TrainingOptions& options, int64_t longest) = 0;
+    // The loss of a training batch, which the trainer differentiates: the model's own (Model::loss
+    // of the source and target) unless the task's data says otherwise (an encoder's heads).
+    virtual Tensor loss(models::Model& model, const Batch& batch, float label_smoothing) const;
+    // Sets the keys of the model's config that follow from the data beyond its vocabularies (a
+    // classifier's classes). Nothing by default.
+    virtual void fit_config(models::ModelConfig& config) const { (void)config; }
     // Evaluates `model` on `split` (dev or test): the first `limit` examples of pairs (0: all)
     // decoded by the search `decoding` asks for, or the whole text (`longest` tokens of context at
     // a time). The predictions (pairs) come back when asked for.
@@ -66,9 +74,10 @@ public:
 
     const std::string& name() const { return name_; }                // the options' "task"
     const std::string& description() const { return description_; }  // one line, for help texts
-    // Whether it trains a sequence-to-sequence model (pairs: a source and a target) or a language
-    // model (a text).
-    virtual bool reads_source() const = 0;
+    // The family of models it trains (registry.h): sequence to sequence (pairs: a source and a
+    // target), a language model (a text), or an encoder (a text masked, or texts labelled).
+    virtual models::Family family() const = 0;
+    bool reads_source() const { return family() == models::Family::sequence_to_sequence; }
     // Errors for options this task cannot run with (its data not named).
     virtual void check(const TrainingOptions& options) const { (void)options; }
     // What messages call the run's data (a path, "the copy task"), and a short name for the

@@ -47,8 +47,9 @@ public:
 // The data of a text task, read as the options say, with the tokenizer as its target side. Errors
 // name the file: unreadable, invalid UTF-8 (with its byte offset; bytes are read as they are with
 // "byte" tokens), empty, or too short for one window of `request.max_target_length` + 1 tokens (the
-// model's context, when it is known).
-TextData prepare_text(const TrainingOptions& options, const DataRequest& request);
+// model's context, when it is known). With `encoder`, the vocabulary is an encoder's
+// (Vocabulary::for_encoder), for a masked language model (encoder_data.h).
+TextData prepare_text(const TrainingOptions& options, const DataRequest& request, bool encoder = false);
 
 // A file's text as a language model with these tokenizer and vocabulary reads it (`seqgrad eval
 // --text`): its ids, and its length in the unit bits are counted per.
