@@ -10,6 +10,9 @@ packages=(
   nlohmann-json3-dev       # safetensors headers, configs
   libcli11-dev             # the seqgrad program's flags
   pocketsphinx-en-us       # CMUdict, the G2P task's dictionary
+  # fortune cookies in 11 languages, the language-identification set (scripts/langid-fortunes.sh)
+  fortunes fortunes-min fortunes-de fortunes-es fortunes-it fortunes-br
+  fortunes-pl fortunes-ru fortunes-cs fortunes-bg fortunes-eo fortunes-zh
   libsentencepiece-dev     # subword tokenizers (own corpora)
   zlib1g-dev               # gzip-compressed corpora
   libopenmpi-dev openmpi-bin  # optional: data-parallel training over MPI (mpirun)
