@@ -1,8 +1,11 @@
 #!/usr/bin/python3
-"""seqgrad against PyTorch: a GPT's training step and sampling, side by side on this machine.
+"""seqgrad against PyTorch: a GPT's and a BERT's training steps, sampling and classifying, side by side.
 
 For each of seqgrad_bench's GPT benchmarks (train_step/gpt/cpu, train_step/gpt/baby,
-generate/gpt/baby), runs it and bench/torch_gpt.py's version of the same work in each of
+generate/gpt/baby; the default) or BERT benchmarks (train_step/bert/<langid|mini>[/mlm],
+classify/bert/<langid|mini>; `--benchmarks bert` names them all, `bert-bf16` their steps in
+bfloat16), runs it and
+bench/torch_gpt.py's or bench/torch_bert.py's version of the same work in each of
 PyTorch's three thread settings (bench/torch_settings.py: its default; torch.set_num_threads(N);
 N threads with OMP_WAIT_POLICY=PASSIVE), one fresh process each, alternating the order from round
 to round, and prints the best of each with the ratio of seqgrad to PyTorch's best setting.
@@ -13,8 +16,9 @@ to round, and prints the best of each with the ratio of seqgrad to PyTorch's bes
                                           [--torch-settings default threads passive]
 
 Columns: tokens per second of seqgrad and of PyTorch in each setting (its best in bold; training:
-batch x context tokens, sampling: new tokens), the ratio of seqgrad to that best; for training
-also seqgrad's model FLOP rate and its fraction of the sgemm peak (MFU), its peak tensor memory,
+batch x context tokens, sampling: new tokens, classifying: 64 texts' tokens), the ratio of seqgrad
+to that best; for training and classifying also seqgrad's model FLOP rate and its fraction of the
+sgemm peak (MFU); for training its peak tensor memory,
 each process's peak resident memory (PyTorch's from its best setting) and seqgrad's allocations
 from the system per step. A benchmark that this seqgrad_bench does not have is named as missing,
 and PyTorch's figures are printed without a ratio. At --threads 1 PyTorch's default still runs
@@ -32,8 +36,14 @@ import torch_settings
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-BENCHMARKS = ("train_step/gpt/cpu", "train_step/gpt/baby", "generate/gpt/baby")
+GPT_BENCHMARKS = ("train_step/gpt/cpu", "train_step/gpt/baby", "generate/gpt/baby")
+BERT_BENCHMARKS = tuple(f"{kind}/bert/{shape}{suffix}" for shape in ("langid", "mini")
+                        for kind, suffix in (("train_step", ""), ("train_step", "/mlm"), ("classify", "")))
+BERT_BF16_BENCHMARKS = tuple(f"train_step/bert/{shape}{suffix}/bf16" for shape in ("langid", "mini")
+                             for suffix in ("", "/mlm"))
+BENCHMARKS = GPT_BENCHMARKS + BERT_BENCHMARKS + BERT_BF16_BENCHMARKS
 TRAIN_COUNTERS = ("tokens_per_second", "gflops", "mfu", "peak_mib", "system_allocs_per_step", "max_rss_mib")
+CLASSIFY_COUNTERS = ("tokens_per_second", "texts_per_second", "gflops", "mfu")
 
 
 def run_seqgrad(bench, name, threads, min_time):
@@ -50,15 +60,29 @@ def run_seqgrad(bench, name, threads, min_time):
             sys.exit(f"compare_gpt.py: {bench} failed (exit status {out.returncode}):\n{out.stderr.strip()}")
         return (report or {}).get("context", {}), None
     b = report["benchmarks"][0]
-    counters = TRAIN_COUNTERS if name.startswith("train_step/") else ("tokens_per_second",)
+    counters = TRAIN_COUNTERS if name.startswith("train_step/") else \
+        CLASSIFY_COUNTERS if name.startswith("classify/") else ("tokens_per_second",)
     missing = [c for c in counters if c not in b]
     if missing:
         sys.exit(f"compare_gpt.py: {bench}'s {name} lacks the counters {', '.join(missing)}")
     return report["context"], {c: b[c] for c in counters}
 
 
+def cpu_name():
+    """The CPU's model name and family/model numbers, from /proc/cpuinfo."""
+    fields = {}
+    try:
+        for line in open("/proc/cpuinfo"):
+            key, _, value = line.partition(":")
+            fields.setdefault(key.strip(), value.strip())
+    except OSError:
+        return "?"
+    return f"{fields.get('model name', '?')} (family {fields.get('cpu family', '?')}, model {fields.get('model', '?')})"
+
+
 def run_torch(name, threads, setting, min_time, model):
-    out = subprocess.run([sys.executable, os.path.join(HERE, "torch_gpt.py"), "--benchmark", name, "--threads",
+    worker = "torch_bert.py" if "/bert/" in name else "torch_gpt.py"
+    out = subprocess.run([sys.executable, os.path.join(HERE, worker), "--benchmark", name, "--threads",
                           str(threads), "--setting", setting, "--min-time", str(min_time), "--model", model],
                          check=True, capture_output=True, text=True, env=torch_settings.environment(setting, threads))
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -67,10 +91,14 @@ def run_torch(name, threads, setting, min_time, model):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     torch_settings.add_comparison_arguments(parser, ROOT, "timed steps or sampling")
-    parser.add_argument("--benchmarks", nargs="+", choices=BENCHMARKS, default=list(BENCHMARKS))
+    parser.add_argument("--benchmarks", nargs="+", choices=BENCHMARKS + ("gpt", "bert", "bert-bf16"),
+                        default=["gpt"], help="benchmarks to compare; `gpt` and `bert` name each model's, "
+                        "`bert-bf16` the BERT's steps in bfloat16 (PyTorch: torch.autocast) (default: gpt)")
     parser.add_argument("--torch-model", choices=("expert", "twin"), default="expert",
-                        help="PyTorch's GPT as an expert writes it (bench/torch_expert.py), or the parity twin")
+                        help="PyTorch's model as an expert writes it (bench/torch_expert.py), or the parity twin")
     args = parser.parse_args()
+    groups = {"gpt": GPT_BENCHMARKS, "bert": BERT_BENCHMARKS, "bert-bf16": BERT_BF16_BENCHMARKS}
+    args.benchmarks = [b for name in args.benchmarks for b in groups.get(name, (name,))]
 
     torch_version = torch_settings.preflight("compare_gpt.py", args.bench)
 
@@ -94,10 +122,12 @@ def main():
                     result = run_torch(name, args.threads, side, args.min_time, args.torch_model)
                 torch_settings.keep_faster(best, (name, side), result)
 
-    print(f"seqgrad vs PyTorch {torch_version}, a GPT (bench/torch_gpt.py, PyTorch's model: {args.torch_model}): "
-          f"training steps (forward, loss, backward, clipping, AdamW) and sampling with a key/value cache, "
-          f"{args.threads} threads, best of {args.rounds} alternating runs; PyTorch in each setting of "
-          f"bench/torch_settings.py, the ratio to its best")
+    print(f"seqgrad vs PyTorch {torch_version} (bench/torch_gpt.py, torch_bert.py; PyTorch's model: "
+          f"{args.torch_model}): training steps (forward, loss, backward, clipping, AdamW), sampling with a "
+          f"key/value cache, classifying 64 texts; {args.threads} threads, best of {args.rounds} alternating runs; "
+          f"PyTorch in each setting of bench/torch_settings.py, the ratio to its best")
+    print(f"CPU {cpu_name()}; seqgrad's kernels {context.get('kernels', '?')}, products of weights on "
+          f"{context.get('products of weights', '?')}, oneDNN {context.get('oneDNN', '?')}")
     print(f"OpenBLAS core {context.get('openblas_core', '?')}, OPENBLAS_CORETYPE "
           f"{context.get('OPENBLAS_CORETYPE', '?')}, "
           f"sgemm peak {float(context.get('sgemm_peak_gflops', 0)):.0f} GFLOP/s (2048^3, {args.threads} threads)")
@@ -122,6 +152,8 @@ def main():
         if name.startswith("train_step/"):
             extra = (f"{s['gflops']:.0f} | {100 * s['mfu']:.0f}% | {s['peak_mib']:.0f} | "
                      f"{s['max_rss_mib']:.0f} / {t['max_rss_mib']:.0f} | {s['system_allocs_per_step']:g}")
+        elif name.startswith("classify/"):
+            extra = f"{s['gflops']:.0f} | {100 * s['mfu']:.0f}% | - | - / {t['max_rss_mib']:.0f} | -"
         else:
             extra = f"- | - | - | - / {t['max_rss_mib']:.0f} | -"
         print(f"| {name} | {s['tokens_per_second']:,.0f} | {' | '.join(cells)} | {ratio} | {extra} |")

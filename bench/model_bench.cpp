@@ -1,5 +1,6 @@
 // Whole training steps and greedy decoding of the three sequence-to-sequence models, at three
-// shapes, and the GPT's training step and generation at nanoGPT's two Shakespeare shapes.
+// shapes, the GPT's training step and generation at nanoGPT's two Shakespeare shapes, and the
+// BERT's two training steps (classification, masked language model) and classification of texts.
 //
 //   train_step/<model>/<shape>   one training step: zero_grad, forward, the loss (cross-entropy
 //                                with label smoothing 0.1, ignoring padding), backward, Adam
@@ -27,6 +28,29 @@
 // characters of tinyshakespeare (and seqgrad's four special tokens: a vocabulary of 69):
 //   cpu     12,  64, 128, 4,  512, 4, 0     (its CPU recipe)
 //   baby    64, 256, 384, 6, 1536, 6, 0.2   (its "baby GPT")
+//   train_step/bert/<langid|mini>        one fine-tuning step of a BERT classifying texts: zero_grad,
+//                                forward(tokens), class_loss on each row's first (<cls>) position,
+//                                backward, gradient clipping at 1, AdamW (lr 1e-4, weight decay
+//                                0.01 on the matrices and embeddings). Counters as train_step's
+//                                (tokens: batch x length), FLOPs of the layers and the classifier.
+//   train_step/bert/<langid|mini>/mlm    the masked language model's step: the same with mlm_loss,
+//                                about 15% of the positions labelled (kPad elsewhere); FLOPs of
+//                                the layers and the MLM head at every position (as it runs).
+//   train_step/bert/<langid|mini>[/mlm]/bf16  the same steps with bfloat16 products, as the
+//                                Transformer's /bf16 (skipped without AVX512_BF16 or AMX).
+//   classify/bert/<langid|mini>  inference of 64 texts: NoGradGuard, eval mode, forward,
+//                                class_logits and a softmax. texts_per_second, tokens_per_second,
+//                                gflops and mfu. `/bf16` with the weights packed in bfloat16
+//                                (pack_weights, as `seqgrad generate --bf16` packs them).
+//   phases/bert/<langid|mini>[/mlm]      the two training steps timed by phase, as phases/gpt's.
+// BERT shapes (batch, length, width, heads, d_ff, layers, vocabulary, classes): Post-LN, GELU,
+// learned positions, two segment types (every text segment 0), dropout 0.1 (BERT's) in training;
+// every text full length, <s> (the <cls>) first, then random ids. bench/torch_bert.py is the
+// PyTorch side.
+//   langid  32, 128, 256, 4, 1024, 4,  300, 12   (language identification of character-level
+//                                                 texts: a dozen languages' characters)
+//   mini    64,  64, 128, 2,  512, 2, 1000,  2   (a two-layer BERT of word pieces: the MLM head
+//                                                 over 1000 symbols is a quarter of its FLOPs)
 //   decode/transformer/<shape>/cached      greedy decoding of the batch's sources for tgt_len
 //   decode/transformer/<shape>/recompute   steps: with the incremental decoder (cached keys and
 //                                          values), or by running the whole prefix through
@@ -92,6 +116,7 @@
 #include "seqgrad/core/random.h"
 #include "seqgrad/core/tensor.h"
 #include "seqgrad/models/attn_seq2seq.h"
+#include "seqgrad/models/bert.h"
 #include "seqgrad/models/gpt.h"
 #include "seqgrad/models/model.h"
 #include "seqgrad/models/registry.h"
@@ -137,6 +162,18 @@ constexpr GptShape kGptShapes[] = {
 };
 constexpr int64_t kGptVocab = 65 + 4;
 constexpr int64_t kGeneratedTokens = 256;
+
+struct BertShape {
+    const char* name;
+    int64_t batch, length, width, heads, d_ff, layers, vocab, classes;
+};
+
+constexpr BertShape kBertShapes[] = {
+    {"langid", 32, 128, 256, 4, 1024, 4, 300, 12},
+    {"mini", 64, 64, 128, 2, 512, 2, 1000, 2},
+};
+constexpr int64_t kClassifiedTexts = 64;
+constexpr uint64_t kMaskedPercent = 15;
 
 constexpr int64_t kLstmLayers = 2;
 constexpr float kLabelSmoothing = 0.1f;
@@ -373,6 +410,106 @@ void gpt_train_step(benchmark::State& state, const GptShape& shape, Precision pr
     time_training_steps(state, step, step.flops, step.tokens);
 }
 
+ModelConfig bert_config(const BertShape& s) {
+    ModelConfig c = seqgrad::models::model_kind("bert").defaults();  // Post-LN, GELU, learned positions
+    c.vocab = s.vocab;
+    c.dropout = 0.1f;
+    seqgrad::models::BertKeys& k = c.keys<seqgrad::models::BertKeys>();
+    k.d_model = s.width;
+    k.n_heads = s.heads;
+    k.n_layers = s.layers;
+    k.d_ff = s.d_ff;
+    k.max_seq_len = s.length;
+    k.n_classes = s.classes;
+    return c;
+}
+
+// A token id other than the special ones, uniformly.
+int64_t random_id(int64_t vocab, Generator& gen) {
+    return kFirstRealToken + static_cast<int64_t>(gen.below(static_cast<uint64_t>(vocab - kFirstRealToken)));
+}
+
+// `rows` texts of the shape's length: <s> (the <cls>) first, then random ids, no padding.
+IntTensor random_texts(const BertShape& s, int64_t rows, Generator& gen) {
+    std::vector<int64_t> ids;
+    ids.reserve(static_cast<size_t>(rows * s.length));
+    for (int64_t i = 0; i < rows * s.length; ++i)
+        ids.push_back(i % s.length == 0 ? seqgrad::models::kSos : random_id(s.vocab, gen));
+    return IntTensor::from_vector(std::move(ids), {rows, s.length});
+}
+
+// The BERT's fine-tuning step (classes of the texts) or its masked language model's (mlm): AdamW
+// (lr 1e-4, weight decay 0.01 on the matrices and embeddings), gradients clipped at 1.
+TrainingStep bert_step(const BertShape& shape, bool mlm) {
+    Generator gen(7);
+    const ModelConfig config = bert_config(shape);
+    TrainingStep step;
+    step.model = seqgrad::models::make_model(config, gen);
+    step.model->train();
+    seqgrad::nn::AdamOptions adam;
+    adam.lr = 1e-4;
+    adam.weight_decay = 0.01;
+    adam.decay_matrices_only = true;
+    step.optimizer = std::make_unique<seqgrad::nn::AdamW>(step.model->named_parameters(), adam);
+    auto* bert = dynamic_cast<seqgrad::models::EncoderModel*>(step.model.get());
+    const IntTensor tokens = random_texts(shape, shape.batch, gen);
+    if (mlm) {
+        std::vector<int64_t> labels(static_cast<size_t>(tokens.numel()), seqgrad::models::kPad);
+        for (auto& label : labels)
+            if (gen.below(100) < kMaskedPercent) label = random_id(shape.vocab, gen);
+        step.loss = [bert, tokens, labels = IntTensor::from_vector(std::move(labels), tokens.shape())] {
+            return bert->mlm_loss(bert->forward(tokens), labels);
+        };
+    } else {
+        std::vector<int64_t> classes(static_cast<size_t>(shape.batch));
+        for (auto& c : classes) c = static_cast<int64_t>(gen.below(static_cast<uint64_t>(shape.classes)));
+        step.loss = [bert, tokens, classes = IntTensor::from_vector(std::move(classes), {shape.batch})] {
+            return bert->class_loss(bert->forward(tokens), classes);
+        };
+    }
+    step.clip = 1.0f;
+    step.clipped = step.model->parameters();
+    step.flops = 3 * bert_flops(config, shape.batch, shape.length, mlm, !mlm);
+    step.tokens = shape.batch * shape.length;
+    return step;
+}
+
+void bert_train_step(benchmark::State& state, const BertShape& shape, bool mlm, Precision precision) {
+    if (!precision_runs(state, precision)) return;
+    const MatmulPrecisionScope products(precision);
+    TrainingStep step = bert_step(shape, mlm);
+    time_training_steps(state, step, step.flops, step.tokens);
+}
+
+// Classifying kClassifiedTexts texts: the class probabilities of each.
+void bert_classify(benchmark::State& state, const BertShape& shape, Precision precision) {
+    if (precision == Precision::bf16 && !seqgrad::packing_available(precision)) {
+        state.SkipWithError(bf16_unavailable_reason().c_str());
+        for (auto _ : state) {}
+        return;
+    }
+    Generator gen(11);
+    const ModelConfig config = bert_config(shape);
+    auto model = seqgrad::models::make_model(config, gen);
+    model->eval();
+    if (precision == Precision::bf16) model->pack_weights(precision);
+    auto& bert = dynamic_cast<seqgrad::models::EncoderModel&>(*model);
+    const IntTensor texts = random_texts(shape, kClassifiedTexts, gen);
+    const seqgrad::NoGradGuard no_grad;
+    const auto classify = [&] { return seqgrad::softmax(bert.class_logits(bert.forward(texts)), -1); };
+    classify();  // the allocator's cache is warm
+    for (auto _ : state) {
+        Tensor probabilities = classify();
+        benchmark::DoNotOptimize(probabilities.data());
+    }
+    const double flops = bert_flops(config, kClassifiedTexts, shape.length, false, true);
+    set_plain_rate_counter(state, "texts_per_second", static_cast<double>(kClassifiedTexts));
+    set_plain_rate_counter(state, "tokens_per_second", static_cast<double>(kClassifiedTexts * shape.length));
+    set_rate_counter(state, "gflops", flops);
+    state.counters["mfu"] =
+        benchmark::Counter(flops / sgemm_peak_flops(), benchmark::Counter::kIsIterationInvariantRate);
+}
+
 // The step's time by phase (zero_grad, forward, backward, clipping and the optimizer) and, inside
 // the forward and backward passes, by operation (core/profile.h). Counters, in milliseconds per
 // step: step_ms, zero_grad_ms, forward_ms, backward_ms, update_ms (clipping and the optimizer),
@@ -586,6 +723,24 @@ void register_model_benchmarks() {
                     ->UseRealTime()
                     ->Unit(benchmark::kMillisecond);
     }
+    for (const BertShape& shape : kBertShapes) {
+        const std::string name = std::string("train_step/bert/") + shape.name;
+        for (const bool mlm : {false, true})
+            for (const Precision precision : {Precision::float32, Precision::bf16})
+                benchmark::RegisterBenchmark(
+                    (name + (mlm ? "/mlm" : "") + (precision == Precision::bf16 ? "/bf16" : "")).c_str(),
+                    [&shape, mlm, precision](benchmark::State& state) {
+                    bert_train_step(state, shape, mlm, precision);
+                    })
+                    ->UseRealTime()
+                    ->Unit(benchmark::kMillisecond);
+        for (const Precision precision : {Precision::float32, Precision::bf16})
+            benchmark::RegisterBenchmark(
+                (std::string("classify/bert/") + shape.name + (precision == Precision::bf16 ? "/bf16" : "")).c_str(),
+                [&shape, precision](benchmark::State& state) { bert_classify(state, shape, precision); })
+                ->UseRealTime()
+                ->Unit(benchmark::kMillisecond);
+    }
     const auto register_phases = [](const std::string& name, std::function<TrainingStep()> make) {
         benchmark::RegisterBenchmark(
             name.c_str(),
@@ -601,6 +756,10 @@ void register_model_benchmarks() {
                         [&shape] { return seq2seq_step("transformer", shape); });
     for (const GptShape& shape : kGptShapes)
         register_phases(std::string("phases/gpt/") + shape.name, [&shape] { return gpt_step(shape); });
+    for (const BertShape& shape : kBertShapes)
+        for (const bool mlm : {false, true})
+            register_phases(std::string("phases/bert/") + shape.name + (mlm ? "/mlm" : ""),
+                            [&shape, mlm] { return bert_step(shape, mlm); });
     // Fixed iteration counts: every rank must make the same collective calls.
     for (const BenchShape& shape : kShapes) {
         if (std::string(shape.name) == "small") continue;

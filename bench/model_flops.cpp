@@ -71,8 +71,14 @@ double gpt(const ModelConfig& config, double b, double, double t) {
 }
 
 double bert(const ModelConfig& config, double b, double, double t) {
+    return bert_flops(config, static_cast<int64_t>(b), static_cast<int64_t>(t), true, true);
+}
+
+}  // namespace
+
+double bert_flops(const ModelConfig& config, int64_t batch, int64_t length, bool mlm_head, bool class_head) {
     const seqgrad::models::BertKeys& c = config.keys<seqgrad::models::BertKeys>();
-    const double n = b * t;
+    const double b = static_cast<double>(batch), t = static_cast<double>(length), n = b * t;
     const double d = static_cast<double>(c.d_model), f = static_cast<double>(c.d_ff);
     // A layer: the Q, K, V, O projections, scores and weighted values over the whole text, the two
     // feed-forward products. The MLM head at every position (dense, then the vocabulary), and the
@@ -80,10 +86,8 @@ double bert(const ModelConfig& config, double b, double, double t) {
     const double layer = 8 * n * d * d + 4 * b * t * t * d + 4 * n * d * f;
     const double mlm = 2 * n * d * d + 2 * n * d * static_cast<double>(config.vocab);
     const double classes = 2 * b * d * d + 2 * b * d * static_cast<double>(c.n_classes);
-    return static_cast<double>(c.n_layers) * layer + mlm + classes;
+    return static_cast<double>(c.n_layers) * layer + (mlm_head ? mlm : 0) + (class_head ? classes : 0);
 }
-
-}  // namespace
 
 double forward_flops(const ModelConfig& config, int64_t batch, int64_t src_len, int64_t tgt_len) {
     static const std::map<std::string, Count> counts = {

@@ -15,4 +15,10 @@ namespace seqgrad_bench {
 // count here (model_flops.cpp: one function a kind).
 double forward_flops(const seqgrad::models::ModelConfig& config, int64_t batch, int64_t src_len, int64_t tgt_len);
 
+// A BERT's forward FLOPs over texts of `length` tokens with only the heads a step reads: its layers,
+// the MLM head at every position (mlm_head), the classifier on each row's first vector
+// (class_head). forward_flops counts both heads.
+double bert_flops(const seqgrad::models::ModelConfig& config, int64_t batch, int64_t length, bool mlm_head,
+                  bool class_head);
+
 }  // namespace seqgrad_bench

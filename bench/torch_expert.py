@@ -26,12 +26,22 @@ unpacked, which those batches allow (their sources have no padding), at seed the
 one product. The LSTMs run the twin's own modules; the GPT and the Transformer get the twin's
 weights copied (from_twin, transformer_from_twin).
 
+ExpertBert, the BERT of bench/torch_bert.py: ExpertEncoderLayers with GELU (one q/k/v product,
+nn.LayerNorm), no mask at all for texts without padding (the benchmarks'), the one segment's row added
+rather than looked up; in eval mode without gradients each layer is PyTorch's own fused encoder
+layer, torch._transformer_encoder_layer_fwd (nn.TransformerEncoderLayer's inference fast path: one
+kernel for the q/k/v product, attention, the norms and the feed-forward). PyTorch 1.13 has no public
+F.scaled_dot_product_attention; its private torch._C._nn._scaled_dot_product_attention is the same
+composition of products and softmax on the CPU, and timed no faster here than the plain one.
+
     /usr/bin/python3 bench/torch_expert.py --check   # each expert model against its twin
 
 --check builds each pair at the bench shapes without dropout, with the same weights, and compares
 the logits, the loss and every gradient (the LSTMs' on batches with padding, the attention LSTM's
 also without, as the bench's), then exits 0 if they agree to float32 rounding (the largest
-relative difference, printed, below 1e-5): the timings compare the same function.
+relative difference, printed, below 1e-5): the timings compare the same function. The BERT's is
+checked training (a padded batch with two segments: both heads' logits, their summed loss, every
+gradient) and in inference through the fused layers (both heads' logits, with and without padding).
 """
 import argparse
 import math
@@ -168,21 +178,25 @@ MASK_FILL = -1e9  # added to masked scores: the twin's fill, so that a row's wei
 
 
 def attend(q, k, v, heads, additive_mask, dropout, training):
-    """Multi-head attention over [B, T, D] projections: softmax(q k^T / sqrt(hd) + mask) v."""
+    """Multi-head attention over [B, T, D] projections: softmax(q k^T / sqrt(hd) + mask) v; a mask
+    of None masks nothing (texts without padding)."""
     b, tq, d = q.shape
     hd = d // heads
     q = q.view(b, tq, heads, hd).transpose(1, 2)
     k = k.view(b, -1, heads, hd).transpose(1, 2)
     v = v.view(b, -1, heads, hd).transpose(1, 2)
-    scores = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hd)) + additive_mask
+    scores = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hd))
+    if additive_mask is not None:
+        scores = scores + additive_mask
     weights = F.dropout(torch.softmax(scores, dim=-1), dropout, training)
     return (weights @ v).transpose(1, 2).reshape(b, tq, d)
 
 
 class ExpertEncoderLayer(nn.Module):
-    def __init__(self, d, heads, d_ff, pre_norm, dropout, eps):
+    def __init__(self, d, heads, d_ff, pre_norm, dropout, eps, activation="relu"):
         super().__init__()
         self.heads, self.pre_norm, self.dropout, self.eps = heads, pre_norm, dropout, eps
+        self.gelu = activation == "gelu"
         self.qkv = nn.Linear(d, 3 * d)
         self.out = nn.Linear(d, d)
         self.norm1 = nn.LayerNorm(d, eps=eps)
@@ -194,7 +208,8 @@ class ExpertEncoderLayer(nn.Module):
         drop = lambda t: F.dropout(t, self.dropout, self.training)  # noqa: E731
         attention = lambda h: drop(self.out(attend(*self.qkv(h).chunk(3, dim=-1), self.heads, mask,  # noqa: E731
                                                     self.dropout, self.training)))
-        feed_forward = lambda h: drop(self.proj(drop(F.relu(self.fc(h)))))  # noqa: E731
+        act = F.gelu if self.gelu else F.relu
+        feed_forward = lambda h: drop(self.proj(drop(act(self.fc(h)))))  # noqa: E731
         return attention, feed_forward
 
     def forward(self, x, mask):
@@ -204,6 +219,16 @@ class ExpertEncoderLayer(nn.Module):
             return x + feed_forward(self.norm2(x))
         x = self.norm1(x + attention(x))
         return self.norm2(x + feed_forward(x))
+
+    def inference(self, x, key_padding):
+        """forward() in eval mode without gradients, as nn.TransformerEncoderLayer's fast path runs
+        it: one fused kernel of PyTorch's (torch._transformer_encoder_layer_fwd) for the whole layer,
+        its softmax masking the keys where key_padding [B, S] is True (None: no padding)."""
+        return torch._transformer_encoder_layer_fwd(
+            x, x.size(-1), self.heads, self.qkv.weight, self.qkv.bias, self.out.weight, self.out.bias, self.gelu,
+            self.pre_norm, self.eps, self.norm1.weight, self.norm1.bias, self.norm2.weight, self.norm2.bias,
+            self.fc.weight, self.fc.bias, self.proj.weight, self.proj.bias, key_padding,
+            None if key_padding is None else 1)
 
 
 class ExpertDecoderLayer(nn.Module):
@@ -406,6 +431,91 @@ def transformer_from_twin(expert, twin):
             p.copy_(torch.cat([theirs[n] for n in transformer_names(expert)[name]]))
 
 
+# ---- BERT (Devlin et al., 2019) ----
+
+PAD = 0
+
+
+class ExpertBert(nn.Module):
+    """The twin's BERT (make_fixtures.py, class BERT) with learned positions, Post-LN and the MLM
+    output tied to the token embedding, the benchmarks' design: forward(ids [B, T], segments or
+    None) -> hidden [B, T, d], mlm_logits(hidden) [B, T, vocab], class_logits(hidden) [B, classes].
+    Its layers are ExpertEncoderLayers (nn.LayerNorm, one q/k/v product, F.gelu); texts without
+    padding get no mask at all, and without segments the one segment row is added, not looked up.
+    In eval mode without gradients each layer is PyTorch's fused encoder layer (the fast path of
+    nn.TransformerEncoderLayer, which 1.13 has for inference only)."""
+
+    def __init__(self, cfg, eps=1e-6):
+        super().__init__()
+        if (cfg.get("positional", "learned"), cfg.get("norm", "post"), cfg.get("tie_output", True)) != \
+                ("learned", "post", True):
+            raise ValueError("ExpertBert is the benchmarks' design: learned positions, Post-LN, a tied output")
+        d, dropout, activation = cfg["d_model"], cfg.get("dropout", 0.0), cfg.get("activation", "gelu")
+        self.dropout, self.gelu = dropout, activation == "gelu"
+        self.token_embedding = nn.Embedding(cfg["vocab"], d)
+        self.position_embedding = nn.Embedding(cfg["max_seq_len"], d)
+        self.segment_embedding = nn.Embedding(cfg.get("type_vocab", 2), d)
+        self.embedding_norm = nn.LayerNorm(d, eps=eps)
+        self.layers = nn.ModuleList([ExpertEncoderLayer(d, cfg["n_heads"], cfg["d_ff"], False, dropout, eps, activation)
+                                     for _ in range(cfg["n_layers"])])
+        self.mlm_dense = nn.Linear(d, d)
+        self.mlm_norm = nn.LayerNorm(d, eps=eps)
+        self.mlm_bias = nn.Parameter(torch.zeros(cfg["vocab"]))
+        self.pooler = nn.Linear(d, d)
+        self.classifier = nn.Linear(d, cfg.get("n_classes", 2))
+
+    def forward(self, ids, segments=None):
+        t = ids.size(1)
+        x = self.token_embedding(ids) + self.position_embedding.weight[:t]
+        x = x + (self.segment_embedding.weight[0] if segments is None else self.segment_embedding(segments))
+        x = F.dropout(self.embedding_norm(x), self.dropout, self.training)
+        padding = ids == PAD
+        padded = bool(padding.any())
+        if not self.training and not torch.is_grad_enabled():
+            for layer in self.layers:
+                x = layer.inference(x, padding if padded else None)
+            return x
+        mask = (padding.float() * MASK_FILL)[:, None, None, :] if padded else None  # [B, 1, 1, T]
+        for layer in self.layers:
+            x = layer(x, mask)
+        return x
+
+    def mlm_logits(self, hidden):
+        h = self.mlm_dense(hidden)
+        h = self.mlm_norm(F.gelu(h) if self.gelu else F.relu(h))
+        return F.linear(h, self.token_embedding.weight, self.mlm_bias)
+
+    def class_logits(self, hidden):
+        return self.classifier(torch.tanh(self.pooler(hidden[:, 0])))
+
+
+def bert_names(expert):
+    """The expert BERT's parameters as the twin's: each a list of twin names stacked."""
+    names = {n: [n] for n in ("token_embedding.weight", "position_embedding.weight", "segment_embedding.weight",
+                              "pooler.weight", "pooler.bias", "classifier.weight", "classifier.bias")}
+    names.update({"embedding_norm.weight": ["embedding_norm.gamma"], "embedding_norm.bias": ["embedding_norm.beta"],
+                  "mlm_dense.weight": ["mlm.dense.weight"], "mlm_dense.bias": ["mlm.dense.bias"],
+                  "mlm_norm.weight": ["mlm.norm.gamma"], "mlm_norm.bias": ["mlm.norm.beta"],
+                  "mlm_bias": ["mlm.output.bias"]})
+    for i in range(len(expert.layers)):
+        p = f"layers.{i}."
+        for leaf in ("weight", "bias"):
+            names[p + "qkv." + leaf] = [p + f"attention.w{n}.{leaf}" for n in "qkv"]
+            names[p + "out." + leaf] = [p + "attention.wo." + leaf]
+            names[p + "fc." + leaf], names[p + "proj." + leaf] = [p + "feed_forward.w1." + leaf], [
+                p + "feed_forward.w2." + leaf]
+        for mine, theirs in (("norm1", "attention_norm"), ("norm2", "ffn_norm")):
+            names[p + mine + ".weight"], names[p + mine + ".bias"] = [p + theirs + ".gamma"], [p + theirs + ".beta"]
+    return names
+
+
+def bert_from_twin(expert, twin):
+    theirs = dict(twin.named_parameters())
+    with torch.no_grad():
+        for name, p in expert.named_parameters():
+            p.copy_(torch.cat([theirs[n] for n in bert_names(expert)[name]]))
+
+
 def twin_gradient_of(expert_name, twin_grads):
     """The twin's gradient for one of the expert's parameters (q, k and v stacked)."""
     mapping = {"token_embedding.weight": "token_embedding.weight",
@@ -580,6 +690,76 @@ def check_attn_seq2seq(shapes, model_config, first_real_token, sos, label_smooth
     return ok
 
 
+def bert_batch(s, rows, first_real_token, sos, padded):
+    """rows texts of the shape's length, <s> first, each token's segment (the second half 1), MLM labels
+    at about 15% of the real positions (<pad> elsewhere) and a class per row; with padding (one row
+    shorter) if asked."""
+    t, vocab = s["length"], s["vocab"]
+    tokens = torch.randint(first_real_token, vocab, (rows, t))
+    tokens[:, 0] = sos
+    if padded:
+        tokens[1, t - t // 4:] = PAD
+    segments = torch.zeros_like(tokens)
+    segments[:, t // 2:] = 1
+    chosen = (torch.rand(rows, t) < 0.15) & (tokens != PAD)
+    labels = torch.where(chosen, torch.randint(first_real_token, vocab, (rows, t)), torch.zeros_like(tokens))
+    labels[:, 1] = tokens[:, 1]  # at least one scored position a row
+    return tokens, segments, labels, torch.randint(0, s["classes"], (rows,))
+
+
+def check_bert(shapes, bert_config, first_real_token, sos):
+    """ExpertBert against the twin at each shape without dropout. Training (autograd on): on a batch with
+    padding and segments, both heads' logits, their summed loss (the fixtures') and every gradient. Inference
+    (eval mode, no gradients: PyTorch's fused layers): both heads' logits on the bench's batch (no padding,
+    no segments) and on the padded one. True if every largest relative difference is below 1e-5."""
+    sys.path.insert(0, os.path.join(HERE, "..", "tests", "fixtures"))
+    from make_fixtures import build_model
+    ok = True
+    for name, s in shapes.items():
+        cfg = dict(bert_config(s), dropout=0.0)
+        torch.manual_seed(13)
+        twin = build_model(cfg)
+        with torch.no_grad():  # norms and biases away from 1 and 0, so that a wrong one shows
+            for n, p in twin.named_parameters():
+                if n.endswith(("gamma", "beta", "bias")):
+                    p.add_(torch.rand(p.shape) * 0.2 - 0.1)
+        expert = ExpertBert(cfg)
+        bert_from_twin(expert, twin)
+        tokens, segments, labels, classes = bert_batch(s, 4, first_real_token, sos, padded=True)
+        results = []
+        for model in (twin, expert):
+            model.train()
+            hidden = model(tokens, segments)
+            mlm, class_logits = model.mlm_logits(hidden), model.class_logits(hidden)
+            loss = F.cross_entropy(mlm.reshape(-1, mlm.size(-1)), labels.reshape(-1), ignore_index=PAD) + \
+                F.cross_entropy(class_logits, classes)
+            loss.backward()
+            results.append((mlm.detach(), class_logits.detach(), loss.detach(),
+                            {n: p.grad for n, p in model.named_parameters()}))
+        (tm, tc, tloss, tg), (em, ec, eloss, eg) = results
+        compared = [("class_logits", tc, ec)]
+        for n, twin_names in bert_names(expert).items():
+            # A key's bias has a gradient of zero in exact arithmetic, float noise on both sides:
+            # its part of a stacked bias is left out.
+            parts = [(tg[t], g) for t, g in zip(twin_names, eg[n].split(tg[twin_names[0]].size(0)))
+                     if not t.endswith("wk.bias")]
+            compared.append((n, torch.cat([w for w, _ in parts]), torch.cat([g for _, g in parts])))
+        ok = agree(f"bert {name} training", (tm, tloss), (em, eloss), compared) and ok
+        for padded in (False, True):
+            tokens, segments, _, _ = bert_batch(s, 64 if not padded else 4, first_real_token, sos, padded)
+            segments = segments if padded else None
+            outputs = []
+            for model in (twin, expert):
+                model.eval()
+                with torch.inference_mode():
+                    hidden = model(tokens, segments)
+                    outputs.append((model.mlm_logits(hidden), model.class_logits(hidden)))
+            (tm, tc), (em, ec) = outputs
+            label = f"bert {name} inference, {'padded, two segments' if padded else 'the bench batch'}"
+            ok = agree(label, (tm, torch.zeros(())), (em, torch.zeros(())), [("class_logits", tc, ec)]) and ok
+    return ok
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="compare the expert models with the twins and exit")
@@ -587,6 +767,7 @@ def main():
     if not args.check:
         parser.error("--check is the only action (bench/torch_gpt.py and torch_bench.py time the models)")
     import torch_bench
+    import torch_bert
     import torch_gpt
     torch.set_num_threads(1)
     ok = check(torch_gpt.SHAPES, torch_gpt.gpt_config, torch_gpt.VOCAB, torch_gpt.FIRST_REAL_TOKEN, torch_gpt.SEED)
@@ -596,6 +777,7 @@ def main():
                        torch_bench.SOS, torch_bench.LABEL_SMOOTHING) and ok
     ok = check_attn_seq2seq(torch_bench.SHAPES, torch_bench.model_config, torch_bench.FIRST_REAL_TOKEN,
                             torch_bench.SOS, torch_bench.LABEL_SMOOTHING) and ok
+    ok = check_bert(torch_bert.SHAPES, torch_bert.bert_config, torch_bert.FIRST_REAL_TOKEN, torch_bert.SOS) and ok
     print("the expert models compute the twins' functions" if ok else "an expert model DIFFERS from its twin")
     sys.exit(0 if ok else 1)
 

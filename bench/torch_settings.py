@@ -111,7 +111,7 @@ def apply(setting, threads):
 
 def describe(setting, threads):
     """The setting as this process runs it: OpenMP and OpenBLAS threads, the cores they reach,
-    OpenBLAS's kernels, the wait policy."""
+    OpenBLAS's kernels, the wait policy, the level of PyTorch's own kernels."""
     import torch
     blas = openblas()
     blas_threads = blas.openblas_get_num_threads() if blas is not None else 0
@@ -124,13 +124,26 @@ def describe(setting, threads):
         "cores": min(os.cpu_count() or 1, max(torch_threads, blas_threads)),
         "openblas_core": blas.openblas_get_corename().decode() if blas is not None else "none",
         "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", "unset"),
+        "aten_capability": aten_capability(),
     }
 
 
+def aten_capability():
+    """The vector level of PyTorch's own kernels (elementwise, norms, softmax): Debian's 1.13 runs
+    AVX2 on an AVX-512 CPU unless ATEN_CPU_CAPABILITY=avx512 asks for more."""
+    import torch
+    for line in torch.__config__.show().splitlines():
+        if "CPU capability usage:" in line:
+            return line.split(":", 1)[1].strip()
+    return "?"
+
+
 def summary(info):
-    """One line for a report: `default: torch 1 thread(s), OpenBLAS 2 (SkylakeX), OMP_WAIT_POLICY unset`."""
+    """One line for a report: `default: torch 1 thread(s), OpenBLAS 2 (SkylakeX), OMP_WAIT_POLICY unset,
+    ATen kernels AVX2`."""
     return (f"{info['label']}: torch {info['torch_threads']} thread(s), OpenBLAS {info['blas_threads']} "
-            f"({info['openblas_core']}), OMP_WAIT_POLICY {info['omp_wait_policy']}")
+            f"({info['openblas_core']}), OMP_WAIT_POLICY {info['omp_wait_policy']}, "
+            f"ATen kernels {info.get('aten_capability', '?')}")
 
 
 def best(results, threads, higher=True):

@@ -4,7 +4,7 @@
 # ratios to its best. Needs Debian's python3-torch. Run it on a quiet machine: the sides alternate,
 # but anything else running moves both.
 #
-#   bash scripts/compare-torch.sh [train] [bf16] [decode] [g2p] [gpt]     (default: all five)
+#   bash scripts/compare-torch.sh [train] [bf16] [decode] [g2p] [gpt] [bert]   (default: all six)
 #
 #   train   bench/compare.py: one training step of each model at each shape, 2 threads
 #           (about 15 minutes)
@@ -18,6 +18,9 @@
 #           does not exist, 20 minutes of training it with the G2P recipe on two threads)
 #   gpt     bench/compare_gpt.py: a GPT's training step at nanoGPT's CPU and baby shapes, and
 #           sampling 256 tokens with a key/value cache, 2 threads
+#   bert    bench/compare_gpt.py --benchmarks bert: a BERT's fine-tuning (classification) and
+#           masked-LM steps and classifying 64 texts, at the langid and mini shapes, 2 threads
+#           (about 10 minutes)
 #
 # Outputs go to runs/compare-torch/ (one log per run); the tables are printed at the end.
 # OPENBLAS_CORETYPE, if set, forces OpenBLAS's kernels for both sides; `env -u OPENBLAS_CORETYPE
@@ -28,11 +31,11 @@ python=/usr/bin/python3
 out=runs/compare-torch
 checkpoint=${G2P_CHECKPOINT:-runs/g2p-transformer-20min}
 parts=("$@")
-[ ${#parts[@]} -gt 0 ] || parts=(train bf16 decode g2p gpt)
+[ ${#parts[@]} -gt 0 ] || parts=(train bf16 decode g2p gpt bert)
 for part in "${parts[@]}"; do
   case "$part" in
-    train | bf16 | decode | g2p | gpt) ;;
-    *) echo "compare-torch.sh: unknown part '$part' (train, bf16, decode, g2p, gpt)" >&2 && exit 2 ;;
+    train | bf16 | decode | g2p | gpt | bert) ;;
+    *) echo "compare-torch.sh: unknown part '$part' (train, bf16, decode, g2p, gpt, bert)" >&2 && exit 2 ;;
   esac
 done
 if ! "$python" -c 'import torch' 2>/dev/null; then
@@ -58,6 +61,11 @@ for part in "${parts[@]}"; do
     gpt)
       echo "== a GPT's training steps and sampling (bench/compare_gpt.py) -> $out/gpt.md" >&2
       "$python" bench/compare_gpt.py --bench build/bench/seqgrad_bench --threads 2 --rounds 2 | tee "$out/gpt.md"
+      ;;
+    bert)
+      echo "== a BERT's training steps and classification (bench/compare_gpt.py --benchmarks bert) -> $out/bert.md" >&2
+      "$python" bench/compare_gpt.py --bench build/bench/seqgrad_bench --threads 2 --rounds 2 --benchmarks bert \
+        | tee "$out/bert.md"
       ;;
     decode)
       echo "== decoding a Transformer-base (bench/compare_decode.py) -> $out/decode.md" >&2
