@@ -2,8 +2,8 @@
 """seqgrad against PyTorch: a GPT's and a BERT's training steps, sampling and classifying, side by side.
 
 For each of seqgrad_bench's GPT benchmarks (train_step/gpt/cpu, train_step/gpt/baby,
-generate/gpt/baby; the default) or BERT benchmarks (train_step/bert/<langid|mini>[/mlm],
-classify/bert/<langid|mini>; `--benchmarks bert` names them all, `bert-bf16` their steps in
+generate/gpt/baby; the default) or BERT benchmarks (train_step/bert/<langid|small|mini>[/mlm],
+classify/bert/<langid|small|mini>; `--benchmarks bert` names them all, `bert-bf16` their steps in
 bfloat16), runs it and
 bench/torch_gpt.py's or bench/torch_bert.py's version of the same work in each of
 PyTorch's three thread settings (bench/torch_settings.py: its default; torch.set_num_threads(N);
@@ -37,9 +37,9 @@ import torch_settings
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 GPT_BENCHMARKS = ("train_step/gpt/cpu", "train_step/gpt/baby", "generate/gpt/baby")
-BERT_BENCHMARKS = tuple(f"{kind}/bert/{shape}{suffix}" for shape in ("langid", "mini")
+BERT_BENCHMARKS = tuple(f"{kind}/bert/{shape}{suffix}" for shape in ("langid", "small", "mini")
                         for kind, suffix in (("train_step", ""), ("train_step", "/mlm"), ("classify", "")))
-BERT_BF16_BENCHMARKS = tuple(f"train_step/bert/{shape}{suffix}/bf16" for shape in ("langid", "mini")
+BERT_BF16_BENCHMARKS = tuple(f"train_step/bert/{shape}{suffix}/bf16" for shape in ("langid", "small", "mini")
                              for suffix in ("", "/mlm"))
 BENCHMARKS = GPT_BENCHMARKS + BERT_BENCHMARKS + BERT_BF16_BENCHMARKS
 TRAIN_COUNTERS = ("tokens_per_second", "gflops", "mfu", "peak_mib", "system_allocs_per_step", "max_rss_mib")

@@ -28,27 +28,28 @@
 // characters of tinyshakespeare (and seqgrad's four special tokens: a vocabulary of 69):
 //   cpu     12,  64, 128, 4,  512, 4, 0     (its CPU recipe)
 //   baby    64, 256, 384, 6, 1536, 6, 0.2   (its "baby GPT")
-//   train_step/bert/<langid|mini>        one fine-tuning step of a BERT classifying texts: zero_grad,
+//   train_step/bert/<langid|small|mini>        one fine-tuning step of a BERT classifying texts: zero_grad,
 //                                forward(tokens), class_loss on each row's first (<cls>) position,
 //                                backward, gradient clipping at 1, AdamW (lr 1e-4, weight decay
 //                                0.01 on the matrices and embeddings). Counters as train_step's
 //                                (tokens: batch x length), FLOPs of the layers and the classifier.
-//   train_step/bert/<langid|mini>/mlm    the masked language model's step: the same with mlm_loss,
+//   train_step/bert/<langid|small|mini>/mlm    the masked language model's step: the same with mlm_loss,
 //                                about 15% of the positions labelled (kPad elsewhere); FLOPs of
-//                                the layers and the MLM head at every position (as it runs).
-//   train_step/bert/<langid|mini>[/mlm]/bf16  the same steps with bfloat16 products, as the
+//                                the layers and the MLM head at the labelled positions (as it runs).
+//   train_step/bert/<langid|small|mini>[/mlm]/bf16  the same steps with bfloat16 products, as the
 //                                Transformer's /bf16 (skipped without AVX512_BF16 or AMX).
-//   classify/bert/<langid|mini>  inference of 64 texts: NoGradGuard, eval mode, forward,
+//   classify/bert/<langid|small|mini>  inference of 64 texts: NoGradGuard, eval mode, forward,
 //                                class_logits and a softmax. texts_per_second, tokens_per_second,
 //                                gflops and mfu. `/bf16` with the weights packed in bfloat16
 //                                (pack_weights, as `seqgrad generate --bf16` packs them).
-//   phases/bert/<langid|mini>[/mlm]      the two training steps timed by phase, as phases/gpt's.
+//   phases/bert/<langid|small|mini>[/mlm]      the two training steps timed by phase, as phases/gpt's.
 // BERT shapes (batch, length, width, heads, d_ff, layers, vocabulary, classes): Post-LN, GELU,
 // learned positions, two segment types (every text segment 0), dropout 0.1 (BERT's) in training;
 // every text full length, <s> (the <cls>) first, then random ids. bench/torch_bert.py is the
 // PyTorch side.
-//   langid  32, 128, 256, 4, 1024, 4,  300, 12   (language identification of character-level
-//                                                 texts: a dozen languages' characters)
+//   langid  32,  64, 128, 4,  512, 2, 8004, 11   (the recipe, configs/bert-langid.json, on the
+//                                                 language-identification set: 8000 pieces)
+//   small   32, 128, 256, 4, 1024, 4,  300, 12   (four layers of 256 over rows of 128 characters)
 //   mini    64,  64, 128, 2,  512, 2, 1000,  2   (a two-layer BERT of word pieces: the MLM head
 //                                                 over 1000 symbols is a quarter of its FLOPs)
 //   decode/transformer/<shape>/cached      greedy decoding of the batch's sources for tgt_len
@@ -169,7 +170,8 @@ struct BertShape {
 };
 
 constexpr BertShape kBertShapes[] = {
-    {"langid", 32, 128, 256, 4, 1024, 4, 300, 12},
+    {"langid", 32, 64, 128, 4, 512, 2, 8004, 11},
+    {"small", 32, 128, 256, 4, 1024, 4, 300, 12},
     {"mini", 64, 64, 128, 2, 512, 2, 1000, 2},
 };
 constexpr int64_t kClassifiedTexts = 64;
@@ -453,10 +455,14 @@ TrainingStep bert_step(const BertShape& shape, bool mlm) {
     step.optimizer = std::make_unique<seqgrad::nn::AdamW>(step.model->named_parameters(), adam);
     auto* bert = dynamic_cast<seqgrad::models::EncoderModel*>(step.model.get());
     const IntTensor tokens = random_texts(shape, shape.batch, gen);
+    int64_t labelled = 0;  // the positions the MLM head predicts
     if (mlm) {
         std::vector<int64_t> labels(static_cast<size_t>(tokens.numel()), seqgrad::models::kPad);
         for (auto& label : labels)
-            if (gen.below(100) < kMaskedPercent) label = random_id(shape.vocab, gen);
+            if (gen.below(100) < kMaskedPercent) {
+                label = random_id(shape.vocab, gen);
+                ++labelled;
+            }
         step.loss = [bert, tokens, labels = IntTensor::from_vector(std::move(labels), tokens.shape())] {
             return bert->mlm_loss(bert->forward(tokens), labels);
         };
@@ -469,7 +475,7 @@ TrainingStep bert_step(const BertShape& shape, bool mlm) {
     }
     step.clip = 1.0f;
     step.clipped = step.model->parameters();
-    step.flops = 3 * bert_flops(config, shape.batch, shape.length, mlm, !mlm);
+    step.flops = 3 * bert_flops(config, shape.batch, shape.length, labelled, !mlm);
     step.tokens = shape.batch * shape.length;
     return step;
 }
@@ -502,7 +508,7 @@ void bert_classify(benchmark::State& state, const BertShape& shape, Precision pr
         Tensor probabilities = classify();
         benchmark::DoNotOptimize(probabilities.data());
     }
-    const double flops = bert_flops(config, kClassifiedTexts, shape.length, false, true);
+    const double flops = bert_flops(config, kClassifiedTexts, shape.length, 0, true);
     set_plain_rate_counter(state, "texts_per_second", static_cast<double>(kClassifiedTexts));
     set_plain_rate_counter(state, "tokens_per_second", static_cast<double>(kClassifiedTexts * shape.length));
     set_rate_counter(state, "gflops", flops);

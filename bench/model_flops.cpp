@@ -71,22 +71,23 @@ double gpt(const ModelConfig& config, double b, double, double t) {
 }
 
 double bert(const ModelConfig& config, double b, double, double t) {
-    return bert_flops(config, static_cast<int64_t>(b), static_cast<int64_t>(t), true, true);
+    return bert_flops(config, static_cast<int64_t>(b), static_cast<int64_t>(t), static_cast<int64_t>(b * t), true);
 }
 
 }  // namespace
 
-double bert_flops(const ModelConfig& config, int64_t batch, int64_t length, bool mlm_head, bool class_head) {
+double bert_flops(const ModelConfig& config, int64_t batch, int64_t length, int64_t mlm_positions, bool class_head) {
     const seqgrad::models::BertKeys& c = config.keys<seqgrad::models::BertKeys>();
     const double b = static_cast<double>(batch), t = static_cast<double>(length), n = b * t;
     const double d = static_cast<double>(c.d_model), f = static_cast<double>(c.d_ff);
     // A layer: the Q, K, V, O projections, scores and weighted values over the whole text, the two
-    // feed-forward products. The MLM head at every position (dense, then the vocabulary), and the
-    // classifier on each row's first vector (pooler, classes).
+    // feed-forward products. The MLM head at the positions it predicts (dense, then the
+    // vocabulary), and the classifier on each row's first vector (pooler, classes).
     const double layer = 8 * n * d * d + 4 * b * t * t * d + 4 * n * d * f;
-    const double mlm = 2 * n * d * d + 2 * n * d * static_cast<double>(config.vocab);
+    const double m = static_cast<double>(mlm_positions);
+    const double mlm = 2 * m * d * d + 2 * m * d * static_cast<double>(config.vocab);
     const double classes = 2 * b * d * d + 2 * b * d * static_cast<double>(c.n_classes);
-    return static_cast<double>(c.n_layers) * layer + (mlm_head ? mlm : 0) + (class_head ? classes : 0);
+    return static_cast<double>(c.n_layers) * layer + mlm + (class_head ? classes : 0);
 }
 
 double forward_flops(const ModelConfig& config, int64_t batch, int64_t src_len, int64_t tgt_len) {

@@ -16,9 +16,10 @@ namespace seqgrad_bench {
 double forward_flops(const seqgrad::models::ModelConfig& config, int64_t batch, int64_t src_len, int64_t tgt_len);
 
 // A BERT's forward FLOPs over texts of `length` tokens with only the heads a step reads: its layers,
-// the MLM head at every position (mlm_head), the classifier on each row's first vector
-// (class_head). forward_flops counts both heads.
-double bert_flops(const seqgrad::models::ModelConfig& config, int64_t batch, int64_t length, bool mlm_head,
+// the MLM head at the `mlm_positions` it predicts (mlm_loss runs it at the labelled ones only; 0:
+// none), the classifier on each row's first vector (class_head). forward_flops counts the MLM head
+// at every position (the logits of every position) and the classifier.
+double bert_flops(const seqgrad::models::ModelConfig& config, int64_t batch, int64_t length, int64_t mlm_positions,
                   bool class_head);
 
 }  // namespace seqgrad_bench

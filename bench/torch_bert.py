@@ -10,7 +10,8 @@ zero_grad with set_to_none, and in inference PyTorch's fused encoder layer); --m
 the parity twin itself, written to match seqgrad's parameters.
 
 Shapes (batch, length, width, heads, d_ff, layers, vocabulary, classes), dropout 0.1:
-  langid  32, 128, 256, 4, 1024, 4,  300, 12   language identification of character-level texts
+  langid  32,  64, 128, 4,  512, 2, 8004, 11   the recipe (configs/bert-langid.json) on the language-id set
+  small   32, 128, 256, 4, 1024, 4,  300, 12   four layers of 256 over rows of 128 characters
   mini    64,  64, 128, 2,  512, 2, 1000,  2   a two-layer BERT of word pieces
 
   train_step/bert/<shape>       one fine-tuning step: zero_grad, forward over batch texts (<s> first,
@@ -19,8 +20,8 @@ Shapes (batch, length, width, heads, d_ff, layers, vocabulary, classes), dropout
                                 backward, clip_grad_norm_ 1.0, AdamW (lr 1e-4, betas 0.9 and 0.999,
                                 eps 1e-8, weight decay 0.01 on parameters of rank >= 2 only)
   train_step/bert/<shape>/mlm   the masked language model's step: the same with cross-entropy of the
-                                MLM head's logits (every position's, as seqgrad's mlm_loss) over the
-                                labelled positions (about 15%; ignore_index <pad> elsewhere)
+                                MLM head's logits over the labelled positions (about 15%), the head
+                                run at those positions only (index_select), as seqgrad's mlm_loss
       tokens_per_second = batch x length / seconds per step
   train_step/bert/<shape>[/mlm]/bf16  the same step with its forward pass and loss under
                                 torch.autocast("cpu", torch.bfloat16), PyTorch's mixed precision
@@ -51,7 +52,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 # The shapes of the seqgrad side's BERT benchmarks (bench/model_bench.cpp's kBertShapes).
 SHAPES = {
-    "langid": dict(batch=32, length=128, width=256, heads=4, d_ff=1024, layers=4, vocab=300, classes=12),
+    "langid": dict(batch=32, length=64, width=128, heads=4, d_ff=512, layers=2, vocab=8004, classes=11),
+    "small": dict(batch=32, length=128, width=256, heads=4, d_ff=1024, layers=4, vocab=300, classes=12),
     "mini": dict(batch=64, length=64, width=128, heads=2, d_ff=512, layers=2, vocab=1000, classes=2),
 }
 BENCHMARKS = tuple(f"{kind}/bert/{shape}{suffix}" for shape in SHAPES
@@ -138,9 +140,12 @@ def main():
             labels = torch.where(chosen, torch.randint(FIRST_REAL_TOKEN, s["vocab"], tokens.shape, generator=gen),
                                  torch.full_like(tokens, PAD))
 
-            def loss_of(hidden):
-                logits = model.mlm_logits(hidden)
-                return F.cross_entropy(logits.view(-1, logits.size(-1)), labels.view(-1), ignore_index=PAD)
+            chosen_rows = chosen.view(-1).nonzero().squeeze(1)
+            chosen_labels = labels.view(-1)[chosen_rows]
+
+            def loss_of(hidden):  # the head at the labelled positions only, as seqgrad's mlm_loss
+                picked = hidden.reshape(-1, hidden.size(-1)).index_select(0, chosen_rows)
+                return F.cross_entropy(model.mlm_logits(picked), chosen_labels)
         else:
             classes = torch.randint(0, s["classes"], (s["batch"],), generator=gen)
 

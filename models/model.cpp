@@ -51,7 +51,23 @@ Tensor EncoderModel::loss(const IntTensor&, const IntTensor&, float) {
 }
 
 Tensor EncoderModel::mlm_loss(const Tensor& hidden, const IntTensor& labels) const {
-    return cross_entropy(mlm_logits(hidden), labels, kPad);
+    check(hidden.defined() && hidden.dim() == 3 && labels.shape() == Shape{hidden.size(0), hidden.size(1)}, "mlm_loss",
+          "labels must be [B, T] as hidden's first two axes, got ", labels.shape());
+    // The head reads only the positions with a label: the same loss as over every position with the
+    // others ignored, for the share of the work BERT masks (15%).
+    std::vector<int64_t> positions, targets;
+    for (int64_t i = 0; i < labels.numel(); ++i)
+        if (labels.data()[i] != kPad) {
+            positions.push_back(i);
+            targets.push_back(labels.data()[i]);
+        }
+    if (positions.empty()) return cross_entropy(mlm_logits(hidden), labels, kPad);  // 0, and no gradient
+    const auto count = static_cast<int64_t>(positions.size());
+    const int64_t width = hidden.size(2);
+    const Tensor rows = index_select(reshape(hidden, {hidden.size(0) * hidden.size(1), width}), 0,
+                                     IntTensor::from_vector(std::move(positions), {count}));
+    return cross_entropy(mlm_logits(reshape(rows, {1, count, width})),
+                         IntTensor::from_vector(std::move(targets), {1, count}), kPad);
 }
 
 Tensor EncoderModel::class_loss(const Tensor& hidden, const IntTensor& labels) const {

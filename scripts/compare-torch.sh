@@ -19,7 +19,7 @@
 #   gpt     bench/compare_gpt.py: a GPT's training step at nanoGPT's CPU and baby shapes, and
 #           sampling 256 tokens with a key/value cache, 2 threads
 #   bert    bench/compare_gpt.py --benchmarks bert: a BERT's fine-tuning (classification) and
-#           masked-LM steps and classifying 64 texts, at the langid and mini shapes, 2 threads
+#           masked-LM steps and classifying 64 texts, at the langid, small and mini shapes, 2 threads
 #           (about 10 minutes)
 #
 # Outputs go to runs/compare-torch/ (one log per run); the tables are printed at the end.

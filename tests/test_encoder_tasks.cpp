@@ -8,6 +8,7 @@
 #include <fstream>
 #include <map>
 
+#include "seqgrad/core/ops.h"
 #include "seqgrad/models/bert.h"
 #include "seqgrad/models/registry.h"
 #include "seqgrad/text.h"
@@ -68,6 +69,7 @@ std::string labelled(int64_t n, uint64_t seed, int64_t skew = 1) {
 TrainingOptions classify_options(const std::string& tag) {
     TrainingOptions o = recipe("bert").training;
     o.task = "classify";
+    o.tokens = "char";  // the recipe's SentencePiece needs more text than a test has
     o.train_files = {write_file(tag + "-train.tsv", labelled(240, 1))};
     o.dev_files = {write_file(tag + "-dev.tsv", labelled(60, 2))};
     o.batches.max_sentences = 16;
@@ -93,6 +95,7 @@ std::string rhymes() {
 TrainingOptions mlm_options() {
     TrainingOptions o = recipe("bert").training;
     o.task = "mlm";
+    o.tokens = "char";
     o.text = write_file("rhymes.txt", rhymes());
     o.batches.max_sentences = 8;
     o.warmup_steps = 5;
@@ -450,4 +453,36 @@ TEST_CASE("the evaluations of an encoder's tasks are written and read back by th
     CHECK(std::get<MaskedScores>(back.best_dev).loss == 2.5);
     CHECK(std::get<ClassifierScores>(back.last_dev).macro_f1 == 96.0);
     CHECK(std::get<ClassifierScores>(back.last_dev).texts == 80);
+}
+
+TEST_CASE("the MLM loss runs the head at the labelled positions only, with the loss and gradients of all",
+          "[encoder]") {
+    Generator init(4);
+    ModelConfig c = tiny_bert(12);
+    c.vocab = 30;
+    auto model = make_model(c, init);
+    auto& encoder = dynamic_cast<EncoderModel&>(*model);
+    model->eval();
+    const IntTensor tokens = IntTensor::from_vector({4, 9, 10, 11, 12, 5, 4, 13, 14, 5, 0, 0}, {2, 6});
+    const IntTensor labels = IntTensor::from_vector({0, 20, 0, 0, 21, 0, 0, 0, 22, 0, 0, 0}, {2, 6});
+    const auto gradients = [&](bool selected) {
+        model->zero_grad();
+        const Tensor hidden = encoder.forward(tokens);
+        const Tensor loss = selected ? encoder.mlm_loss(hidden, labels)
+                                     : cross_entropy(encoder.mlm_logits(hidden), labels, kPad);
+        loss.backward();
+        std::vector<float> all = {loss.item()};
+        for (const auto& [name, p] : model->named_parameters())
+            if (p.grad().defined())  // the classifier's have none
+                for (float g : p.grad().to_vector()) all.push_back(g);
+        return all;
+    };
+    const std::vector<float> selected = gradients(true), every = gradients(false);
+    REQUIRE(selected.size() == every.size());
+    for (size_t i = 0; i < every.size(); ++i) CHECK(selected[i] == Approx(every[i]).margin(1e-6));
+    model->zero_grad();
+    const Tensor none = encoder.mlm_loss(encoder.forward(tokens), IntTensor::zeros({2, 6}));
+    CHECK(none.item() == 0.0f);
+    CHECK_THROWS_WITH(encoder.mlm_loss(encoder.forward(tokens), IntTensor::zeros({2, 5})),
+                      Contains("labels must be [B, T]"));
 }

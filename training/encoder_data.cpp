@@ -392,7 +392,7 @@ ClassifyData prepare_classify(const TrainingOptions& options, const DataRequest&
                 joined += read.train.texts[static_cast<size_t>(i)] + "\n";
                 if (read.pairs) joined += read.train.second_texts[static_cast<size_t>(i)] + "\n";
             }
-        data.target_tokenizer = text_tokenizer(options, joined);
+        data.target_tokenizer = text_tokenizer(options, joined, files.train);
     }
     if (request.target_vocab) {
         data.target_vocab = *request.target_vocab;

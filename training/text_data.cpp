@@ -68,7 +68,7 @@ std::string read_for(const std::string& path, const std::string& tokens) {
 
 }  // namespace
 
-text::Tokenizer text_tokenizer(const TrainingOptions& o, const std::string& training_text) {
+text::Tokenizer text_tokenizer(const TrainingOptions& o, const std::string& training_text, const std::string& what) {
     if (o.tokens == "char") return text::Tokenizer::characters();
     if (o.tokens == "byte") return text::Tokenizer::bytes();
     check(o.tokens == "sentencepiece", kOp, "unknown tokens \"", o.tokens, "\" (char, byte or sentencepiece)");
@@ -90,7 +90,7 @@ text::Tokenizer text_tokenizer(const TrainingOptions& o, const std::string& trai
     try {
         return text::Tokenizer::train_sentencepiece(next_line, spm);
     } catch (const Error& e) {
-        throw Error(o.text + ": " + e.what());
+        throw Error((what.empty() ? o.text : what) + ": " + e.what());
     }
 }
 

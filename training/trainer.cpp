@@ -292,7 +292,9 @@ bool Trainer::step() {
     run_.progress.loss_steps++;
 
     const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
-    recent_tokens_ = 0.9 * recent_tokens_ + static_cast<double>(batch.target_tokens);
+    // Tokens predicted; an encoder's, the tokens it read (its labels are a row's class, or masks).
+    const int64_t tokens = batch.labels.dim() > 0 ? batch.source_tokens : batch.target_tokens;
+    recent_tokens_ = 0.9 * recent_tokens_ + static_cast<double>(tokens);
     recent_seconds_ = 0.9 * recent_seconds_ + dt;
     TrainingEvent e;
     e.kind = TrainingEvent::Kind::step;

@@ -23,8 +23,8 @@ make_texts() {  # make_texts COUNT SEED
 make_texts 300 1 > "$work/train.tsv"
 make_texts 60 2 > "$work/dev.tsv"
 make_texts 60 3 > "$work/test.tsv"
-tiny=(--model bert --n-layers 1 --d-model 32 --n-heads 2 --d-ff 64 --max-seq-len 32 --batch-size 16 --threads 1
-      --warmup-steps 5 --lr 0.003)
+tiny=(--model bert --tokens char --n-layers 1 --d-model 32 --n-heads 2 --d-ff 64 --max-seq-len 32 --batch-size 16
+      --threads 1 --warmup-steps 5 --lr 0.003)
 
 # Classification: the data's report, evaluations as accuracy and macro-F1, the best weights.
 out=$("$seqgrad" train "${tiny[@]}" --train "$work/train.tsv" --dev "$work/dev.tsv" --test "$work/test.tsv" \

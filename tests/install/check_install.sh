@@ -74,8 +74,8 @@ for i in $(seq 1 200); do
   if [ $((i % 2)) -eq 0 ]; then printf 'the day was good and fine number %s\tyes\n' "$i"
   else printf 'the day was bad and poor number %s\tno\n' "$i"; fi
 done > "$work/labelled.tsv"
-"$work/prefix/bin/seqgrad" train --model bert --train "$work/labelled.tsv" --n-layers 1 --d-model 32 --n-heads 2 \
-  --d-ff 64 --max-seq-len 48 --batch-size 16 --max-steps 150 --eval-every 150 --warmup-steps 10 --lr 0.003 \
+"$work/prefix/bin/seqgrad" train --model bert --tokens char --train "$work/labelled.tsv" --n-layers 1 --d-model 32 \
+  --n-heads 2 --d-ff 64 --max-seq-len 48 --batch-size 16 --max-steps 150 --eval-every 150 --warmup-steps 10 --lr 0.003 \
   --threads 1 --out "$work/classifier" > "$work/train-classifier.log" 2>&1 \
   || { echo "the installed program did not train a classifier:"; cat "$work/train-classifier.log"; exit 1; }
 out_cls=$("$work/examples-build/classify" "$work/classifier" "it was good and fine" "it was bad and poor" --top-k 2)

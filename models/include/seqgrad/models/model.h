@@ -177,7 +177,8 @@ public:
     virtual Tensor class_logits(const Tensor& hidden) const = 0;  // -> [B, n_classes]
     virtual int64_t classes() const = 0;                          // the classifier's (0: none)
     bool classifies() const { return classes() > 0; }             // whether it has a classifier
-    // Cross-entropy over the positions whose label [B, T] is not kPad (the masked ones).
+    // Cross-entropy over the positions whose label [B, T] is not kPad (the masked ones); the head
+    // runs at those positions only.
     Tensor mlm_loss(const Tensor& hidden, const IntTensor& labels) const;
     // Cross-entropy of each row's class, labels [B] in [0, n_classes).
     Tensor class_loss(const Tensor& hidden, const IntTensor& labels) const;

@@ -21,8 +21,9 @@
 namespace seqgrad::training {
 
 // The tokenizer options.tokens names ("char", "byte", "sentencepiece": options.spm_model, or a
-// model trained on `training_text`'s lines).
-text::Tokenizer text_tokenizer(const TrainingOptions& options, const std::string& training_text);
+// model trained on `training_text`'s lines, whose errors name `what`, else options.text).
+text::Tokenizer text_tokenizer(const TrainingOptions& options, const std::string& training_text,
+                               const std::string& what = "");
 
 // The data of a text task: the training and validation texts as ids (of the target side's
 // vocabulary: a language model's one side; the source side stays empty), and the validation text's

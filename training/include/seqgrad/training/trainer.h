@@ -43,7 +43,7 @@ struct TrainingEvent {
     int64_t batch_in_epoch = 0;
     double loss = 0;               // this step's loss
     double learning_rate = 0;      // the rate this step used
-    double tokens_per_second = 0;  // target tokens, over recent steps
+    double tokens_per_second = 0;  // target tokens (an encoder: the tokens it reads), over recent steps
     double elapsed_seconds = 0;    // this session
     double budget_fraction = -1;   // how much of the budget is used, if known (0..1)
     EvalResult eval;
