@@ -99,6 +99,18 @@ inline models::ModelConfig tiny_gpt(int64_t context = 16) {
     return c;
 }
 
+// A text with some structure to learn: lines of six words from ten, 6,000 characters or so.
+inline std::string rhymes() {
+    const char* words[] = {"the", "cat", "sat", "on", "a", "mat", "and", "dog", "ran", "far"};
+    std::string text;
+    Generator gen(11);
+    while (text.size() < 6000) {
+        for (int w = 0; w < 6; ++w) text += std::string(w ? " " : "") + words[gen.below(10)];
+        text += ".\n";
+    }
+    return text;
+}
+
 // The text task on the file at `path` with the GPT's recipe, batches of 8 windows, 5 warm-up
 // steps and a dev evaluation every 10; the caller sets the budget.
 inline training::TrainingOptions text_options(const std::string& path) {

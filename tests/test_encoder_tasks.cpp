@@ -19,6 +19,7 @@ using namespace seqgrad;
 using namespace seqgrad::models;
 using namespace seqgrad::training;
 using Catch::Matchers::Contains;
+using seqgrad::testing::rhymes;
 using seqgrad::testing::TempDir;
 namespace fs = std::filesystem;
 
@@ -66,13 +67,13 @@ std::string labelled(int64_t n, uint64_t seed, int64_t skew = 1) {
     return text;
 }
 
-TrainingOptions classify_options(const std::string& tag) {
+// The BERT's recipe for `task` on characters (its SentencePiece needs more text than a test has),
+// with a quick warm-up, a high rate and an evaluation every 20 steps; the caller gives the data.
+TrainingOptions encoder_options(const std::string& task, int64_t rows) {
     TrainingOptions o = recipe("bert").training;
-    o.task = "classify";
-    o.tokens = "char";  // the recipe's SentencePiece needs more text than a test has
-    o.train_files = {write_file(tag + "-train.tsv", labelled(240, 1))};
-    o.dev_files = {write_file(tag + "-dev.tsv", labelled(60, 2))};
-    o.batches.max_sentences = 16;
+    o.task = task;
+    o.tokens = "char";
+    o.batches.max_sentences = rows;
     o.warmup_steps = 5;
     o.lr = 3e-3;
     o.min_lr = 3e-4;
@@ -81,28 +82,16 @@ TrainingOptions classify_options(const std::string& tag) {
     return o;
 }
 
-std::string rhymes() {
-    const char* words[] = {"the", "cat", "sat", "on", "a", "mat", "and", "dog", "ran", "far"};
-    std::string text;
-    Generator gen(11);
-    while (text.size() < 6000) {
-        for (int w = 0; w < 6; ++w) text += std::string(w ? " " : "") + words[gen.below(10)];
-        text += ".\n";
-    }
-    return text;
+TrainingOptions classify_options(const std::string& tag) {
+    TrainingOptions o = encoder_options("classify", 16);
+    o.train_files = {write_file(tag + "-train.tsv", labelled(240, 1))};
+    o.dev_files = {write_file(tag + "-dev.tsv", labelled(60, 2))};
+    return o;
 }
 
 TrainingOptions mlm_options() {
-    TrainingOptions o = recipe("bert").training;
-    o.task = "mlm";
-    o.tokens = "char";
+    TrainingOptions o = encoder_options("mlm", 8);
     o.text = write_file("rhymes.txt", rhymes());
-    o.batches.max_sentences = 8;
-    o.warmup_steps = 5;
-    o.lr = 3e-3;
-    o.min_lr = 3e-4;
-    o.eval_every_steps = 20;
-    o.log_every = 1000;
     return o;
 }
 

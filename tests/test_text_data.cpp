@@ -22,6 +22,7 @@ using namespace seqgrad;
 using namespace seqgrad::models;
 using namespace seqgrad::training;
 using Catch::Matchers::Contains;
+using seqgrad::testing::rhymes;
 using seqgrad::testing::TempDir;
 using seqgrad::testing::text_options;
 using seqgrad::testing::tiny_gpt;
@@ -41,18 +42,6 @@ std::string write_file(const std::string& name, const std::string& text) {
 }
 
 std::string fresh_dir(const std::string& name) { return root().fresh(name); }
-
-// A text with some structure to learn: lines of a few words, 6,000 characters or so.
-std::string rhymes() {
-    const char* words[] = {"the", "cat", "sat", "on", "a", "mat", "and", "dog", "ran", "far"};
-    std::string text;
-    Generator gen(11);
-    while (text.size() < 6000) {
-        for (int w = 0; w < 6; ++w) text += std::string(w ? " " : "") + words[gen.below(10)];
-        text += ".\n";
-    }
-    return text;
-}
 
 const std::string& rhymes_path() {
     static const std::string path = write_file("rhymes.txt", rhymes());
