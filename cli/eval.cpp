@@ -70,8 +70,7 @@ int eval_language_model(const EvalFlags& f, text::LoadedModel& loaded) {
         training::TrainingOptions options = run_options(f.checkpoints.front(), loaded.task);
         training::DataRequest request;
         request.train = false;
-        request.target_tokenizer = &loaded.target_tokenizer;
-        request.target_vocab = &loaded.target_vocab;
+        request.read_as(loaded);
         data = training::prepare_text(options, request);
         what = "the run's validation text";
     }
@@ -111,13 +110,10 @@ int eval_encoder(const EvalFlags& f, text::LoadedModel& loaded) {
     check(f.metrics.empty(), "eval", "--metric is for models that translate");
     training::TrainingOptions options = run_options(f.checkpoints.front(), loaded.task);
     options.skip_invalid = options.skip_invalid || f.skip_invalid;
-    training::DataRequest request;
+    training::DataRequest request = training::request_for(loaded.model->config());
     request.train = false;
     request.test = f.split == "test";
-    request.target_tokenizer = &loaded.target_tokenizer;
-    request.target_vocab = &loaded.target_vocab;
-    request.max_source_length = request.max_target_length =
-        models::model_kind(loaded.model->config().model).max_length(loaded.model->config());
+    request.read_as(loaded);
     const std::string step = std::to_string(loaded.step);
     if (loaded.labels.empty()) {  // a masked language model
         check(f.test_files.empty() && f.out.empty(), "eval", loaded.path,
@@ -222,10 +218,7 @@ int run_eval(const EvalFlags& f) {
         training::DataRequest request;
         request.train = false;
         request.test = f.split == "test";
-        request.source_tokenizer = &loaded.source_tokenizer;
-        request.target_tokenizer = &loaded.target_tokenizer;
-        request.source_vocab = &loaded.source_vocab;
-        request.target_vocab = &loaded.target_vocab;
+        request.read_as(loaded);
         training::PairData data = training::prepare_pairs(options, request);
         examples = std::move(f.split == "test" ? data.test : data.dev);
         what = loaded.task + " " + f.split;

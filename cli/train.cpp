@@ -101,10 +101,7 @@ void show_examples(const std::string& dir, const training::TrainingOptions& opti
     text::LoadedModel loaded = text::load_model(dir);
     training::DataRequest request;
     request.train = false;
-    request.source_tokenizer = &loaded.source_tokenizer;
-    request.target_tokenizer = &loaded.target_tokenizer;
-    request.source_vocab = &loaded.source_vocab;
-    request.target_vocab = &loaded.target_vocab;
+    request.read_as(loaded);
     const training::PairData data = training::prepare_pairs(options, request);
     std::vector<training::Example> sample;
     const size_t stride = std::max<size_t>(1, data.dev.size() / static_cast<size_t>(count));

@@ -6,6 +6,7 @@
 
 #include "seqgrad/core/error.h"
 #include "seqgrad/models/model.h"
+#include "seqgrad/models/registry.h"
 #include "seqgrad/training/pairs.h"
 
 namespace seqgrad::training {
@@ -322,6 +323,12 @@ std::vector<Example> read_examples(const std::vector<std::string>& paths, const 
     request.source_vocab = request.target_vocab = &none;
     TrainingOptions options;
     return builder.finish(options, pair_evaluator("wer")).test;
+}
+
+DataRequest request_for(const models::ModelConfig& config) {
+    DataRequest request;
+    request.max_source_length = request.max_target_length = models::model_kind(config.model).max_length(config);
+    return request;
 }
 
 }  // namespace seqgrad::training

@@ -69,13 +69,6 @@ std::unique_ptr<nn::Optimizer> make_optimizer(const TrainingOptions& o, models::
     return std::make_unique<nn::Adam>(model.named_parameters(), a);
 }
 
-// The longest source and target the model takes (DataRequest's limits).
-DataRequest request_for(const models::ModelConfig& config) {
-    DataRequest request;
-    request.max_source_length = request.max_target_length = models::model_kind(config.model).max_length(config);
-    return request;
-}
-
 // A rank's own stream of random numbers for dropout (and teacher forcing), derived from the run's
 // generator state and the rank: rank 0 keeps the state itself, so that a run of one process is
 // unchanged; the others draw their own masks for their own rows.
@@ -592,8 +585,7 @@ TrainingResult train(const models::ModelConfig& model_config, const TrainingOpti
         config = start->model->config();
         config.dropout = model_config.dropout;
         request = request_for(config);
-        request.target_tokenizer = &start->target_tokenizer;
-        request.target_vocab = &start->target_vocab;
+        request.read_as(*start);
     }
     run.data = task.prepare(options, request);
     check(run.data->has_train_and_dev(), "train", "the task \"", options.task, "\" has an empty train or dev split");
@@ -650,10 +642,7 @@ TrainingResult resume(const std::string& dir, int64_t epochs, double minutes, in
               " (an interrupted save); cannot resume exactly");
     else loaded.model->load_state_dict(saved.weights);
     DataRequest request = request_for(loaded.model->config());
-    request.source_tokenizer = &loaded.source_tokenizer;
-    request.target_tokenizer = &loaded.target_tokenizer;
-    request.source_vocab = &loaded.source_vocab;
-    request.target_vocab = &loaded.target_vocab;
+    request.read_as(loaded);
     try {
         run.data = training::task(run.options.task).prepare(run.options, request);
     } catch (const Error& e) {

@@ -17,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "seqgrad/models/model.h"
 #include "seqgrad/text/tokenizer.h"
 #include "seqgrad/text/vocabulary.h"
 #include "seqgrad/training/batching.h"
@@ -67,7 +68,19 @@ struct DataRequest {
     const text::Tokenizer* target_tokenizer = nullptr;
     const text::Vocabulary* source_vocab = nullptr;
     const text::Vocabulary* target_vocab = nullptr;
+
+    // Reads the data with these sides' tokenizers and vocabularies (a checkpoint's), which must
+    // outlive the request.
+    void read_as(const text::TextSides& sides) {
+        source_tokenizer = &sides.source_tokenizer;
+        target_tokenizer = &sides.target_tokenizer;
+        source_vocab = &sides.source_vocab;
+        target_vocab = &sides.target_vocab;
+    }
 };
+
+// A request for the longest source and target the config's model takes (ModelKind::max_length).
+DataRequest request_for(const models::ModelConfig& config);
 
 // Bad lines: counted, the first few kept for the message. `item` names what a good line is
 // ("pair", "labelled text"), for the message.
