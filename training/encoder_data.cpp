@@ -407,12 +407,7 @@ ClassifyData prepare_classify(const TrainingOptions& options, const DataRequest&
             count(read.train.texts[static_cast<size_t>(i)]);
             if (read.pairs) count(read.train.second_texts[static_cast<size_t>(i)]);
         }
-        counts.erase(text::Vocabulary::kSpecials[models::kUnk]);
-        for (const auto& [symbol, n] : counts)
-            check(!text::Vocabulary::is_special(symbol) && !text::Vocabulary::is_encoder_special(symbol), op,
-                  files.train, ": a text holds the special token ", symbol, " as a symbol");
-        data.target_vocab = text::Vocabulary::from_counts({counts.begin(), counts.end()}, options.min_count,
-                                                          options.max_vocab, /*encoder=*/true);
+        data.target_vocab = vocabulary_of(std::move(counts), options, /*encoder=*/true, op, files.train + ": a text");
     }
     const int64_t longest = request.max_source_length;
     if (request.train) data.train = encode_labelled(read.train, data.target_tokenizer, data.target_vocab, longest);

@@ -94,6 +94,17 @@ text::Tokenizer text_tokenizer(const TrainingOptions& o, const std::string& trai
     }
 }
 
+text::Vocabulary vocabulary_of(std::unordered_map<std::string, int64_t> counts, const TrainingOptions& options,
+                               bool encoder, const char* op, const std::string& where) {
+    counts.erase(text::Vocabulary::kSpecials[models::kUnk]);
+    for (const char* special : text::Vocabulary::kSpecials)
+        check(!counts.count(special), op, where, " holds the special token ", special, " as a symbol");
+    if (encoder)
+        for (const char* special : text::Vocabulary::kEncoderSpecials)
+            check(!counts.count(special), op, where, " holds the special token ", special, " as a symbol");
+    return text::Vocabulary::from_counts({counts.begin(), counts.end()}, options.min_count, options.max_vocab, encoder);
+}
+
 TextData::TextData() : TaskData(text_evaluator()) {}
 
 std::unique_ptr<BatchSource> TextData::batches(const TrainingOptions& options, int64_t longest) {
@@ -137,16 +148,7 @@ TextData prepare_text(const TrainingOptions& options, const DataRequest& request
     } else {
         std::unordered_map<std::string, int64_t> counts;
         tokenizer.each_symbol(train_text, [&](std::string_view symbol) { ++counts[std::string(symbol)]; });
-        counts.erase(text::Vocabulary::kSpecials[models::kUnk]);
-        for (const char* special : text::Vocabulary::kSpecials)
-            check(!counts.count(special), kOp, options.text, ": the text holds the special token ", special,
-                  " as a symbol");
-        if (encoder)
-            for (const char* special : text::Vocabulary::kEncoderSpecials)
-                check(!counts.count(special), kOp, options.text, ": the text holds the special token ", special,
-                      " as a symbol");
-        data.target_vocab = text::Vocabulary::from_counts({counts.begin(), counts.end()}, options.min_count,
-                                                          options.max_vocab, encoder);
+        data.target_vocab = vocabulary_of(std::move(counts), options, encoder, kOp, options.text + ": the text");
     }
     data.train_text = encode(train_text, tokenizer, data.target_vocab);
     data.dev_text = encode(val_text, tokenizer, data.target_vocab);

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "seqgrad/models/model.h"
@@ -24,6 +25,12 @@ namespace seqgrad::training {
 // model trained on `training_text`'s lines, whose errors name `what`, else options.text).
 text::Tokenizer text_tokenizer(const TrainingOptions& options, const std::string& training_text,
                                const std::string& what = "");
+
+// The vocabulary of the symbols counted in a task's training texts: those seen options.min_count
+// times, at most options.max_vocab of them, <unk> left out; an encoder's has its three special tokens
+// too. A special token counted as a symbol is an Error: "`op`: `where` holds the special token ...".
+text::Vocabulary vocabulary_of(std::unordered_map<std::string, int64_t> counts, const TrainingOptions& options,
+                               bool encoder, const char* op, const std::string& where);
 
 // The data of a text task: the training and validation texts as ids (of the target side's
 // vocabulary: a language model's one side; the source side stays empty), and the validation text's
