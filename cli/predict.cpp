@@ -49,6 +49,14 @@ public:
         }
     }
 
+    // The next at most `size` lines, in place of `chunk`'s; false when there were none.
+    bool next_chunk(std::vector<std::string>& chunk, int64_t size) {
+        chunk.clear();
+        std::string line;
+        while (static_cast<int64_t>(chunk.size()) < size && next(line)) chunk.push_back(line);
+        return !chunk.empty();
+    }
+
 private:
     std::vector<std::string> words_, files_;
     size_t next_word_ = 0, next_file_ = 0;
@@ -59,7 +67,6 @@ private:
 // language model's guesses for each <mask> of each line: `input TAB label TAB probability` (K
 // label-probability pairs with --top-k K), or `input TAB mask-number TAB token TAB probability ...`.
 int predict_with_encoder(const PredictFlags& f, text::LoadedModel loaded) {
-    check(f.checkpoints.size() == 1, "predict", loaded.path, " holds an encoder: give one --checkpoint");
     InputLines input(f);
     std::string line;
     int64_t lines = 0;
@@ -87,11 +94,7 @@ int predict_with_encoder(const PredictFlags& f, text::LoadedModel loaded) {
         inference::TextClassifier classifier(std::move(loaded));
         const int64_t k = f.top_k > 0 ? f.top_k : 1;
         std::vector<std::string> chunk;
-        bool more = true;
-        while (more) {
-            chunk.clear();
-            while (static_cast<int64_t>(chunk.size()) < f.chunk && (more = input.next(line))) chunk.push_back(line);
-            if (chunk.empty()) break;
+        while (input.next_chunk(chunk, f.chunk)) {
             const auto results = classifier.classify(chunk, k);
             for (size_t i = 0; i < chunk.size(); ++i) {
                 std::printf("%s", chunk[i].c_str());
@@ -109,26 +112,24 @@ int predict_with_encoder(const PredictFlags& f, text::LoadedModel loaded) {
 
 int run_predict(const PredictFlags& f) {
     if (f.threads > 0) set_num_threads(f.threads);
+    // The flags are refused before any checkpoint is read, and each checkpoint is read once.
     check(f.top_k >= 0, "predict", "--top-k must be positive, got ", f.top_k);
-    if (f.checkpoints.size() == 1) {
-        text::LoadedModel loaded = text::load_model(f.checkpoints.front());
-        if (models::family(loaded.model->config()) == models::Family::encoder)
-            return predict_with_encoder(f, std::move(loaded));
-    }
-    check(f.top_k == 0, "predict", "--top-k is an encoder's (labels, or tokens for masks); give --nbest for outputs");
-    const models::DecodingOptions options = decoding_of(f);  // refused before any checkpoint is read
+    const models::DecodingOptions options = decoding_of(f);
     check(f.chunk >= 1, "predict", "--chunk must be positive, got ", f.chunk);
-    const inference::Translator translator(f.checkpoints, f.weights, precision_of(f));
+    std::vector<text::LoadedModel> checkpoints;
+    for (const std::string& path : f.checkpoints) checkpoints.push_back(text::load_model(path));
+    for (const text::LoadedModel& loaded : checkpoints)
+        if (models::family(loaded.model->config()) == models::Family::encoder) {
+            check(checkpoints.size() == 1, "predict", loaded.path, " holds an encoder: give one --checkpoint");
+            return predict_with_encoder(f, std::move(checkpoints.front()));
+        }
+    check(f.top_k == 0, "predict", "--top-k is an encoder's (labels, or tokens for masks); give --nbest for outputs");
+    const inference::Translator translator(std::move(checkpoints), f.weights, precision_of(f));
 
     InputLines input(f);
     std::vector<std::string> chunk;
     int64_t line_number = 0, empty_lines = 0;
-    std::string line;
-    bool more = true;
-    while (more) {
-        chunk.clear();
-        while (static_cast<int64_t>(chunk.size()) < f.chunk && (more = input.next(line))) chunk.push_back(line);
-        if (chunk.empty()) break;
+    while (input.next_chunk(chunk, f.chunk)) {
         const auto results = translator.translate(chunk, options);
         for (size_t i = 0; i < chunk.size(); ++i) {
             ++line_number;

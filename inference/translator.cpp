@@ -20,6 +20,11 @@ Translator::Translator(const std::vector<std::string>& checkpoints, const std::v
     ensemble_.pack_weights(precision);
 }
 
+Translator::Translator(std::vector<text::LoadedModel> models, const std::vector<double>& weights, Precision precision)
+    : ensemble_(std::move(models), weights) {
+    ensemble_.pack_weights(precision);
+}
+
 Translator::Totals Translator::totals() const {
     std::lock_guard<std::mutex> lock(mutex_);
     return totals_;

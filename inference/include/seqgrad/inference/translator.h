@@ -57,6 +57,9 @@ public:
     // what it refuses). One checkpoint translates exactly as the constructor above.
     Translator(const std::vector<std::string>& checkpoints, const std::vector<double>& weights,
                Precision precision = Precision::float32);
+    // The same of checkpoints already read.
+    Translator(std::vector<text::LoadedModel> models, const std::vector<double>& weights,
+               Precision precision = Precision::float32);
 
     // For each input, its hypotheses, best first (options.nbest of them, or fewer if the search
     // found fewer), decoded in batches of similar length (models::inputs_per_batch inputs). The
