@@ -31,7 +31,6 @@ import json
 import os
 import resource
 import sys
-import time
 
 import torch_settings
 
@@ -115,14 +114,8 @@ def main():
         optimizer.step()
         return loss.item()
 
-    for _ in range(2):  # Adam's state exists, the allocator is warm
-        step()
-    steps = 0
-    start = time.perf_counter()
-    while steps < 3 or time.perf_counter() - start < args.min_time:
-        step()
-        steps += 1
-    seconds = (time.perf_counter() - start) / steps
+    # Two untimed steps: Adam's state exists, the allocator is warm.
+    steps, seconds = torch_settings.time_runs(step, 2, args.min_time)
     print(json.dumps({
         "name": f"train_step/{args.model}/{args.shape}" + ("/bf16" if autocast else ""),
         "precision": args.precision,

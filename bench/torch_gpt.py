@@ -38,7 +38,6 @@ import math
 import os
 import resource
 import sys
-import time
 
 import torch_settings
 
@@ -202,14 +201,7 @@ def main():
 
         warm_up, tokens_per_run = 1, NEW_TOKENS
 
-    for _ in range(warm_up):
-        run()
-    runs = 0
-    start = time.perf_counter()
-    while runs < 3 or time.perf_counter() - start < args.min_time:
-        run()
-        runs += 1
-    seconds = (time.perf_counter() - start) / runs
+    runs, seconds = torch_settings.time_runs(run, warm_up, args.min_time)
     print(json.dumps({
         "name": args.benchmark,
         "torch_version": torch.__version__,

@@ -32,6 +32,7 @@ pick the denominator with best().
 import ctypes
 import os
 import sys
+import time
 
 SETTINGS = ("default", "threads", "passive")
 
@@ -195,3 +196,16 @@ def tokens_per_second_cells(runs, threads):
         figure = f"{run['tokens_per_second']:,.0f}"
         cells.append(cell(f"**{figure}**" if setting == winner else figure, run, threads))
     return winner, runs[winner], cells
+
+
+def time_runs(run, warm_up, min_time):
+    """Calls `run` `warm_up` times untimed, then at least 3 times and for at least `min_time`
+    seconds, as Google Benchmark does: (timed runs, mean seconds a run)."""
+    for _ in range(warm_up):
+        run()
+    runs = 0
+    start = time.perf_counter()
+    while runs < 3 or time.perf_counter() - start < min_time:
+        run()
+        runs += 1
+    return runs, (time.perf_counter() - start) / runs
