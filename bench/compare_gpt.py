@@ -3,7 +3,7 @@
 
 For each of seqgrad_bench's GPT benchmarks (train_step/gpt/cpu, train_step/gpt/baby,
 generate/gpt/baby; the default) or BERT benchmarks (train_step/bert/<langid|small|mini>[/mlm],
-classify/bert/<langid|small|mini>; `--benchmarks bert` names them all, `bert-bf16` their steps in
+classify/bert/<langid|small|mini>; `--benchmarks bert` names them all, `bert-bf16` the same in
 bfloat16), runs it and
 bench/torch_gpt.py's or bench/torch_bert.py's version of the same work in each of
 PyTorch's three thread settings (bench/torch_settings.py: its default; torch.set_num_threads(N);
@@ -39,8 +39,8 @@ ROOT = os.path.dirname(HERE)
 GPT_BENCHMARKS = ("train_step/gpt/cpu", "train_step/gpt/baby", "generate/gpt/baby")
 BERT_BENCHMARKS = tuple(f"{kind}/bert/{shape}{suffix}" for shape in ("langid", "small", "mini")
                         for kind, suffix in (("train_step", ""), ("train_step", "/mlm"), ("classify", "")))
-BERT_BF16_BENCHMARKS = tuple(f"train_step/bert/{shape}{suffix}/bf16" for shape in ("langid", "small", "mini")
-                             for suffix in ("", "/mlm"))
+BERT_BF16_BENCHMARKS = tuple(f"{kind}/bert/{shape}{suffix}/bf16" for shape in ("langid", "small", "mini")
+                             for kind, suffix in (("train_step", ""), ("train_step", "/mlm"), ("classify", "")))
 BENCHMARKS = GPT_BENCHMARKS + BERT_BENCHMARKS + BERT_BF16_BENCHMARKS
 TRAIN_COUNTERS = ("tokens_per_second", "gflops", "mfu", "peak_mib", "system_allocs_per_step", "max_rss_mib")
 CLASSIFY_COUNTERS = ("tokens_per_second", "texts_per_second", "gflops", "mfu")
@@ -93,7 +93,8 @@ def main():
     torch_settings.add_comparison_arguments(parser, ROOT, "timed steps or sampling")
     parser.add_argument("--benchmarks", nargs="+", choices=BENCHMARKS + ("gpt", "bert", "bert-bf16"),
                         default=["gpt"], help="benchmarks to compare; `gpt` and `bert` name each model's, "
-                        "`bert-bf16` the BERT's steps in bfloat16 (PyTorch: torch.autocast) (default: gpt)")
+                        "`bert-bf16` the BERT's in bfloat16 (PyTorch: torch.autocast for steps, bfloat16 weights to "
+                        "classify) (default: gpt)")
     parser.add_argument("--torch-model", choices=("expert", "twin"), default="expert",
                         help="PyTorch's model as an expert writes it (bench/torch_expert.py), or the parity twin")
     args = parser.parse_args()

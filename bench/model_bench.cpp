@@ -29,7 +29,7 @@
 //   cpu     12,  64, 128, 4,  512, 4, 0     (its CPU recipe)
 //   baby    64, 256, 384, 6, 1536, 6, 0.2   (its "baby GPT")
 //   train_step/bert/<langid|small|mini>        one fine-tuning step of a BERT classifying texts: zero_grad,
-//                                forward(tokens), class_loss on each row's first (<cls>) position,
+//                                forward_first(tokens) (the last layer for <cls> alone), class_loss,
 //                                backward, gradient clipping at 1, AdamW (lr 1e-4, weight decay
 //                                0.01 on the matrices and embeddings). Counters as train_step's
 //                                (tokens: batch x length), FLOPs of the layers and the classifier.
@@ -38,10 +38,11 @@
 //                                the layers and the MLM head at the labelled positions (as it runs).
 //   train_step/bert/<langid|small|mini>[/mlm]/bf16  the same steps with bfloat16 products, as the
 //                                Transformer's /bf16 (skipped without AVX512_BF16 or AMX).
-//   classify/bert/<langid|small|mini>  inference of 64 texts: NoGradGuard, eval mode, forward,
-//                                class_logits and a softmax. texts_per_second, tokens_per_second,
+//   classify/bert/<langid|small|mini>  inference of 64 texts: NoGradGuard, eval mode,
+//                                forward_first, class_logits and a softmax. texts_per_second, tokens_per_second,
 //                                gflops and mfu. `/bf16` with the weights packed in bfloat16
-//                                (pack_weights, as `seqgrad generate --bf16` packs them).
+//                                (pack_weights, as `seqgrad generate --bf16` packs them), `/int8`
+//                                in int8 (as --int8 packs them).
 //   phases/bert/<langid|small|mini>[/mlm]      the two training steps timed by phase, as phases/gpt's.
 // BERT shapes (batch, length, width, heads, d_ff, layers, vocabulary, classes): Post-LN, GELU,
 // learned positions, two segment types (every text segment 0), dropout 0.1 (BERT's) in training;
@@ -470,7 +471,7 @@ TrainingStep bert_step(const BertShape& shape, bool mlm) {
         std::vector<int64_t> classes(static_cast<size_t>(shape.batch));
         for (auto& c : classes) c = static_cast<int64_t>(gen.below(static_cast<uint64_t>(shape.classes)));
         step.loss = [bert, tokens, classes = IntTensor::from_vector(std::move(classes), {shape.batch})] {
-            return bert->class_loss(bert->forward(tokens), classes);
+            return bert->class_loss(bert->forward_first(tokens), classes);
         };
     }
     step.clip = 1.0f;
@@ -498,11 +499,11 @@ void bert_classify(benchmark::State& state, const BertShape& shape, Precision pr
     const ModelConfig config = bert_config(shape);
     auto model = seqgrad::models::make_model(config, gen);
     model->eval();
-    if (precision == Precision::bf16) model->pack_weights(precision);
+    if (precision != Precision::float32) model->pack_weights(precision);
     auto& bert = dynamic_cast<seqgrad::models::EncoderModel&>(*model);
     const IntTensor texts = random_texts(shape, kClassifiedTexts, gen);
     const seqgrad::NoGradGuard no_grad;
-    const auto classify = [&] { return seqgrad::softmax(bert.class_logits(bert.forward(texts)), -1); };
+    const auto classify = [&] { return seqgrad::softmax(bert.class_logits(bert.forward_first(texts)), -1); };
     classify();  // the allocator's cache is warm
     for (auto _ : state) {
         Tensor probabilities = classify();
@@ -740,9 +741,11 @@ void register_model_benchmarks() {
                     })
                     ->UseRealTime()
                     ->Unit(benchmark::kMillisecond);
-        for (const Precision precision : {Precision::float32, Precision::bf16})
+        for (const Precision precision : {Precision::float32, Precision::bf16, Precision::int8})
             benchmark::RegisterBenchmark(
-                (std::string("classify/bert/") + shape.name + (precision == Precision::bf16 ? "/bf16" : "")).c_str(),
+                (std::string("classify/bert/") + shape.name +
+                 (precision == Precision::float32 ? "" : std::string("/") + seqgrad::precision_name(precision)))
+                    .c_str(),
                 [&shape, precision](benchmark::State& state) { bert_classify(state, shape, precision); })
                 ->UseRealTime()
                 ->Unit(benchmark::kMillisecond);

@@ -84,10 +84,14 @@ double bert_flops(const ModelConfig& config, int64_t batch, int64_t length, int6
     // feed-forward products. The MLM head at the positions it predicts (dense, then the
     // vocabulary), and the classifier on each row's first vector (pooler, classes).
     const double layer = 8 * n * d * d + 4 * b * t * t * d + 4 * n * d * f;
+    // forward_first's last layer: keys and values of every position, the rest for the first.
+    const double first_only = 4 * n * d * d + 4 * b * d * d + 4 * b * t * d + 4 * b * d * f;
     const double m = static_cast<double>(mlm_positions);
     const double mlm = 2 * m * d * d + 2 * m * d * static_cast<double>(config.vocab);
     const double classes = 2 * b * d * d + 2 * b * d * static_cast<double>(c.n_classes);
-    return static_cast<double>(c.n_layers) * layer + mlm + (class_head ? classes : 0);
+    const bool trimmed = class_head && mlm_positions == 0 && c.n_layers > 0;
+    return static_cast<double>(c.n_layers) * layer - (trimmed ? layer - first_only : 0) + mlm +
+           (class_head ? classes : 0);
 }
 
 double forward_flops(const ModelConfig& config, int64_t batch, int64_t src_len, int64_t tgt_len) {

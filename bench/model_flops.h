@@ -17,8 +17,10 @@ double forward_flops(const seqgrad::models::ModelConfig& config, int64_t batch, 
 
 // A BERT's forward FLOPs over texts of `length` tokens with only the heads a step reads: its layers,
 // the MLM head at the `mlm_positions` it predicts (mlm_loss runs it at the labelled ones only; 0:
-// none), the classifier on each row's first vector (class_head). forward_flops counts the MLM head
-// at every position (the logits of every position) and the classifier.
+// none), the classifier on each row's first vector (class_head). A step that reads the classifier
+// alone (class_head, mlm_positions 0) runs the last layer for the first position only
+// (EncoderModel::forward_first), and its FLOPs are counted so. forward_flops counts the MLM head at
+// every position (the logits of every position), the classifier and every layer in full.
 double bert_flops(const seqgrad::models::ModelConfig& config, int64_t batch, int64_t length, int64_t mlm_positions,
                   bool class_head);
 

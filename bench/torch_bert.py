@@ -14,9 +14,10 @@ Shapes (batch, length, width, heads, d_ff, layers, vocabulary, classes), dropout
   small   32, 128, 256, 4, 1024, 4,  300, 12   four layers of 256 over rows of 128 characters
   mini    64,  64, 128, 2,  512, 2, 1000,  2   a two-layer BERT of word pieces
 
-  train_step/bert/<shape>       one fine-tuning step: zero_grad, forward over batch texts (<s> first,
-                                then random ids, no padding, every token segment 0), cross-entropy of
-                                the classifier's logits on the first position against a class a row,
+  train_step/bert/<shape>       one fine-tuning step: zero_grad, forward_first over batch texts (<s>
+                                first, then random ids, no padding, every token segment 0; the last
+                                layer for the first position alone), cross-entropy of the
+                                classifier's logits on the first position against a class a row,
                                 backward, clip_grad_norm_ 1.0, AdamW (lr 1e-4, betas 0.9 and 0.999,
                                 eps 1e-8, weight decay 0.01 on parameters of rank >= 2 only)
   train_step/bert/<shape>/mlm   the masked language model's step: the same with cross-entropy of the
@@ -25,9 +26,14 @@ Shapes (batch, length, width, heads, d_ff, layers, vocabulary, classes), dropout
       tokens_per_second = batch x length / seconds per step
   train_step/bert/<shape>[/mlm]/bf16  the same step with its forward pass and loss under
                                 torch.autocast("cpu", torch.bfloat16), PyTorch's mixed precision
-  classify/bert/<shape>         64 texts in eval mode under torch.inference_mode(): forward,
-                                class_logits and a softmax. tokens_per_second = 64 x length /
-                                seconds per batch (texts_per_second beside it)
+  classify/bert/<shape>         64 texts in eval mode under torch.inference_mode(): forward_first
+                                (PyTorch's fused layers but the last), class_logits and a softmax.
+                                tokens_per_second = 64 x length / seconds per batch
+                                (texts_per_second beside it)
+  classify/bert/<shape>/bf16    the same with the model's weights and activations in bfloat16
+                                (model.to(torch.bfloat16)), the probabilities in float32: faster
+                                than autocast here, and than torch.quantization.quantize_dynamic's
+                                int8, which took twice float32's time at the langid shape
 
     /usr/bin/python3 bench/torch_bert.py --benchmark train_step/bert/langid [--threads 2]
                                          [--setting default|threads|passive] [--min-time 3]
@@ -57,7 +63,7 @@ SHAPES = {
 }
 BENCHMARKS = tuple(f"{kind}/bert/{shape}{suffix}" for shape in SHAPES
                    for kind, suffix in (("train_step", ""), ("train_step", "/mlm"), ("classify", ""),
-                                        ("train_step", "/bf16"), ("train_step", "/mlm/bf16")))
+                                        ("train_step", "/bf16"), ("train_step", "/mlm/bf16"), ("classify", "/bf16")))
 DROPOUT = 0.1
 LR, BETAS, EPS, WEIGHT_DECAY, CLIP = 1e-4, (0.9, 0.999), 1e-8, 0.01, 1.0
 CLASSIFIED_TEXTS = 64
@@ -129,6 +135,9 @@ def main():
         torch_expert.bert_from_twin(expert, model)
         model = expert
     gen = torch.Generator().manual_seed(SEED)
+    # What the classifier reads: the expert runs the last layer for the first position alone, as
+    # seqgrad does; the twin runs every layer in full.
+    first_of = model.forward_first if args.model == "expert" else model
 
     if kind == "train_step":
         model.train()
@@ -142,19 +151,20 @@ def main():
             chosen_rows = chosen.view(-1).nonzero().squeeze(1)
             chosen_labels = labels.view(-1)[chosen_rows]
 
-            def loss_of(hidden):  # the head at the labelled positions only, as seqgrad's mlm_loss
+            def loss_of(tokens):  # the head at the labelled positions only, as seqgrad's mlm_loss
+                hidden = model(tokens)
                 picked = hidden.reshape(-1, hidden.size(-1)).index_select(0, chosen_rows)
                 return F.cross_entropy(model.mlm_logits(picked), chosen_labels)
         else:
             classes = torch.randint(0, s["classes"], (s["batch"],), generator=gen)
 
-            def loss_of(hidden):
-                return F.cross_entropy(model.class_logits(hidden), classes)
+            def loss_of(tokens):
+                return F.cross_entropy(model.class_logits(first_of(tokens)), classes)
 
         def run():
             optimizer.zero_grad(set_to_none=args.model == "expert")
             with torch.autocast(device_type="cpu", dtype=torch.bfloat16, enabled=bf16):
-                loss = loss_of(model(tokens))
+                loss = loss_of(tokens)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), CLIP)
             optimizer.step()
@@ -163,11 +173,13 @@ def main():
         warm_up, rows = 2, s["batch"]  # AdamW's state exists, the allocator is warm
     else:
         model.eval()
+        if bf16:
+            model.to(torch.bfloat16)
         batch = texts(torch, s, CLASSIFIED_TEXTS, gen)
 
         def run():
             with torch.inference_mode():
-                return torch.softmax(model.class_logits(model(batch)), dim=-1)
+                return torch.softmax(model.class_logits(first_of(batch)).float(), dim=-1)
 
         warm_up, rows = 1, CLASSIFIED_TEXTS
 

@@ -220,6 +220,29 @@ class ExpertEncoderLayer(nn.Module):
         x = self.norm1(x + attention(x))
         return self.norm2(x + feed_forward(x))
 
+    def forward_first(self, x, mask):
+        """forward(x, mask)[:, :1], the first position's output alone (seqgrad's
+        EncoderLayer::forward_first): keys and values of every position in one product, the query,
+        the attention's output, the feed-forward network and the norms for one position a row."""
+        d = x.size(-1)
+        drop = lambda t: F.dropout(t, self.dropout, self.training)  # noqa: E731
+        act = F.gelu if self.gelu else F.relu
+
+        def attention(first, h):
+            q = F.linear(first, self.qkv.weight[:d], self.qkv.bias[:d])
+            k, v = F.linear(h, self.qkv.weight[d:], self.qkv.bias[d:]).chunk(2, dim=-1)
+            return drop(self.out(attend(q, k, v, self.heads, mask, self.dropout, self.training)))
+
+        def feed_forward(h):
+            return drop(self.proj(drop(act(self.fc(h)))))
+        first = x[:, :1]
+        if self.pre_norm:
+            h = self.norm1(x)
+            first = first + attention(h[:, :1], h)
+            return first + feed_forward(self.norm2(first))
+        first = self.norm1(first + attention(first, x))
+        return self.norm2(first + feed_forward(first))
+
     def inference(self, x, key_padding):
         """forward() in eval mode without gradients, as nn.TransformerEncoderLayer's fast path runs
         it: one fused kernel of PyTorch's (torch._transformer_encoder_layer_fwd) for the whole layer,
@@ -443,7 +466,9 @@ class ExpertBert(nn.Module):
     Its layers are ExpertEncoderLayers (nn.LayerNorm, one q/k/v product, F.gelu); texts without
     padding get no mask at all, and without segments the one segment row is added, not looked up.
     In eval mode without gradients each layer is PyTorch's fused encoder layer (the fast path of
-    nn.TransformerEncoderLayer, which 1.13 has for inference only)."""
+    nn.TransformerEncoderLayer, which 1.13 has for inference only). forward_first(ids, segments) is
+    forward()[:, :1] with the last layer run for the first position alone, as seqgrad's: what
+    class_logits reads."""
 
     def __init__(self, cfg, eps=1e-6):
         super().__init__()
@@ -465,20 +490,23 @@ class ExpertBert(nn.Module):
         self.classifier = nn.Linear(d, cfg.get("n_classes", 2))
 
     def forward(self, ids, segments=None):
+        return self.encode(ids, segments, False)
+
+    def forward_first(self, ids, segments=None):
+        return self.encode(ids, segments, True)
+
+    def encode(self, ids, segments, first_only):
         t = ids.size(1)
         x = self.token_embedding(ids) + self.position_embedding.weight[:t]
         x = x + (self.segment_embedding.weight[0] if segments is None else self.segment_embedding(segments))
         x = F.dropout(self.embedding_norm(x), self.dropout, self.training)
         padding = ids == PAD
         padded = bool(padding.any())
-        if not self.training and not torch.is_grad_enabled():
-            for layer in self.layers:
-                x = layer.inference(x, padding if padded else None)
-            return x
+        fused = not self.training and not torch.is_grad_enabled()
         mask = (padding.float() * MASK_FILL)[:, None, None, :] if padded else None  # [B, 1, 1, T]
-        for layer in self.layers:
-            x = layer(x, mask)
-        return x
+        for layer in self.layers[:-1] if first_only else self.layers:
+            x = layer.inference(x, padding if padded else None) if fused else layer(x, mask)
+        return self.layers[-1].forward_first(x, mask) if first_only else x
 
     def mlm_logits(self, hidden):
         h = self.mlm_dense(hidden)
@@ -745,6 +773,19 @@ def check_bert(shapes, bert_config, first_real_token, sos):
                      if not t.endswith("wk.bias")]
             compared.append((n, torch.cat([w for w, _ in parts]), torch.cat([g for _, g in parts])))
         ok = agree(f"bert {name} training", (tm, tloss), (em, eloss), compared) and ok
+        # forward_first: the classifier's loss and gradients as the whole forward pass gives them.
+        results = []
+        for first_only in (False, True):
+            expert.zero_grad(set_to_none=True)
+            hidden = expert.forward_first(tokens, segments) if first_only else expert(tokens, segments)
+            class_logits = expert.class_logits(hidden)
+            loss = F.cross_entropy(class_logits, classes)
+            loss.backward()
+            results.append((class_logits.detach(), loss.detach(),
+                            {n: p.grad for n, p in expert.named_parameters() if p.grad is not None}))
+        (wc, wloss, wg), (fc, floss, fg) = results
+        ok = agree(f"bert {name} forward_first, training", (wc, wloss), (fc, floss),
+                   [(n, wg[n], fg[n]) for n in wg]) and ok
         for padded in (False, True):
             tokens, segments, _, _ = bert_batch(s, 64 if not padded else 4, first_real_token, sos, padded)
             segments = segments if padded else None
@@ -754,9 +795,12 @@ def check_bert(shapes, bert_config, first_real_token, sos):
                 with torch.inference_mode():
                     hidden = model(tokens, segments)
                     outputs.append((model.mlm_logits(hidden), model.class_logits(hidden)))
+            with torch.inference_mode():
+                first = expert.class_logits(expert.forward_first(tokens, segments))
             (tm, tc), (em, ec) = outputs
             label = f"bert {name} inference, {'padded, two segments' if padded else 'the bench batch'}"
-            ok = agree(label, (tm, torch.zeros(())), (em, torch.zeros(())), [("class_logits", tc, ec)]) and ok
+            ok = agree(label, (tm, torch.zeros(())), (em, torch.zeros(())),
+                       [("class_logits", tc, ec), ("forward_first's class_logits", tc, first)]) and ok
     return ok
 
 

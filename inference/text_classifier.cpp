@@ -81,7 +81,8 @@ std::vector<std::vector<LabelScore>> TextClassifier::classify(const std::vector<
         std::vector<std::vector<int64_t>> batch_rows;
         for (size_t i = start; i < end; ++i) batch_rows.push_back(std::move(rows[order[i]]));
         const IntTensor tokens = text::encoder_batch(batch_rows);
-        const Tensor p = softmax(encoder.class_logits(encoder.forward(tokens, models::encoder_segments(tokens))), -1);
+        const Tensor hidden = encoder.forward_first(tokens, models::encoder_segments(tokens));
+        const Tensor p = softmax(encoder.class_logits(hidden), -1);
         for (size_t i = start; i < end; ++i) {
             const float* row = p.data() + static_cast<int64_t>(i - start) * classes;
             for (const int64_t c : top_indices(row, classes, top_k))

@@ -80,7 +80,13 @@ Bert::Bert(const ModelConfig& config, Generator& gen) : EncoderModel(config) {
     }
 }
 
-Tensor Bert::forward(const IntTensor& tokens, const IntTensor& segments) {
+Tensor Bert::forward(const IntTensor& tokens, const IntTensor& segments) { return encode(tokens, segments, false); }
+
+Tensor Bert::forward_first(const IntTensor& tokens, const IntTensor& segments) {
+    return encode(tokens, segments, true);
+}
+
+Tensor Bert::encode(const IntTensor& tokens, const IntTensor& segments, bool first_only) {
     check_token_ids(tokens, config().vocab, kOp, "tokens");
     const int64_t batch = tokens.size(0), length = tokens.size(1);
     check(length <= keys().max_seq_len, kOp, "tokens length ", length, " exceeds max_seq_len ", keys().max_seq_len);
@@ -106,7 +112,11 @@ Tensor Bert::forward(const IntTensor& tokens, const IntTensor& segments) {
     x = dropout->forward(x);
 
     const IntTensor mask = nn::padding_mask(tokens, kPad);  // [B, 1, 1, T]: padding is never attended to
-    for (const auto& layer : *layers) x = layer->forward(x, mask);
+    for (size_t i = 0; i < layers->size(); ++i) {
+        const EncoderLayer& layer = *(*layers)[i];
+        x = first_only && i + 1 == layers->size() ? layer.forward_first(x, mask) : layer.forward(x, mask);
+    }
+    if (first_only && layers->size() == 0) x = slice(x, 1, 0, 1);
     if (final_norm) x = final_norm->forward(x);
     return x;
 }

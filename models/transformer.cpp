@@ -95,6 +95,17 @@ Tensor EncoderLayer::forward(const Tensor& x, const IntTensor& src_mask) const {
     return residual(attended, *ffn_norm, *dropout, pre_norm, [&](const Tensor& h) { return feed_forward->forward(h); });
 }
 
+Tensor EncoderLayer::forward_first(const Tensor& x, const IntTensor& src_mask) const {
+    // Keys and values read the whole text as forward() does (Pre-LN: normalised); the residual
+    // path and the query are the first position's. Norms work row by row, so the first row of
+    // norm(x) is norm(x[:, :1]).
+    const Tensor sources = pre_norm ? attention_norm->forward(x) : x;
+    const Tensor attended = residual(slice(x, 1, 0, 1), *attention_norm, *dropout, pre_norm, [&](const Tensor& h) {
+        return attention->forward(h, sources, sources, src_mask).output;
+    });
+    return residual(attended, *ffn_norm, *dropout, pre_norm, [&](const Tensor& h) { return feed_forward->forward(h); });
+}
+
 DecoderLayer::DecoderLayer(const ModelConfig& config, Generator& gen, std::shared_ptr<Generator> dropout_generator)
     : pre_norm(pre_norm_of(config)) {
     const TransformerKeys& keys = config.keys<TransformerKeys>();

@@ -475,3 +475,41 @@ TEST_CASE("the MLM loss runs the head at the labelled positions only, with the l
     CHECK_THROWS_WITH(encoder.mlm_loss(encoder.forward(tokens), IntTensor::zeros({2, 5})),
                       Contains("labels must be [B, T]"));
 }
+
+TEST_CASE("forward_first is forward's first position, with its gradients, the last layer run for it alone",
+          "[encoder]") {
+    // Post-LN with learned positions and Pre-LN with rotary ones (Pre-LN normalises the keys and
+    // values apart from the query, and adds a final norm), each with padding and a pair's segments.
+    for (const auto& [norm, positional] : {std::pair{"post", "learned"}, std::pair{"pre", "rope"}}) {
+        CAPTURE(norm, positional);
+        Generator init(6);
+        ModelConfig c = tiny_bert(12);
+        c.vocab = 30;
+        c.keys<BertKeys>().n_layers = 2;
+        c.keys<BertKeys>().norm = norm;
+        c.keys<BertKeys>().positional = positional;
+        c.keys<BertKeys>().n_classes = 3;
+        auto model = make_model(c, init);
+        auto& encoder = dynamic_cast<EncoderModel&>(*model);
+        model->eval();
+        const IntTensor tokens = IntTensor::from_vector({4, 9, 10, 5, 12, 5, 4, 13, 14, 5, 0, 0}, {2, 6});
+        const IntTensor segments = encoder_segments(tokens);
+        const IntTensor labels = IntTensor::from_vector({2, 0}, {2});
+        const auto run = [&](bool first_only) {
+            model->zero_grad();
+            const Tensor hidden = first_only ? encoder.forward_first(tokens, segments)
+                                             : encoder.forward(tokens, segments);
+            const Tensor first = first_only ? hidden : slice(hidden, 1, 0, 1);
+            REQUIRE(first.shape() == Shape{2, 1, 16});
+            encoder.class_loss(hidden, labels).backward();
+            std::vector<float> all = first.to_vector();
+            for (const auto& [name, p] : model->named_parameters())
+                if (p.grad().defined())  // the MLM head's have none
+                    for (float g : p.grad().to_vector()) all.push_back(g);
+            return all;
+        };
+        const std::vector<float> trimmed = run(true), whole = run(false);
+        REQUIRE(trimmed.size() == whole.size());
+        for (size_t i = 0; i < whole.size(); ++i) CHECK(trimmed[i] == Approx(whole[i]).margin(2e-6));
+    }
+}

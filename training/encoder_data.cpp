@@ -282,7 +282,7 @@ std::unique_ptr<BatchSource> ClassifyData::batches(const TrainingOptions& option
 Tensor ClassifyData::loss(models::Model& model, const Batch& batch, float) const {
     models::EncoderModel& encoder = encoder_of(model, "classify");
     const IntTensor segments = pairs ? models::encoder_segments(batch.src) : IntTensor{};
-    return encoder.class_loss(encoder.forward(batch.src, segments), batch.labels);
+    return encoder.class_loss(encoder.forward_first(batch.src, segments), batch.labels);
 }
 
 void ClassifyData::fit_config(models::ModelConfig& config) const {
@@ -302,7 +302,7 @@ std::vector<int32_t> classify(models::Model& model, const EncodedLabelled& texts
     options.max_sentences = rows;
     for (const Batch& batch : make_eval_batches(texts.rows, options)) {
         const IntTensor segments = pairs ? models::encoder_segments(batch.src) : IntTensor{};
-        const Tensor logits = encoder.class_logits(encoder.forward(batch.src, segments));
+        const Tensor logits = encoder.class_logits(encoder.forward_first(batch.src, segments));
         const Tensor p = probabilities ? softmax(logits, -1) : Tensor{};
         for (size_t b = 0; b < batch.example_index.size(); ++b) {
             const auto index = static_cast<size_t>(batch.example_index[b]);

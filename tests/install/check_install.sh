@@ -69,10 +69,13 @@ echo "$out_gen"
   || { echo "examples/generate printed: $out_gen / $out_gen2 / $(cat "$work/generate.err")"; exit 1; }
 # A classifier (an encoder) trained by the installed program on labelled texts of its own, then
 # used from C++ through the TextClassifier: one line per text, the right label first, and with
-# --top-k 2 both labels, their probabilities summing to 1.
+# --top-k 2 both labels, their probabilities summing to 1. The words that give the label away stand
+# at several places and the numbers say nothing of it, so that what the model learns is the words.
+prefixes=("the day was" "it was" "all in all it was" "i think it was")
 for i in $(seq 1 200); do
-  if [ $((i % 2)) -eq 0 ]; then printf 'the day was good and fine number %s\tyes\n' "$i"
-  else printf 'the day was bad and poor number %s\tno\n' "$i"; fi
+  prefix=${prefixes[$(((i / 2) % 4))]}
+  if [ $((i % 2)) -eq 0 ]; then printf '%s good and fine number %s\tyes\n' "$prefix" $((i / 2))
+  else printf '%s bad and poor number %s\tno\n' "$prefix" $((i / 2)); fi
 done > "$work/labelled.tsv"
 "$work/prefix/bin/seqgrad" train --model bert --tokens char --train "$work/labelled.tsv" --n-layers 1 --d-model 32 \
   --n-heads 2 --d-ff 64 --max-seq-len 48 --batch-size 16 --max-steps 150 --eval-every 150 --warmup-steps 10 --lr 0.003 \

@@ -62,6 +62,7 @@ public:
     const BertKeys& keys() const { return config().keys<BertKeys>(); }
 
     Tensor forward(const IntTensor& tokens, const IntTensor& segments = {}) override;
+    Tensor forward_first(const IntTensor& tokens, const IntTensor& segments = {}) override;
     Tensor mlm_logits(const Tensor& hidden) const override;
     Tensor class_logits(const Tensor& hidden) const override;
     int64_t classes() const override { return classifier ? keys().n_classes : 0; }
@@ -79,6 +80,8 @@ public:
     std::shared_ptr<nn::Linear> classifier;  // n_classes > 0 only, else null
 
 private:
+    // forward(), or with `first_only` forward_first().
+    Tensor encode(const IntTensor& tokens, const IntTensor& segments, bool first_only);
     void check_hidden(const Tensor& hidden, const char* what) const;
 };
 

@@ -173,6 +173,10 @@ public:
     // tokens [B, T], right-padded with kPad (padding is masked as keys), and segments [B, T] (each
     // token's text, 0 or 1 for a pair) or an empty IntTensor for none -> hidden [B, T, d_model]
     virtual Tensor forward(const IntTensor& tokens, const IntTensor& segments = {}) = 0;
+    // forward(tokens, segments)[:, :1]: the hidden vector of each row's first position (<cls>)
+    // only, [B, 1, d_model], the one class_logits reads. The last layer runs for that position
+    // alone (its keys and values still from every position), so classifying costs less.
+    virtual Tensor forward_first(const IntTensor& tokens, const IntTensor& segments = {}) = 0;
     virtual Tensor mlm_logits(const Tensor& hidden) const = 0;    // -> [B, T, vocab]
     virtual Tensor class_logits(const Tensor& hidden) const = 0;  // -> [B, n_classes]
     virtual int64_t classes() const = 0;                          // the classifier's (0: none)

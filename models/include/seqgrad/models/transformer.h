@@ -59,6 +59,11 @@ public:
                  std::shared_ptr<Generator> dropout_generator);
     // x [B, S, d_model], src_mask [B, 1, 1, S] -> [B, S, d_model]
     Tensor forward(const Tensor& x, const IntTensor& src_mask) const;
+    // forward(x, src_mask)[:, :1]: the output at the first position only, [B, 1, d_model], its
+    // query attending over every position's keys and values. The rest of the layer (queries, the
+    // attention's output, the feed-forward network, the norms) runs for that one position: what a
+    // classifier reading <cls> needs from the last layer, at about a sixth of the layer's products.
+    Tensor forward_first(const Tensor& x, const IntTensor& src_mask) const;
 
     std::shared_ptr<nn::MultiHeadAttention> attention;
     std::shared_ptr<nn::LayerNorm> attention_norm;
