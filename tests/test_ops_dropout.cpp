@@ -3,6 +3,7 @@
 #include <limits>
 
 #include "helpers.h"
+#include "seqgrad/core/hash.h"
 
 using namespace seqgrad;
 
@@ -69,6 +70,23 @@ TEST_CASE("dropout's decisions are independent between neighbours and between ca
             CHECK(static_cast<double>(neighbours[a][b]) / (n - 1) == Approx(0.25).margin(0.006));
             CHECK(static_cast<double>(calls[a][b]) / n == Approx(0.25).margin(0.006));
         }
+    }
+}
+
+TEST_CASE("dropout keeps element i when SplitMix64's i-th number from the call's key is at least p 2^64",
+          "[ops][dropout]") {
+    // The mask's definition (kernels.h, DropoutMask), at every kernel level the loop is compiled
+    // for: a run resumed from a checkpoint draws the masks it would have drawn.
+    const int64_t n = 5000;
+    const float p = 0.3f;
+    Generator gen(21), copy(21);
+    const uint64_t key = copy.next_u64();
+    const auto threshold = static_cast<uint64_t>(std::ldexp(static_cast<long double>(p), 64));
+    const auto y = dropout(Tensor::ones({n}), p, true, gen).to_vector();
+    for (int64_t i = 0; i < n; ++i) {
+        INFO("element " << i);
+        REQUIRE(y[static_cast<size_t>(i)] ==
+                (splitmix64_at(key, static_cast<uint64_t>(i)) >= threshold ? 1 / (1 - p) : 0));
     }
 }
 
