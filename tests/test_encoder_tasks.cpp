@@ -36,6 +36,15 @@ std::string write_file(const std::string& name, const std::string& text) {
     return path.string();
 }
 
+// `values` followed by the gradients a backward pass left on the model's parameters, in their
+// order; parameters without one (a head the loss did not use) are left out.
+std::vector<float> with_gradients(std::vector<float> values, const nn::Module& model) {
+    for (const auto& [name, p] : model.named_parameters())
+        if (p.grad().defined())
+            for (float g : p.grad().to_vector()) values.push_back(g);
+    return values;
+}
+
 // A BERT as small as a test needs.
 ModelConfig tiny_bert(int64_t max_seq_len = 24) {
     ModelConfig c = model_kind("bert").defaults();
@@ -460,11 +469,7 @@ TEST_CASE("the MLM loss runs the head at the labelled positions only, with the l
         const Tensor loss = selected ? encoder.mlm_loss(hidden, labels)
                                      : cross_entropy(encoder.mlm_logits(hidden), labels, kPad);
         loss.backward();
-        std::vector<float> all = {loss.item()};
-        for (const auto& [name, p] : model->named_parameters())
-            if (p.grad().defined())  // the classifier's have none
-                for (float g : p.grad().to_vector()) all.push_back(g);
-        return all;
+        return with_gradients({loss.item()}, *model);  // the classifier's have none
     };
     const std::vector<float> selected = gradients(true), every = gradients(false);
     REQUIRE(selected.size() == every.size());
@@ -502,11 +507,7 @@ TEST_CASE("forward_first is forward's first position, with its gradients, the la
             const Tensor first = first_only ? hidden : slice(hidden, 1, 0, 1);
             REQUIRE(first.shape() == Shape{2, 1, 16});
             encoder.class_loss(hidden, labels).backward();
-            std::vector<float> all = first.to_vector();
-            for (const auto& [name, p] : model->named_parameters())
-                if (p.grad().defined())  // the MLM head's have none
-                    for (float g : p.grad().to_vector()) all.push_back(g);
-            return all;
+            return with_gradients(first.to_vector(), *model);  // the MLM head's have none
         };
         const std::vector<float> trimmed = run(true), whole = run(false);
         REQUIRE(trimmed.size() == whole.size());
