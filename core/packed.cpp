@@ -289,8 +289,8 @@ void panel_stretch(const float* panels, int64_t stride, int64_t k0, int64_t kc, 
                    const float* x, const float* bias, float* y, int64_t out) {
     for (int64_t c0 = 0; c0 < cols; c0 += kOwnPanel) {
         const int64_t left = std::min(kOwnPanel, cols - c0);
-        float start[kOwnPanel] = {};  // the bias, zeros past the block's last column
-        if (bias != nullptr)
+        float start[kOwnPanel] = {};  // the first stretch's: the bias, zeros past the block's last column
+        if (k0 == 0 && bias != nullptr)
             for (int64_t j = 0; j < left; ++j) start[j] = bias[c0 + j];
         const float* init = k0 == 0 ? start : nullptr;
         const float* w = panels + (c0 / kOwnPanel) * stride + k0 * kOwnPanel;
