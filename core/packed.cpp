@@ -22,6 +22,7 @@
 #include <cmath>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <unordered_map>
 #include <utility>
@@ -52,35 +53,117 @@ constexpr const char* kOp = "linear_packed";
 // Levels each side of zero of int8 inputs (the weights': int8_weight_levels()).
 constexpr int kInputLevels = 127;
 
-// Row scale and quantized values of one row: q = round(x / s) in [-levels, levels], s = max |x| /
-// levels. A row of zeros gets s = 0 (its products are 0); a row with an infinity or NaN gets
-// s = NaN, so its outputs are NaN, as float32 products with such a value would be.
-[[maybe_unused]] float quantize_row(const float* x, int64_t n, int levels, int8_t* q) {
-    // The largest |x| in sixteen lanes (one vector register), and whether any x is NaN.
-    constexpr int64_t kLanes = 16;
-    float lanes[kLanes] = {};
-    bool nan = false;
-    int64_t i = 0;
-    for (; i + kLanes <= n; i += kLanes)
-        for (int64_t l = 0; l < kLanes; ++l) {
-            const float a = std::fabs(x[i + l]);
-            lanes[l] = a > lanes[l] ? a : lanes[l];
-            nan |= a != a;
+// A thread's buffer for a product's temporaries: it grows when a product needs more and never
+// clears what it holds (std::vector's resize zeroes every element past its last size, megabytes
+// when a wide layer's product follows a narrow one over thousands of rows).
+template <typename T>
+class Scratch {
+public:
+    T* get(int64_t n) {
+        if (static_cast<size_t>(n) > size_) {
+            data_.reset(new T[static_cast<size_t>(n)]);
+            size_ = static_cast<size_t>(n);
         }
+        return data_.get();
+    }
+
+private:
+    std::unique_ptr<T[]> data_;
+    size_t size_ = 0;
+};
+
+// The largest |x| of n values, and whether any is NaN; and q = x * inverse rounded to the nearest
+// integer (ties to even: the CPU's rounding, as nearbyint's), for values that fit in int8. Plain
+// loops for the portable level; AVX2 and AVX-512 copies below give the same results.
+float row_peak_portable(const float* x, int64_t n, bool& nan) {
     float peak = 0.0f;
-    for (; i < n; ++i) {
+    nan = false;
+    for (int64_t i = 0; i < n; ++i) {
         const float a = std::fabs(x[i]);
         peak = a > peak ? a : peak;
         nan |= a != a;
     }
-    for (const float lane : lanes) peak = lane > peak ? lane : peak;
+    return peak;
+}
+
+void round_row_portable(const float* x, int64_t n, float inverse, int8_t* q) {
+    for (int64_t j = 0; j < n; ++j) q[j] = static_cast<int8_t>(std::nearbyint(x[j] * inverse));
+}
+
+#if SEQGRAD_HAVE_ISA_LEVELS
+SEQGRAD_TARGET_AVX2 float row_peak_avx2(const float* x, int64_t n, bool& nan) {
+    const __m256 magnitude = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+    __m256 peak = _mm256_setzero_ps(), unordered = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256 a = _mm256_and_ps(_mm256_loadu_ps(x + i), magnitude);
+        unordered = _mm256_or_ps(unordered, _mm256_cmp_ps(a, a, _CMP_UNORD_Q));
+        peak = _mm256_max_ps(a, peak);  // a NaN leaves peak as it was; `unordered` has it
+    }
+    alignas(32) float lanes[8];
+    _mm256_store_ps(lanes, peak);
+    float top = row_peak_portable(x + i, n - i, nan);
+    for (const float lane : lanes) top = lane > top ? lane : top;
+    nan |= _mm256_movemask_ps(unordered) != 0;
+    return top;
+}
+
+SEQGRAD_TARGET_AVX2 void round_row_avx2(const float* x, int64_t n, float inverse, int8_t* q) {
+    const __m256 scale = _mm256_set1_ps(inverse);
+    int64_t j = 0;
+    for (; j + 8 <= n; j += 8) {
+        const __m256i whole = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + j), scale));
+        const __m128i words = _mm_packs_epi32(_mm256_castsi256_si128(whole), _mm256_extracti128_si256(whole, 1));
+        _mm_storel_epi64(reinterpret_cast<__m128i*>(q + j), _mm_packs_epi16(words, words));
+    }
+    round_row_portable(x + j, n - j, inverse, q + j);
+}
+
+SEQGRAD_TARGET_AVX512 float row_peak_avx512(const float* x, int64_t n, bool& nan) {
+    const __m512i magnitude = _mm512_set1_epi32(0x7fffffff);
+    __m512 peak = _mm512_setzero_ps();
+    __mmask16 unordered = 0;
+    for (int64_t i = 0; i < n; i += 16) {
+        const __mmask16 lanes = detail::first_lanes(n - i);
+        const __m512 a =
+            _mm512_castsi512_ps(_mm512_and_epi32(_mm512_castps_si512(_mm512_maskz_loadu_ps(lanes, x + i)), magnitude));
+        unordered |= _mm512_cmp_ps_mask(a, a, _CMP_UNORD_Q);
+        peak = _mm512_maskz_max_ps(detail::kAllLanes, a, peak);
+    }
+    nan = unordered != 0;
+    return detail::max_lanes16(peak);
+}
+
+SEQGRAD_TARGET_AVX512 void round_row_avx512(const float* x, int64_t n, float inverse, int8_t* q) {
+    const __m512 scale = _mm512_set1_ps(inverse);
+    for (int64_t j = 0; j < n; j += 16) {
+        const __mmask16 lanes = detail::first_lanes(n - j);
+        const __m512i whole =
+            _mm512_maskz_cvtps_epi32(detail::kAllLanes, _mm512_mul_ps(_mm512_maskz_loadu_ps(lanes, x + j), scale));
+        _mm512_mask_cvtepi32_storeu_epi8(q + j, lanes, whole);
+    }
+}
+#endif
+
+// Row scale and quantized values of one row: q = round(x / s) in [-levels, levels], s = max |x| /
+// levels. A row of zeros gets s = 0 (its products are 0); a row with an infinity or NaN gets
+// s = NaN, so its outputs are NaN, as float32 products with such a value would be.
+// `level`: the kernels' level, isa_level() (asked once by the caller of many rows).
+[[maybe_unused]] float quantize_row(const float* x, int64_t n, int levels, int8_t* q, IsaLevel level) {
+    float (*row_peak)(const float*, int64_t, bool&) = row_peak_portable;
+    void (*round_row)(const float*, int64_t, float, int8_t*) = round_row_portable;
+#if SEQGRAD_HAVE_ISA_LEVELS
+    if (level == IsaLevel::avx512) row_peak = row_peak_avx512, round_row = round_row_avx512;
+    else if (level == IsaLevel::avx2) row_peak = row_peak_avx2, round_row = round_row_avx2;
+#endif
+    bool nan = false;
+    const float peak = row_peak(x, n, nan);
     if (nan || !std::isfinite(peak) || peak == 0.0f) {
         std::memset(q, 0, static_cast<size_t>(n));
         return nan || !std::isfinite(peak) ? std::nanf("") : 0.0f;
     }
-    const float top = static_cast<float>(levels), inverse = top / peak;
-#pragma omp simd
-    for (int64_t j = 0; j < n; ++j) q[j] = static_cast<int8_t>(std::nearbyint(x[j] * inverse));
+    const float top = static_cast<float>(levels);
+    round_row(x, n, top / peak, q);
     return peak / top;
 }
 
@@ -101,6 +184,7 @@ constexpr int64_t kBlockAlign = 16;  // column blocks start at multiples of this
 constexpr int64_t kPanel = 64;       // float32: the columns of one panel of oneDNN's layout, below
 constexpr int64_t kRowsByHand = 4;   // float32 products of at most this many rows run rows_by_hand
 constexpr int64_t kOwnPanel = 16;    // columns of one panel of seqgrad's own float32 layout
+constexpr int64_t kChunkRows = 256;  // oneDNN's products of more rows than this run a chunk at a time
 
 // What x and the packed W hold; W's rows are read from float32 for bf16 (the reorder rounds them).
 dt input_type(Precision p) { return p == Precision::int8 ? dt::s8 : p == Precision::bf16 ? dt::bf16 : dt::f32; }
@@ -420,9 +504,25 @@ struct PackedMatrix::Impl {
     }
 
     // One block of y [rows, out] from x (float32 [rows, in]) or qx (int8 [rows, in], with the row
-    // scales), on the calling thread. Int8 sums go to the block's dense part of `parts` first.
-    void run(Block& block, int64_t rows, const void* x, const float* row_scales, const float* bias, int32_t* parts,
+    // scales), on the calling thread. Int8 sums go to `sums` first: the block's own room for
+    // min(rows, kChunkRows) x cols of them. Many rows go through oneDNN in chunks, so that a chunk's
+    // int32 sums (or float32 rows bound for the block's columns of y) are still in the core's cache
+    // when they are scaled back (or copied to y): a block's sums for 4,096 rows are megabytes.
+    void run(Block& block, int64_t rows, const void* x, const float* row_scales, const float* bias, int32_t* sums,
              float* y) const {
+        if (rows > kChunkRows && !own_panels && (precision == Precision::int8 || block.cols != out)) {
+            const size_t row_bytes = static_cast<size_t>(in) * input_bytes(precision);
+            for (int64_t first = 0; first < rows; first += kChunkRows)
+                compute(block, std::min(kChunkRows, rows - first), static_cast<const char*>(x) + first * row_bytes,
+                        row_scales != nullptr ? row_scales + first : nullptr, bias, sums, y + first * out);
+            return;
+        }
+        compute(block, rows, x, row_scales, bias, sums, y);
+    }
+
+    // run()'s product, of at most kChunkRows rows where run() cuts them into chunks.
+    void compute(Block& block, int64_t rows, const void* x, const float* row_scales, const float* bias, int32_t* sums,
+                 float* y) const {
         if (own_panels) {
             const auto* px = static_cast<const float*>(x);
             const float* b = bias != nullptr ? bias + block.first : nullptr;
@@ -463,7 +563,6 @@ struct PackedMatrix::Impl {
             const auto* qx = static_cast<const int8_t*>(x);
             for (int64_t i = 0; i < rows; ++i)
                 for (int64_t k = 0; k < in; ++k) wide_x[static_cast<size_t>(i * 2 * pairs + k)] = qx[i * in + k];
-            int32_t* sums = parts + rows * block.first;
             const int64_t stride = pairs * 2 * kOwnPanel;
             if (isa_level() != IsaLevel::portable) {
                 switch (rows) {
@@ -484,18 +583,17 @@ struct PackedMatrix::Impl {
             return scale_back(block, rows, sums, row_scales, bias, y);
         }
         detail::onednn_on_this_thread();
-        thread_local std::vector<uint8_t> scratch;
+        thread_local Scratch<uint8_t> scratch;
         thread_local std::vector<uint8_t> padded_x;
-        thread_local std::vector<int32_t> padded_sums;
-        thread_local std::vector<float> dense_y;
+        thread_local Scratch<int32_t> padded_sums;
+        thread_local Scratch<float> dense_y;
         thread_local dnnl::stream stream(cpu_engine());
         const bool int8 = precision == Precision::int8;
         const bool with_bias = bias != nullptr && !int8;  // int8 adds it when scaling back
         Bound& b = bound(block, rows, with_bias);
         const Kernel* k = b.kernel.get();
         const int64_t n = k->rows;
-        scratch.resize(std::max<size_t>(k->scratchpad.get_size(), 1));
-        int32_t* sums = int8 ? parts + rows * block.first : nullptr;  // int8: this block's dense part
+        uint8_t* pad = scratch.get(std::max<int64_t>(static_cast<int64_t>(k->scratchpad.get_size()), 1));
         // Float32: the kernel writes the block's columns as dense rows (n x cols), into y itself
         // when the block is all of y and n is the rows asked for, else here, copied to y after.
         const bool direct = block.cols == out && n == rows;
@@ -506,17 +604,15 @@ struct PackedMatrix::Impl {
             std::memcpy(padded_x.data(), x, static_cast<size_t>(rows) * row_bytes);
             x = padded_x.data();
             if (int8) {
-                padded_sums.resize(static_cast<size_t>(n * block.cols));
-                sums = padded_sums.data();
+                sums = padded_sums.get(n * block.cols);
             }
         }
         if (!int8 && !direct) {
-            dense_y.resize(static_cast<size_t>(n * block.cols));
-            y_block = dense_y.data();
+            y_block = dense_y.get(n * block.cols);
         }
         b.src.set_data_handle(const_cast<void*>(x));
         b.dst.set_data_handle(int8 ? static_cast<void*>(sums) : static_cast<void*>(y_block));
-        b.pad.set_data_handle(scratch.data());
+        b.pad.set_data_handle(pad);
         dnnl_exec_arg_t args[5] = {{DNNL_ARG_SRC, b.src.get()},
                                    {DNNL_ARG_WEIGHTS, block.packed.get()},
                                    {DNNL_ARG_DST, b.dst.get()},
@@ -543,19 +639,23 @@ struct PackedMatrix::Impl {
     void scale_back(const Block& block, int64_t rows, const int32_t* sums, const float* row_scales, const float* bias,
                     float* y) const {
         const float* w_scales = scales.data() + block.first;
-        for (int64_t i = 0; i < rows; ++i) {
-            const float s = row_scales[i];
-            const int32_t* a = sums + i * block.cols;
-            float* yi = y + i * out + block.first;
-            if (bias != nullptr) {
-                const float* b = bias + block.first;
+        const float* b = bias != nullptr ? bias + block.first : nullptr;
+        const int64_t cols = block.cols;
+        float* y_block = y + block.first;
+        with_isa_level([&](auto) {
+            for (int64_t i = 0; i < rows; ++i) {
+                const float s = row_scales[i];
+                const int32_t* a = sums + i * cols;
+                float* yi = y_block + i * out;
+                if (b != nullptr) {
 #pragma omp simd
-                for (int64_t r = 0; r < block.cols; ++r) yi[r] = static_cast<float>(a[r]) * (s * w_scales[r]) + b[r];
-            } else {
+                    for (int64_t r = 0; r < cols; ++r) yi[r] = static_cast<float>(a[r]) * (s * w_scales[r]) + b[r];
+                } else {
 #pragma omp simd
-                for (int64_t r = 0; r < block.cols; ++r) yi[r] = static_cast<float>(a[r]) * (s * w_scales[r]);
+                    for (int64_t r = 0; r < cols; ++r) yi[r] = static_cast<float>(a[r]) * (s * w_scales[r]);
+                }
             }
-        }
+        });
     }
 };
 
@@ -628,8 +728,10 @@ PackedMatrix::PackedMatrix(const Tensor& weight, Precision precision) : impl_(st
     if (precision == Precision::int8) {
         q.resize(static_cast<size_t>(m.out * m.in));
         m.scales.resize(static_cast<size_t>(m.out));
+        const IsaLevel level = isa_level();
         for (int64_t r = 0; r < m.out; ++r) {
-            m.scales[r] = quantize_row(weight.data() + r * m.in, m.in, int8_weight_levels(), q.data() + r * m.in);
+            m.scales[r] =
+                quantize_row(weight.data() + r * m.in, m.in, int8_weight_levels(), q.data() + r * m.in, level);
             check(!std::isnan(m.scales[r]), "PackedMatrix", "row ", r, " of the weight ", weight.shape(),
                   " holds an infinity or NaN");
         }
@@ -743,40 +845,45 @@ Tensor linear_packed(const Tensor& x, const PackedMatrix& weight, const Tensor& 
     const bool bf16 = m.precision == Precision::bf16;
     const float* pb = bias.defined() ? bias.data() : nullptr;
     // Int8: the rows of x quantized once, for every block, and room for the blocks' int32 sums.
-    thread_local std::vector<int8_t> qx;
-    thread_local std::vector<int32_t> int_parts;
-    thread_local std::vector<float> row_scales;
-    thread_local std::vector<uint16_t> half_x;  // bf16: x rounded once, for every block
+    thread_local Scratch<int8_t> qx;
+    thread_local Scratch<int32_t> int_parts;
+    thread_local Scratch<float> row_scales;
+    thread_local Scratch<uint16_t> half_x;  // bf16: x rounded once, for every block
     const void* input = x.data();
+    const float* scales_of_rows = nullptr;  // this thread's buffers, used by the workers
+    int32_t* parts = nullptr;
     if (bf16) {
-        half_x.resize(static_cast<size_t>(rows * in));
-        detail::round_to_bf16(x.data(), rows * in, half_x.data());
-        input = half_x.data();
+        uint16_t* half = half_x.get(rows * in);
+        detail::round_to_bf16(x.data(), rows * in, half);
+        input = half;
     }
     if (int8) {
-        qx.resize(static_cast<size_t>(rows * in));
-        int_parts.resize(static_cast<size_t>(rows * out));
-        row_scales.resize(static_cast<size_t>(rows));
+        int8_t* pq = qx.get(rows * in);
+        float* ps = row_scales.get(rows);
+        parts = int_parts.get(std::min(rows, kChunkRows) * out);  // run() takes a chunk of rows at a time
         const float* px = x.data();
-        int8_t* pq = qx.data();
-        float* ps = row_scales.data();
+        const IsaLevel level = isa_level();
         detail::parallel_for(rows, std::max<int64_t>(1, (1 << 14) / in), [=](int64_t begin, int64_t end) {
-            for (int64_t i = begin; i < end; ++i) ps[i] = quantize_row(px + i * in, in, kInputLevels, pq + i * in);
+            for (int64_t i = begin; i < end; ++i)
+                ps[i] = quantize_row(px + i * in, in, kInputLevels, pq + i * in, level);
         });
-        input = qx.data();
+        input = pq;
+        scales_of_rows = ps;
     }
     // One block per thread; an error on a worker is carried back here.
     detail::FirstFailure failure;
     const int64_t blocks = static_cast<int64_t>(m.blocks.size());
-    const float* scales_of_rows = row_scales.data();  // this thread's buffers, used by the workers
-    int32_t* parts = int8 ? int_parts.data() : nullptr;
     float* py = y.data();
     // Split from 64K multiply-adds: one row through a 384 x 384 weight (a language model sampling
     // one token) already runs faster on two threads, each reading half of the weight from memory.
     const double work = static_cast<double>(rows) * static_cast<double>(in) * static_cast<double>(out);
     detail::parallel_for(blocks, work < (1 << 16) ? blocks : 1, [&](int64_t first, int64_t end) {
         for (int64_t b = first; b < end; ++b)
-            failure.run([&] { m.run(*m.blocks[static_cast<size_t>(b)], rows, input, scales_of_rows, pb, parts, py); });
+            failure.run([&] {
+                PackedMatrix::Impl::Block& block = *m.blocks[static_cast<size_t>(b)];
+                int32_t* sums = parts != nullptr ? parts + std::min(rows, kChunkRows) * block.first : nullptr;
+                m.run(block, rows, input, scales_of_rows, pb, sums, py);
+            });
     });
     check(failure.message().empty(), kOp, "oneDNN failed: ", failure.message());
 #endif
