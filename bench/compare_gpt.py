@@ -4,7 +4,7 @@
 For each of seqgrad_bench's GPT benchmarks (train_step/gpt/cpu, train_step/gpt/baby,
 generate/gpt/baby; the default) or BERT benchmarks (train_step/bert/<langid|small|mini>[/mlm],
 classify/bert/<langid|small|mini>; `--benchmarks bert` names them all, `bert-bf16` the same in
-bfloat16), runs it and
+bfloat16, `bert-int8` the classifying in int8), runs it and
 bench/torch_gpt.py's or bench/torch_bert.py's version of the same work in each of
 PyTorch's three thread settings (bench/torch_settings.py: its default; torch.set_num_threads(N);
 N threads with OMP_WAIT_POLICY=PASSIVE), one fresh process each, alternating the order from round
@@ -41,7 +41,8 @@ BERT_BENCHMARKS = tuple(f"{kind}/bert/{shape}{suffix}" for shape in ("langid", "
                         for kind, suffix in (("train_step", ""), ("train_step", "/mlm"), ("classify", "")))
 BERT_BF16_BENCHMARKS = tuple(f"{kind}/bert/{shape}{suffix}/bf16" for shape in ("langid", "small", "mini")
                              for kind, suffix in (("train_step", ""), ("train_step", "/mlm"), ("classify", "")))
-BENCHMARKS = GPT_BENCHMARKS + BERT_BENCHMARKS + BERT_BF16_BENCHMARKS
+BERT_INT8_BENCHMARKS = tuple(f"classify/bert/{shape}/int8" for shape in ("langid", "small", "mini"))
+BENCHMARKS = GPT_BENCHMARKS + BERT_BENCHMARKS + BERT_BF16_BENCHMARKS + BERT_INT8_BENCHMARKS
 TRAIN_COUNTERS = ("tokens_per_second", "gflops", "mfu", "peak_mib", "system_allocs_per_step", "max_rss_mib")
 CLASSIFY_COUNTERS = ("tokens_per_second", "texts_per_second", "gflops", "mfu")
 
@@ -91,14 +92,15 @@ def run_torch(name, threads, setting, min_time, model):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     torch_settings.add_comparison_arguments(parser, ROOT, "timed steps or sampling")
-    parser.add_argument("--benchmarks", nargs="+", choices=BENCHMARKS + ("gpt", "bert", "bert-bf16"),
+    parser.add_argument("--benchmarks", nargs="+", choices=BENCHMARKS + ("gpt", "bert", "bert-bf16", "bert-int8"),
                         default=["gpt"], help="benchmarks to compare; `gpt` and `bert` name each model's, "
                         "`bert-bf16` the BERT's in bfloat16 (PyTorch: torch.autocast for steps, bfloat16 weights to "
-                        "classify) (default: gpt)")
+                        "classify), `bert-int8` classifying in int8 (PyTorch: quantize_dynamic) (default: gpt)")
     parser.add_argument("--torch-model", choices=("expert", "twin"), default="expert",
                         help="PyTorch's model as an expert writes it (bench/torch_expert.py), or the parity twin")
     args = parser.parse_args()
-    groups = {"gpt": GPT_BENCHMARKS, "bert": BERT_BENCHMARKS, "bert-bf16": BERT_BF16_BENCHMARKS}
+    groups = {"gpt": GPT_BENCHMARKS, "bert": BERT_BENCHMARKS, "bert-bf16": BERT_BF16_BENCHMARKS,
+              "bert-int8": BERT_INT8_BENCHMARKS}
     args.benchmarks = [b for name in args.benchmarks for b in groups.get(name, (name,))]
 
     torch_version = torch_settings.preflight("compare_gpt.py", args.bench)
@@ -158,6 +160,20 @@ def main():
         else:
             extra = f"- | - | - | - / {t['max_rss_mib']:.0f} | -"
         print(f"| {name} | {s['tokens_per_second']:,.0f} | {' | '.join(cells)} | {ratio} | {extra} |")
+    # seqgrad's int8 classification against PyTorch's fastest classification of the same shape in
+    # any precision timed in this run (its int8 is slower than its float32 on these models).
+    for name in benchmarks:
+        s = best.get((name, "seqgrad"))
+        if s is None or not (name.startswith("classify/") and name.endswith("/int8")):
+            continue
+        base = name[:-len("/int8")]
+        timed = [n for n in (base, base + "/bf16", name) if n in benchmarks]
+        fastest = max(timed, key=lambda n: torch_settings.tokens_per_second_cells(
+            {st: best[(n, st)] for st in settings}, args.threads)[1]["tokens_per_second"])
+        t = torch_settings.tokens_per_second_cells({st: best[(fastest, st)] for st in settings}, args.threads)[1]
+        print(f"\n{name}: seqgrad {s['tokens_per_second']:,.0f} tok/s against PyTorch's fastest classification in "
+              f"this run ({fastest}, {t['tokens_per_second']:,.0f} tok/s): "
+              f"{s['tokens_per_second'] / t['tokens_per_second']:.2f}x")
 
 
 if __name__ == "__main__":

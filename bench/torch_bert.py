@@ -34,6 +34,10 @@ Shapes (batch, length, width, heads, d_ff, layers, vocabulary, classes), dropout
                                 (model.to(torch.bfloat16)), the probabilities in float32: faster
                                 than autocast here, and than torch.quantization.quantize_dynamic's
                                 int8, which took twice float32's time at the langid shape
+  classify/bert/<shape>/int8    the same with PyTorch's int8 for CPU inference:
+                                torch.quantization.quantize_dynamic on the model's nn.Linear layers
+                                (int8 weights, each input quantized per product), beside seqgrad's
+                                --int8 (compare_gpt.py sets it against PyTorch's best precision too)
 
     /usr/bin/python3 bench/torch_bert.py --benchmark train_step/bert/langid [--threads 2]
                                          [--setting default|threads|passive] [--min-time 3]
@@ -63,7 +67,8 @@ SHAPES = {
 }
 BENCHMARKS = tuple(f"{kind}/bert/{shape}{suffix}" for shape in SHAPES
                    for kind, suffix in (("train_step", ""), ("train_step", "/mlm"), ("classify", ""),
-                                        ("train_step", "/bf16"), ("train_step", "/mlm/bf16"), ("classify", "/bf16")))
+                                        ("train_step", "/bf16"), ("train_step", "/mlm/bf16"), ("classify", "/bf16"),
+                                        ("classify", "/int8")))
 DROPOUT = 0.1
 LR, BETAS, EPS, WEIGHT_DECAY, CLIP = 1e-4, (0.9, 0.999), 1e-8, 0.01, 1.0
 CLASSIFIED_TEXTS = 64
@@ -124,7 +129,7 @@ def main():
     from make_fixtures import build_model
 
     parts = args.benchmark.split("/")
-    kind, s, mlm, bf16 = parts[0], SHAPES[parts[2]], "mlm" in parts[3:], parts[-1] == "bf16"
+    kind, s, mlm, bf16, int8 = parts[0], SHAPES[parts[2]], "mlm" in parts[3:], parts[-1] == "bf16", parts[-1] == "int8"
     cfg = bert_config(s)
     torch.manual_seed(SEED)
     model = build_model(cfg)
@@ -175,6 +180,9 @@ def main():
         model.eval()
         if bf16:
             model.to(torch.bfloat16)
+        if int8:
+            model = torch.quantization.quantize_dynamic(model, {torch.nn.Linear}, dtype=torch.qint8)
+            first_of = model.forward_first if args.model == "expert" else model
         batch = texts(torch, s, CLASSIFIED_TEXTS, gen)
 
         def run():

@@ -228,9 +228,14 @@ class ExpertEncoderLayer(nn.Module):
         drop = lambda t: F.dropout(t, self.dropout, self.training)  # noqa: E731
         act = F.gelu if self.gelu else F.relu
 
+        def project(h, part):  # rows `part` of the q/k/v product
+            if callable(self.qkv.weight):  # quantize_dynamic's int8 layer: its whole product, then the part
+                return self.qkv(h)[..., part]
+            return F.linear(h, self.qkv.weight[part], self.qkv.bias[part])
+
         def attention(first, h):
-            q = F.linear(first, self.qkv.weight[:d], self.qkv.bias[:d])
-            k, v = F.linear(h, self.qkv.weight[d:], self.qkv.bias[d:]).chunk(2, dim=-1)
+            q = project(first, slice(0, d))
+            k, v = project(h, slice(d, 3 * d)).chunk(2, dim=-1)
             return drop(self.out(attend(q, k, v, self.heads, mask, self.dropout, self.training)))
 
         def feed_forward(h):
@@ -502,7 +507,8 @@ class ExpertBert(nn.Module):
         x = F.dropout(self.embedding_norm(x), self.dropout, self.training)
         padding = ids == PAD
         padded = bool(padding.any())
-        fused = not self.training and not torch.is_grad_enabled()
+        # PyTorch's fused layer takes float weights: not quantize_dynamic's int8 layers.
+        fused = not self.training and not torch.is_grad_enabled() and not callable(self.layers[0].qkv.weight)
         mask = (padding.float() * MASK_FILL)[:, None, None, :] if padded else None  # [B, 1, 1, T]
         for layer in self.layers[:-1] if first_only else self.layers:
             x = layer.inference(x, padding if padded else None) if fused else layer(x, mask)
