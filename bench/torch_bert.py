@@ -33,7 +33,7 @@ Shapes (batch, length, width, heads, d_ff, layers, vocabulary, classes), dropout
   classify/bert/<shape>/bf16    the same with the model's weights and activations in bfloat16
                                 (model.to(torch.bfloat16)), the probabilities in float32: faster
                                 than autocast here, and than torch.quantization.quantize_dynamic's
-                                int8, which took twice float32's time at the langid shape
+                                int8 (the /int8 row)
   classify/bert/<shape>/int8    the same with PyTorch's int8 for CPU inference:
                                 torch.quantization.quantize_dynamic on the model's nn.Linear layers
                                 (int8 weights, each input quantized per product), beside seqgrad's
@@ -181,6 +181,8 @@ def main():
         if bf16:
             model.to(torch.bfloat16)
         if int8:
+            if args.model == "expert":  # the last layer's query and keys/values as layers of their own
+                model.layers[-1].split_query()
             model = torch.quantization.quantize_dynamic(model, {torch.nn.Linear}, dtype=torch.qint8)
             first_of = model.forward_first if args.model == "expert" else model
         batch = texts(torch, s, CLASSIFIED_TEXTS, gen)

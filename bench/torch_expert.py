@@ -228,14 +228,13 @@ class ExpertEncoderLayer(nn.Module):
         drop = lambda t: F.dropout(t, self.dropout, self.training)  # noqa: E731
         act = F.gelu if self.gelu else F.relu
 
-        def project(h, part):  # rows `part` of the q/k/v product
-            if callable(self.qkv.weight):  # quantize_dynamic's int8 layer: its whole product, then the part
-                return self.qkv(h)[..., part]
-            return F.linear(h, self.qkv.weight[part], self.qkv.bias[part])
-
         def attention(first, h):
-            q = project(first, slice(0, d))
-            k, v = project(h, slice(d, 3 * d)).chunk(2, dim=-1)
+            if hasattr(self, "query"):  # split_query's layers (int8 ones, after quantize_dynamic)
+                q, kv = self.query(first), self.keys_values(h)
+            else:
+                q = F.linear(first, self.qkv.weight[:d], self.qkv.bias[:d])
+                kv = F.linear(h, self.qkv.weight[d:], self.qkv.bias[d:])
+            k, v = kv.chunk(2, dim=-1)
             return drop(self.out(attend(q, k, v, self.heads, mask, self.dropout, self.training)))
 
         def feed_forward(h):
@@ -247,6 +246,19 @@ class ExpertEncoderLayer(nn.Module):
             return first + feed_forward(self.norm2(first))
         first = self.norm1(first + attention(first, x))
         return self.norm2(first + feed_forward(first))
+
+    def split_query(self):
+        """Copies qkv's query rows and key/value rows into layers of their own, which forward_first
+        then uses: a layer quantized by quantize_dynamic has no float weight to slice, and with these
+        its int8 products are the first position's query and every position's keys and values
+        alone, as the float slices are."""
+        d = self.qkv.in_features
+        self.query, self.keys_values = nn.Linear(d, d), nn.Linear(d, 2 * d)
+        with torch.no_grad():
+            self.query.weight.copy_(self.qkv.weight[:d])
+            self.query.bias.copy_(self.qkv.bias[:d])
+            self.keys_values.weight.copy_(self.qkv.weight[d:])
+            self.keys_values.bias.copy_(self.qkv.bias[d:])
 
     def inference(self, x, key_padding):
         """forward() in eval mode without gradients, as nn.TransformerEncoderLayer's fast path runs
