@@ -12,11 +12,11 @@
 #include <memory>
 #include <mutex>
 #include <tuple>
-#include <vector>
 
 #include "blas.h"
 #include "seqgrad/core/cpu.h"
 #include "onednn.h"
+#include "scratch.h"
 #include "parallel.h"
 #include "seqgrad/core/error.h"
 #include "seqgrad/core/precision.h"
@@ -245,15 +245,15 @@ bool onednn_float32_is_avx512() { return onednn_float32_kernel().find("avx512") 
 // Runs one block through oneDNN: a and b point at float32 or bfloat16 operands as s says.
 void run_block(const Shape3& s, const void* a, const void* b, float* c) {
     detail::onednn_on_this_thread();
-    thread_local std::vector<uint8_t> scratch;
+    thread_local detail::Scratch<uint8_t> scratch;
     thread_local dnnl::stream stream(detail::onednn_engine());
     const std::shared_ptr<const Kernel> kern = kernel(s);
-    scratch.resize(std::max<size_t>(kern->scratchpad.get_size(), 1));
+    uint8_t* pad = scratch.get(std::max<int64_t>(static_cast<int64_t>(kern->scratchpad.get_size()), 1));
     const dnnl::engine& engine = detail::onednn_engine();
     kern->matmul.execute(stream, {{DNNL_ARG_SRC, dnnl::memory(kern->a, engine, const_cast<void*>(a))},
                                   {DNNL_ARG_WEIGHTS, dnnl::memory(kern->b, engine, const_cast<void*>(b))},
                                   {DNNL_ARG_DST, dnnl::memory(kern->c, engine, c)},
-                                  {DNNL_ARG_SCRATCHPAD, dnnl::memory(kern->scratchpad, engine, scratch.data())}});
+                                  {DNNL_ARG_SCRATCHPAD, dnnl::memory(kern->scratchpad, engine, pad)}});
     stream.wait();
 }
 

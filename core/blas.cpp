@@ -9,9 +9,9 @@
 #include <algorithm>
 #include <climits>
 #include <string>
-#include <vector>
 
 #include "parallel.h"
+#include "scratch.h"
 #include "seqgrad/core/error.h"
 #include "seqgrad/core/precision.h"
 
@@ -70,13 +70,13 @@ void split_product(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a
 // pool's threads read during the call). An error on a worker is carried back to the caller.
 void gemm_bf16(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, const float* b, float* c,
                bool accumulate) {
-    thread_local std::vector<uint16_t> half_a, half_b;
-    half_a.resize(static_cast<size_t>(m * k));
-    half_b.resize(static_cast<size_t>(k * n));
-    round_to_bf16(a, m * k, half_a.data());
-    round_to_bf16(b, k * n, half_b.data());
+    thread_local Scratch<uint16_t> half_a, half_b;
+    uint16_t* rounded_a = half_a.get(m * k);
+    uint16_t* rounded_b = half_b.get(k * n);
+    round_to_bf16(a, m * k, rounded_a);
+    round_to_bf16(b, k * n, rounded_b);
     FirstFailure failure;
-    split_product(ta, tb, m, n, k, half_a.data(), half_b.data(), c, accumulate,
+    split_product(ta, tb, m, n, k, rounded_a, rounded_b, c, accumulate,
                   [&](bool ta_, bool tb_, int64_t m_, int64_t n_, int64_t k_, const uint16_t* a_, int64_t lda,
                       const uint16_t* b_, int64_t ldb, float* c_, int64_t ldc, bool acc) {
         failure.run([&] { gemm_block_bf16(ta_, tb_, m_, n_, k_, a_, lda, b_, ldb, c_, ldc, acc); });

@@ -31,6 +31,7 @@
 #include "blas.h"
 #include "ops/vector_math.h"
 #include "parallel.h"
+#include "scratch.h"
 #include "seqgrad/core/autograd.h"
 #include "seqgrad/core/cpu.h"
 #include "seqgrad/core/error.h"
@@ -52,25 +53,6 @@ constexpr const char* kOp = "linear_packed";
 
 // Levels each side of zero of int8 inputs (the weights': int8_weight_levels()).
 constexpr int kInputLevels = 127;
-
-// A thread's buffer for a product's temporaries: it grows when a product needs more and never
-// clears what it holds (std::vector's resize zeroes every element past its last size, megabytes
-// when a wide layer's product follows a narrow one over thousands of rows).
-template <typename T>
-class Scratch {
-public:
-    T* get(int64_t n) {
-        if (static_cast<size_t>(n) > size_) {
-            data_.reset(new T[static_cast<size_t>(n)]);
-            size_ = static_cast<size_t>(n);
-        }
-        return data_.get();
-    }
-
-private:
-    std::unique_ptr<T[]> data_;
-    size_t size_ = 0;
-};
 
 // The largest |x| of n values, and whether any is NaN; and q = x * inverse rounded to the nearest
 // integer (ties to even: the CPU's rounding, as nearbyint's), for values that fit in int8. Plain
@@ -583,10 +565,10 @@ struct PackedMatrix::Impl {
             return scale_back(block, rows, sums, row_scales, bias, y);
         }
         detail::onednn_on_this_thread();
-        thread_local Scratch<uint8_t> scratch;
+        thread_local detail::Scratch<uint8_t> scratch;
         thread_local std::vector<uint8_t> padded_x;
-        thread_local Scratch<int32_t> padded_sums;
-        thread_local Scratch<float> dense_y;
+        thread_local detail::Scratch<int32_t> padded_sums;
+        thread_local detail::Scratch<float> dense_y;
         thread_local dnnl::stream stream(cpu_engine());
         const bool int8 = precision == Precision::int8;
         const bool with_bias = bias != nullptr && !int8;  // int8 adds it when scaling back
@@ -845,10 +827,10 @@ Tensor linear_packed(const Tensor& x, const PackedMatrix& weight, const Tensor& 
     const bool bf16 = m.precision == Precision::bf16;
     const float* pb = bias.defined() ? bias.data() : nullptr;
     // Int8: the rows of x quantized once, for every block, and room for the blocks' int32 sums.
-    thread_local Scratch<int8_t> qx;
-    thread_local Scratch<int32_t> int_parts;
-    thread_local Scratch<float> row_scales;
-    thread_local Scratch<uint16_t> half_x;  // bf16: x rounded once, for every block
+    thread_local detail::Scratch<int8_t> qx;
+    thread_local detail::Scratch<int32_t> int_parts;
+    thread_local detail::Scratch<float> row_scales;
+    thread_local detail::Scratch<uint16_t> half_x;  // bf16: x rounded once, for every block
     const void* input = x.data();
     const float* scales_of_rows = nullptr;  // this thread's buffers, used by the workers
     int32_t* parts = nullptr;
