@@ -167,10 +167,11 @@ def main():
         if s is None or not (name.startswith("classify/") and name.endswith("/int8")):
             continue
         base = name[:-len("/int8")]
-        timed = [n for n in (base, base + "/bf16", name) if n in benchmarks]
-        fastest = max(timed, key=lambda n: torch_settings.tokens_per_second_cells(
-            {st: best[(n, st)] for st in settings}, args.threads)[1]["tokens_per_second"])
-        t = torch_settings.tokens_per_second_cells({st: best[(fastest, st)] for st in settings}, args.threads)[1]
+        torch_best = {n: torch_settings.tokens_per_second_cells({st: best[(n, st)] for st in settings},
+                                                                 args.threads)[1]
+                      for n in (base, base + "/bf16", name) if n in benchmarks}
+        fastest = max(torch_best, key=lambda n: torch_best[n]["tokens_per_second"])
+        t = torch_best[fastest]
         print(f"\n{name}: seqgrad {s['tokens_per_second']:,.0f} tok/s against PyTorch's fastest classification in "
               f"this run ({fastest}, {t['tokens_per_second']:,.0f} tok/s): "
               f"{s['tokens_per_second'] / t['tokens_per_second']:.2f}x")
