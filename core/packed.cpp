@@ -173,6 +173,12 @@ dt input_type(Precision p) { return p == Precision::int8 ? dt::s8 : p == Precisi
 dt plain_type(Precision p) { return p == Precision::int8 ? dt::s8 : dt::f32; }
 size_t input_bytes(Precision p) { return p == Precision::int8 ? 1 : p == Precision::bf16 ? 2 : sizeof(float); }
 
+// Int8 without VNNI: x goes to oneDNN as unsigned bytes, q + 128, and the sums lose 128 times each
+// column's sum of weights when scaled back (Impl::shift_sums). Given signed bytes, oneDNN's AVX2
+// kernels shift them themselves and work out those column sums from the weights at every product,
+// in a scalar loop down the columns: a fifth of the time of int8 beam decoding at the AVX2 level.
+bool inputs_shifted() { return int8_weight_levels() < 127; }
+
 // rows of x [rows, in] times one column block of W, into dense rows [rows, cols]: oneDNN writes
 // int32 to strided rows slowly, and for float32 with rows `out` apart it takes only its gemm
 // kernel, whose plain weight layout rows_by_hand does not read, where dense rows take brgemm and
@@ -180,7 +186,8 @@ size_t input_bytes(Precision p) { return p == Precision::int8 ? 1 : p == Precisi
 // int8 adds it when scaling back.
 dnnl::matmul::primitive_desc describe(Precision p, int64_t rows, int64_t in, int64_t cols,
                                       const dnnl::memory::desc& weights, bool bias) {
-    const dnnl::memory::desc src({rows, in}, input_type(p), tag::ab);
+    const dnnl::memory::desc src({rows, in}, p == Precision::int8 && inputs_shifted() ? dt::u8 : input_type(p),
+                                 tag::ab);
     const dnnl::memory::desc dst({rows, cols}, p == Precision::int8 ? dt::s32 : dt::f32, tag::ab);
     dnnl::primitive_attr attr;
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);  // each thread its own, so calls can overlap
@@ -397,7 +404,8 @@ void panel_tiles(const float* panels, int64_t stride, int64_t in, int64_t cols, 
 struct PackedMatrix::Impl {
     Precision precision = Precision::float32;
     int64_t out = 0, in = 0;
-    std::vector<float> scales;  // int8
+    std::vector<float> scales;        // int8
+    std::vector<int32_t> shift_sums;  // int8 without VNNI: 128 x the sum of each row of W's quantized values
     // Float32 below AVX-512: seqgrad's own panels (Block::own) for any number of rows. As with
     // every packing, changing the weight in place calls for packing again (Module::pack_weights
     // does after load_state_dict).
@@ -486,25 +494,26 @@ struct PackedMatrix::Impl {
     }
 
     // One block of y [rows, out] from x (float32 [rows, in]) or qx (int8 [rows, in], with the row
-    // scales), on the calling thread. Int8 sums go to `sums` first: the block's own room for
+    // scales; x's bytes q + 128 if `shifted`, as oneDNN takes them without VNNI: inputs_shifted()),
+    // on the calling thread. Int8 sums go to `sums` first: the block's own room for
     // min(rows, kChunkRows) x cols of them. Many rows go through oneDNN in chunks, so that a chunk's
     // int32 sums (or float32 rows bound for the block's columns of y) are still in the core's cache
     // when they are scaled back (or copied to y): a block's sums for 4,096 rows are megabytes.
-    void run(Block& block, int64_t rows, const void* x, const float* row_scales, const float* bias, int32_t* sums,
-             float* y) const {
+    void run(Block& block, int64_t rows, const void* x, bool shifted, const float* row_scales, const float* bias,
+             int32_t* sums, float* y) const {
         if (rows > kChunkRows && !own_panels && (precision == Precision::int8 || block.cols != out)) {
             const size_t row_bytes = static_cast<size_t>(in) * input_bytes(precision);
             for (int64_t first = 0; first < rows; first += kChunkRows)
                 compute(block, std::min(kChunkRows, rows - first), static_cast<const char*>(x) + first * row_bytes,
-                        row_scales != nullptr ? row_scales + first : nullptr, bias, sums, y + first * out);
+                        shifted, row_scales != nullptr ? row_scales + first : nullptr, bias, sums, y + first * out);
             return;
         }
-        compute(block, rows, x, row_scales, bias, sums, y);
+        compute(block, rows, x, shifted, row_scales, bias, sums, y);
     }
 
     // run()'s product, of at most kChunkRows rows where run() cuts them into chunks.
-    void compute(Block& block, int64_t rows, const void* x, const float* row_scales, const float* bias, int32_t* sums,
-                 float* y) const {
+    void compute(Block& block, int64_t rows, const void* x, bool shifted, const float* row_scales, const float* bias,
+                 int32_t* sums, float* y) const {
         if (own_panels) {
             const auto* px = static_cast<const float*>(x);
             const float* b = bias != nullptr ? bias + block.first : nullptr;
@@ -542,9 +551,13 @@ struct PackedMatrix::Impl {
             const int64_t pairs = (in + 1) / 2;
             thread_local std::vector<int16_t> wide_x;  // x's rows as int16, padded to whole pairs
             wide_x.assign(static_cast<size_t>(rows * 2 * pairs), 0);
-            const auto* qx = static_cast<const int8_t*>(x);
+            const auto* qx = static_cast<const uint8_t*>(x);
             for (int64_t i = 0; i < rows; ++i)
-                for (int64_t k = 0; k < in; ++k) wide_x[static_cast<size_t>(i * 2 * pairs + k)] = qx[i * in + k];
+                for (int64_t k = 0; k < in; ++k) {  // x's own values, signed
+                    const uint8_t byte = qx[i * in + k];
+                    wide_x[static_cast<size_t>(i * 2 * pairs + k)] =
+                        static_cast<int16_t>(shifted ? byte - 128 : static_cast<int8_t>(byte));
+                }
             const int64_t stride = pairs * 2 * kOwnPanel;
             if (isa_level() != IsaLevel::portable) {
                 switch (rows) {
@@ -562,7 +575,7 @@ struct PackedMatrix::Impl {
             } else {
                 int8_pairs_portable(block.own8.data(), stride, pairs, rows, block.cols, wide_x.data(), sums);
             }
-            return scale_back(block, rows, sums, row_scales, bias, y);
+            return scale_back(block, rows, sums, nullptr, row_scales, bias, y);
         }
         detail::onednn_on_this_thread();
         thread_local detail::Scratch<uint8_t> scratch;
@@ -614,29 +627,37 @@ struct PackedMatrix::Impl {
                                 static_cast<size_t>(block.cols) * sizeof(float));
             return;
         }
-        scale_back(block, rows, sums, row_scales, bias, y);
+        scale_back(block, rows, sums, shifted ? shift_sums.data() + block.first : nullptr, row_scales, bias, y);
     }
 
-    // Int8: y = sums * s_i * s_r (+ b) for the block's columns, from its dense int32 sums.
-    void scale_back(const Block& block, int64_t rows, const int32_t* sums, const float* row_scales, const float* bias,
-                    float* y) const {
+    // Int8: y = sums * s_i * s_r (+ b) for the block's columns, from its dense int32 sums, less
+    // `shift` (the block's shift_sums) where x's bytes were shifted.
+    void scale_back(const Block& block, int64_t rows, const int32_t* sums, const int32_t* shift,
+                    const float* row_scales, const float* bias, float* y) const {
         const float* w_scales = scales.data() + block.first;
         const float* b = bias != nullptr ? bias + block.first : nullptr;
         const int64_t cols = block.cols;
         float* y_block = y + block.first;
-        with_isa_level([&](auto) {
+        const auto rows_back = [&](auto biased, auto less_shift) {
             for (int64_t i = 0; i < rows; ++i) {
                 const float s = row_scales[i];
                 const int32_t* a = sums + i * cols;
                 float* yi = y_block + i * out;
-                if (b != nullptr) {
 #pragma omp simd
-                    for (int64_t r = 0; r < cols; ++r) yi[r] = static_cast<float>(a[r]) * (s * w_scales[r]) + b[r];
-                } else {
-#pragma omp simd
-                    for (int64_t r = 0; r < cols; ++r) yi[r] = static_cast<float>(a[r]) * (s * w_scales[r]);
+                for (int64_t r = 0; r < cols; ++r) {
+                    int32_t sum = a[r];
+                    if constexpr (less_shift) sum -= shift[r];
+                    float v = static_cast<float>(sum) * (s * w_scales[r]);
+                    if constexpr (biased) v += b[r];
+                    yi[r] = v;
                 }
             }
+        };
+        using yes = std::true_type;
+        using no = std::false_type;
+        with_isa_level([&](auto) {
+            if (b != nullptr) shift != nullptr ? rows_back(yes{}, yes{}) : rows_back(yes{}, no{});
+            else shift != nullptr ? rows_back(no{}, yes{}) : rows_back(no{}, no{});
         });
     }
 };
@@ -718,6 +739,14 @@ PackedMatrix::PackedMatrix(const Tensor& weight, Precision precision) : impl_(st
                   " holds an infinity or NaN");
         }
         plain_data = q.data();
+        if (inputs_shifted()) {
+            m.shift_sums.resize(static_cast<size_t>(m.out));
+            for (int64_t r = 0; r < m.out; ++r) {
+                int32_t sum = 0;
+                for (int64_t k = 0; k < m.in; ++k) sum += q[static_cast<size_t>(r * m.in + k)];
+                m.shift_sums[static_cast<size_t>(r)] = 128 * sum;
+            }
+        }
     }
     const size_t element = precision == Precision::int8 ? 1 : sizeof(float);  // of the plain rows
     // One block of columns per thread, in multiples of kBlockAlign.
@@ -834,6 +863,7 @@ Tensor linear_packed(const Tensor& x, const PackedMatrix& weight, const Tensor& 
     const void* input = x.data();
     const float* scales_of_rows = nullptr;  // this thread's buffers, used by the workers
     int32_t* parts = nullptr;
+    bool shifted = false;  // int8: x's bytes are q + 128 (inputs_shifted())
     if (bf16) {
         uint16_t* half = half_x.get(rows * in);
         detail::round_to_bf16(x.data(), rows * in, half);
@@ -845,9 +875,15 @@ Tensor linear_packed(const Tensor& x, const PackedMatrix& weight, const Tensor& 
         parts = int_parts.get(std::min(rows, kChunkRows) * out);  // run() takes a chunk of rows at a time
         const float* px = x.data();
         const IsaLevel level = isa_level();
+        shifted = rows > kRowsByHand && inputs_shifted();  // oneDNN's products take them; the pairs, as they are
         detail::parallel_for(rows, std::max<int64_t>(1, (1 << 14) / in), [=](int64_t begin, int64_t end) {
-            for (int64_t i = begin; i < end; ++i)
+            for (int64_t i = begin; i < end; ++i) {
                 ps[i] = quantize_row(px + i * in, in, kInputLevels, pq + i * in, level);
+                if (shifted) {
+                    auto* bytes = reinterpret_cast<uint8_t*>(pq + i * in);
+                    for (int64_t k = 0; k < in; ++k) bytes[k] ^= 0x80;  // q + 128 as an unsigned byte
+                }
+            }
         });
         input = pq;
         scales_of_rows = ps;
@@ -864,7 +900,7 @@ Tensor linear_packed(const Tensor& x, const PackedMatrix& weight, const Tensor& 
             failure.run([&] {
                 PackedMatrix::Impl::Block& block = *m.blocks[static_cast<size_t>(b)];
                 int32_t* sums = parts != nullptr ? parts + std::min(rows, kChunkRows) * block.first : nullptr;
-                m.run(block, rows, input, scales_of_rows, pb, sums, py);
+                m.run(block, rows, input, shifted, scales_of_rows, pb, sums, py);
             });
     });
     check(failure.message().empty(), kOp, "oneDNN failed: ", failure.message());
