@@ -149,12 +149,20 @@ TEST_CASE("softmax, log_softmax, the loss and top-k agree at every kernel level"
             loss.backward();
             out.push_back(loss.detach());
             out.push_back(logits.grad());
-            const TopK top = log_softmax_top_k(random_tensor({4, n}, 50 + n, -8, 8, false), 3);
-            out.push_back(top.values);
-            std::vector<float> indices;
-            for (int64_t i = 0; i < top.indices.numel(); ++i)
-                indices.push_back(static_cast<float>(top.indices.data()[i]));
-            out.push_back(Tensor::from_vector(indices, top.indices.shape()));
+            // Rows of -50 with one 50: a maximum taken from the wrong lanes would overflow the sums.
+            Tensor peaks = Tensor::full({4, n}, -50.0f);
+            const int64_t at[4] = {std::min<int64_t>(n - 1, 8), std::min<int64_t>(n - 1, 31), n - 1,
+                                   std::min<int64_t>(n - 1, 16 * 9 + 3)};
+            for (int64_t i = 0; i < 4; ++i) peaks.data()[i * n + at[i]] = 50.0f;
+            out.push_back(softmax(peaks));
+            for (const Tensor& x : {random_tensor({4, n}, 50 + n, -8, 8, false), peaks}) {
+                const TopK top = log_softmax_top_k(x, 3);
+                out.push_back(top.values);
+                std::vector<float> indices;
+                for (int64_t i = 0; i < top.indices.numel(); ++i)
+                    indices.push_back(static_cast<float>(top.indices.data()[i]));
+                out.push_back(Tensor::from_vector(indices, top.indices.shape()));
+            }
         }
         return out;
     });

@@ -126,10 +126,11 @@ Tensor broadcast_zip(const Tensor& a, const Tensor& b, const Shape& out_shape, F
 // of 64 elements to visit(begin, end, block), where block.above(t) says whether any of its
 // elements is greater than t (log_softmax_top_k's scan skips the blocks that hold nothing for it).
 // At the avx512 level, each block's maximum is one vector of sixteen lanes and the running maximum
-// another, so a block costs a few instructions and no horizontal reduction; below it, sixteen
-// running maxima side by side that the compiler vectorises (a single running maximum would make
-// each comparison wait for the one before). row_max is row_max_blocks visiting nothing: the two
-// give the same value bit for bit. L is the level of the kernel calling (isa_dispatch.h).
+// another, so a block costs a few instructions and no horizontal reduction; at avx2 the same in
+// pairs of eight-lane vectors; at the portable level, sixteen running maxima side by side (a
+// single running maximum would make each comparison wait for the one before; GCC keeps this loop
+// scalar). row_max is row_max_blocks visiting nothing: the two give the same value bit for bit. L
+// is the level of the kernel calling (isa_dispatch.h).
 struct BlockMax16 {
     __m512 lanes;  // lane l: the largest of the block's elements l, l + 16, ... (-inf if none)
     SEQGRAD_TARGET_AVX512 bool above(float t) const {
@@ -195,9 +196,48 @@ inline float row_max_blocks1(const float* x, int64_t n, Visit& visit) {
     return m;
 }
 
+// The avx2 level's: sixteen running maxima in two vectors of eight, and each block's in two more;
+// a block's elements after its last whole sixteen are folded into its maxima.
+struct BlockMax8 {
+    __m256 low, high;  // lane l: the largest of the block's elements l, l + 16, ... and 8 + l, 24 + l, ...
+    SEQGRAD_TARGET_AVX2 bool above(float t) const {
+        const __m256 threshold = _mm256_set1_ps(t);
+        return _mm256_movemask_ps(_mm256_or_ps(_mm256_cmp_ps(low, threshold, _CMP_GT_OQ),
+                                               _mm256_cmp_ps(high, threshold, _CMP_GT_OQ))) != 0;
+    }
+};
+
+template <typename Visit>
+SEQGRAD_TARGET_AVX2 inline float row_max_blocks8(const float* x, int64_t n, Visit& visit) {
+    const __m256 none = _mm256_set1_ps(-INFINITY);
+    // max_ps(a, b) gives b when a is NaN: new values go first, so a NaN is never kept.
+    __m256 running_low = none, running_high = none;
+    for (int64_t j = 0; j < n; j += 64) {
+        const int64_t stop = std::min(n, j + 64);
+        __m256 low = none, high = none;
+        int64_t i = j;
+        for (; i + 16 <= stop; i += 16) {
+            low = _mm256_max_ps(_mm256_loadu_ps(x + i), low);
+            high = _mm256_max_ps(_mm256_loadu_ps(x + i + 8), high);
+        }
+        float rest = -INFINITY;
+        for (; i < stop; ++i) rest = x[i] > rest ? x[i] : rest;
+        low = _mm256_max_ps(_mm256_set1_ps(rest), low);
+        running_low = _mm256_max_ps(low, running_low);
+        running_high = _mm256_max_ps(high, running_high);
+        visit(j, stop, BlockMax8{low, high});
+    }
+    __m256 v = _mm256_max_ps(running_low, running_high);
+    __m128 h = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+    h = _mm_max_ss(h, _mm_movehdup_ps(h));
+    return _mm_cvtss_f32(h);
+}
+
 template <IsaLevel L, typename Visit>
 inline float row_max_blocks(const float* x, int64_t n, Visit&& visit) {
     if constexpr (L == IsaLevel::avx512) return row_max_blocks16(x, n, visit);
+    else if constexpr (L == IsaLevel::avx2) return row_max_blocks8(x, n, visit);
     else return row_max_blocks1(x, n, visit);
 }
 
@@ -209,8 +249,9 @@ inline float row_max(const float* x, int64_t n) {
 // sum(exp(x - m)), and with Store the exponentials into y (which may be x). At the avx512 level,
 // two sixteen-lane sums side by side (so an addition need not wait for the one before), then the
 // elements past the last 32 sixteen at a time under a mask (attention's short rows are all
-// remainder); below it, the compiler's vectorisation of the loop. Either way the order of
-// additions depends on n alone, so exp_shifted and exp_sum agree bit for bit.
+// remainder); at avx2 the same with eight lanes; at the portable level, the compiler's
+// vectorisation of the loop. Either way the order of additions depends on n alone, so exp_shifted
+// and exp_sum agree bit for bit.
 template <bool Store>
 SEQGRAD_TARGET_AVX512 inline float exp_accumulate16(const float* x, float m, float* y, int64_t n) {
     const __m512 shift = _mm512_set1_ps(m);
@@ -237,10 +278,39 @@ SEQGRAD_TARGET_AVX512 inline float exp_accumulate16(const float* x, float m, flo
     return sum_lanes16(_mm512_add_ps(sum0, sum1));
 }
 
+// The avx2 level's: exp_accumulate16's order in eight-lane vectors, the last seven or fewer under
+// a mask.
+template <bool Store>
+SEQGRAD_TARGET_AVX2 inline float exp_accumulate8(const float* x, float m, float* y, int64_t n) {
+    const __m256 shift = _mm256_set1_ps(m);
+    __m256 sum0 = _mm256_setzero_ps(), sum1 = _mm256_setzero_ps();
+    int64_t j = 0;
+    for (; j + 16 <= n; j += 16) {
+        const __m256 e0 = fast_exp8(_mm256_sub_ps(_mm256_loadu_ps(x + j), shift));
+        const __m256 e1 = fast_exp8(_mm256_sub_ps(_mm256_loadu_ps(x + j + 8), shift));
+        if constexpr (Store) {
+            _mm256_storeu_ps(y + j, e0);
+            _mm256_storeu_ps(y + j + 8, e1);
+        }
+        sum0 = _mm256_add_ps(sum0, e0);
+        sum1 = _mm256_add_ps(sum1, e1);
+    }
+    for (; j < n; j += 8) {
+        const __m256i lanes = first_lanes8(n - j);
+        const __m256 e = _mm256_and_ps(fast_exp8(_mm256_sub_ps(_mm256_maskload_ps(x + j, lanes), shift)),
+                                       _mm256_castsi256_ps(lanes));
+        if constexpr (Store) _mm256_maskstore_ps(y + j, lanes, e);
+        sum0 = _mm256_add_ps(sum0, e);
+    }
+    return sum_lanes8(_mm256_add_ps(sum0, sum1));
+}
+
 template <IsaLevel L, bool Store>
 inline float exp_accumulate(const float* x, float m, float* y, int64_t n) {
     if constexpr (L == IsaLevel::avx512) {
         return exp_accumulate16<Store>(x, m, y, n);
+    } else if constexpr (L == IsaLevel::avx2) {
+        return exp_accumulate8<Store>(x, m, y, n);
     } else {
         float total = 0;
 #pragma omp simd reduction(+ : total)

@@ -77,6 +77,41 @@ SEQGRAD_TARGET_AVX512 inline __m512 fast_exp16(__m512 input) {
     return _mm512_mask_mov_ps(y, _mm512_cmp_ps_mask(input, input, _CMP_UNORD_Q), input);
 }
 
+// fast_exp on eight lanes for the avx2 level: fast_exp16's arithmetic in 256-bit vectors.
+SEQGRAD_TARGET_AVX2 inline __m256 fast_exp8(__m256 input) {
+    __m256 x = _mm256_min_ps(input, _mm256_set1_ps(88.0f));  // NaN becomes 88 (given back below)
+    x = _mm256_max_ps(x, _mm256_set1_ps(-87.0f));
+    const __m256 round = _mm256_set1_ps(12582912.0f);
+    const __m256 n = _mm256_sub_ps(_mm256_fmadd_ps(x, _mm256_set1_ps(1.44269504088896341f), round), round);
+    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693145751953125f), x);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(1.42860682030941723212e-6f), r);
+    __m256 p = _mm256_set1_ps(1.0f / 720.0f);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+    const __m256i bits = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    __m256 y = _mm256_mul_ps(p, _mm256_castsi256_ps(bits));
+    y = _mm256_blendv_ps(y, _mm256_set1_ps(__builtin_inff()), _mm256_cmp_ps(input, _mm256_set1_ps(88.7f), _CMP_GT_OQ));
+    y = _mm256_blendv_ps(y, _mm256_setzero_ps(), _mm256_cmp_ps(input, _mm256_set1_ps(-87.0f), _CMP_LT_OQ));
+    return _mm256_blendv_ps(y, input, _mm256_cmp_ps(input, input, _CMP_UNORD_Q));
+}
+
+// The first `count` of eight lanes (all of them when count >= 8), as maskload/maskstore take it.
+SEQGRAD_TARGET_AVX2 inline __m256i first_lanes8(int64_t count) {
+    const __m256i index = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int32_t>(count < 8 ? count : 8)), index);
+}
+
+SEQGRAD_TARGET_AVX2 inline float sum_lanes8(__m256 v) {
+    __m128 h = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+    h = _mm_add_ss(h, _mm_movehdup_ps(h));
+    return _mm_cvtss_f32(h);
+}
+
 // The first `count` of sixteen lanes (all of them when count >= 16): a remainder's mask.
 SEQGRAD_TARGET_AVX512 inline __mmask16 first_lanes(int64_t count) {
     return count >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << count) - 1);
