@@ -195,7 +195,7 @@ TEST_CASE("attention, dropout and the LSTM agree at every kernel level", "[cpu][
         Tensor context = attention(q, k, v, 4, IntTensor::from_vector(causal, {1, 1, 37, 37}), 0.1f, true, &gen);
         (context * random_tensor(context.shape(), 74, -1, 1, false)).sum().backward();
         for (const Tensor& t : {context.detach(), q.grad(), k.grad(), v.grad()}) out.push_back(t);
-        // decoding's attention over gathered rows: heads of 16 (the avx512 loop) and of 6
+        // decoding's attention over gathered rows: heads of 16 (the avx512 and avx2 loops) and of 6
         for (int64_t head_size : {16, 6}) {
             const int64_t heads = 3, width = heads * head_size, length = 11;
             const Tensor cq = random_tensor({4, 1, width}, 75, -1, 1, false);

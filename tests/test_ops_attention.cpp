@@ -235,9 +235,10 @@ Tensor gather_positions(const Tensor& cache, const IntTensor& rows, int64_t leng
 
 TEST_CASE("gathered attention equals attention over the keys its table of rows picks", "[ops][attention]") {
     NoGradGuard no_grad;
-    // Heads 4 wide (the plain loops), and 16 and 64 wide in groups of 8 heads and fewer (where the
-    // CPU has AVX-512, the vector path: 10 heads are a group of 8 and one of 2).
-    const std::vector<std::pair<int64_t, int64_t>> widths_and_heads = {{12, 3}, {128, 2}, {160, 10}, {512, 8}};
+    // Heads 4 wide (the plain loops), 8 wide (the avx2 level's vectors; plain at avx512), and 16
+    // and 64 wide in groups of 8 heads and fewer (the vector paths of both levels: 10 heads are a
+    // group of 8 and one of 2).
+    const std::vector<std::pair<int64_t, int64_t>> widths_and_heads = {{12, 3}, {24, 3}, {128, 2}, {160, 10}, {512, 8}};
     for (const auto& [d, heads] : widths_and_heads) {
         INFO("width " << d << ", " << heads << " heads");
         const int64_t n = 5, m = 3, capacity = 7, length = 6;

@@ -426,6 +426,61 @@ SEQGRAD_TARGET_AVX512 void gathered_context_avx512(const float* weights, const f
     }
 }
 
+// The avx2 level's versions of the two above, with heads a multiple of 8 wide: eight lanes a
+// vector, the eight heads' sums by one tree of horizontal additions, values read once per 64
+// columns.
+SEQGRAD_TARGET_AVX2 inline void sum_lanes8x8(const __m256 a[8], float s[8]) {
+    const __m256 t0 = _mm256_hadd_ps(a[0], a[1]), t1 = _mm256_hadd_ps(a[2], a[3]);
+    const __m256 t2 = _mm256_hadd_ps(a[4], a[5]), t3 = _mm256_hadd_ps(a[6], a[7]);
+    // 128-bit half l of u0: a[0..3]'s sums of their lanes 4l to 4l + 3; of u1, a[4..7]'s.
+    const __m256 u0 = _mm256_hadd_ps(t0, t1), u1 = _mm256_hadd_ps(t2, t3);
+    _mm256_storeu_ps(s, _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31)));
+}
+
+SEQGRAD_TARGET_AVX2 void gathered_scores_avx2(const float* query, const float* const* keys, int64_t length,
+                                              int64_t heads, int64_t head_size, float* scores) {
+    const int64_t chunks = head_size / 8;
+    for (int64_t j = 0; j < length; ++j) {
+        const float* key = keys[j];
+        for (int64_t h0 = 0; h0 < heads; h0 += 8) {
+            const int64_t group = std::min<int64_t>(8, heads - h0);
+            __m256 acc[8];  // loops over g run to the constant 8, so that acc stays in registers
+            for (int g = 0; g < 8; ++g) acc[g] = _mm256_setzero_ps();
+            const float* q0 = query + h0 * head_size;
+            const float* k0 = key + h0 * head_size;
+            for (int64_t c = 0; c < chunks; ++c)
+                for (int g = 0; g < 8; ++g)
+                    if (g < group) {
+                        const int64_t at = g * head_size + 8 * c;
+                        acc[g] = _mm256_fmadd_ps(_mm256_loadu_ps(q0 + at), _mm256_loadu_ps(k0 + at), acc[g]);
+                    }
+            float sums[8];
+            sum_lanes8x8(acc, sums);
+            for (int64_t g = 0; g < group; ++g) scores[(h0 + g) * length + j] = sums[g];
+        }
+    }
+}
+
+SEQGRAD_TARGET_AVX2 void gathered_context_avx2(const float* weights, const float* const* values, int64_t length,
+                                               int64_t heads, int64_t head_size, float* out) {
+    const int64_t chunks = head_size / 8, slots = heads * chunks;  // slot s: columns [8 s, 8 s + 8)
+    for (int64_t s0 = 0; s0 < slots; s0 += 8) {
+        const int64_t group = std::min<int64_t>(8, slots - s0);
+        const float* weight_of[8];  // slot s0 + g's head's weights
+        for (int g = 0; g < 8; ++g) weight_of[g] = weights + ((s0 + std::min<int64_t>(g, group - 1)) / chunks) * length;
+        __m256 acc[8];
+        for (int g = 0; g < 8; ++g) acc[g] = _mm256_setzero_ps();
+        for (int64_t j = 0; j < length; ++j) {
+            const float* value = values[j] + 8 * s0;
+            for (int g = 0; g < 8; ++g)
+                if (g < group)
+                    acc[g] = _mm256_fmadd_ps(_mm256_set1_ps(weight_of[g][j]), _mm256_loadu_ps(value + 8 * g), acc[g]);
+        }
+        for (int g = 0; g < 8; ++g)
+            if (g < group) _mm256_storeu_ps(out + 8 * (s0 + g), acc[g]);
+    }
+}
+
 }  // namespace
 
 Tensor gathered_attention(const Tensor& q, const Tensor& k, const Tensor& v, const IntTensor& rows, int64_t length,
@@ -492,17 +547,23 @@ Tensor gathered_attention(const Tensor& q, const Tensor& k, const Tensor& v, con
                         attention_weights_row<L>(w + h * length, length, sqrt_head_size,
                                                  [&](int64_t j) { return masked(i, h, j); });
                 };
-                if constexpr (L == IsaLevel::avx512) {
-                    if (head_size % 16 == 0) {
+                if constexpr (L != IsaLevel::portable) {
+                    if (head_size % (L == IsaLevel::avx512 ? 16 : 8) == 0) {
                         keys.resize(static_cast<size_t>(length));
                         values.resize(static_cast<size_t>(length));
                         for (int64_t j = 0; j < length; ++j) {
                             keys[static_cast<size_t>(j)] = pk + (from[j] * capacity + j) * width;
                             values[static_cast<size_t>(j)] = pv + (from[j] * capacity + j) * width;
                         }
-                        gathered_scores_avx512(query, keys.data(), values.data(), length, heads, head_size, w);
-                        weights_of_row();
-                        gathered_context_avx512(w, values.data(), length, heads, head_size, out);
+                        if constexpr (L == IsaLevel::avx512) {
+                            gathered_scores_avx512(query, keys.data(), values.data(), length, heads, head_size, w);
+                            weights_of_row();
+                            gathered_context_avx512(w, values.data(), length, heads, head_size, out);
+                        } else {
+                            gathered_scores_avx2(query, keys.data(), length, heads, head_size, w);
+                            weights_of_row();
+                            gathered_context_avx2(w, values.data(), length, heads, head_size, out);
+                        }
                         continue;
                     }
                 }
