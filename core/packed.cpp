@@ -55,8 +55,9 @@ constexpr const char* kOp = "linear_packed";
 constexpr int kInputLevels = 127;
 
 // The largest |x| of n values, and whether any is NaN; and q = x * inverse rounded to the nearest
-// integer (ties to even: the CPU's rounding, as nearbyint's), for values that fit in int8. Plain
-// loops for the portable level; AVX2 and AVX-512 copies below give the same results.
+// integer (ties to even: the CPU's rounding, as nearbyint's), for values that fit in int8, its
+// byte XOR `flip` (0x80 for q + 128 as an unsigned byte: inputs_shifted()). Plain loops for the
+// portable level; AVX2 and AVX-512 copies below give the same results.
 float row_peak_portable(const float* x, int64_t n, bool& nan) {
     float peak = 0.0f;
     nan = false;
@@ -68,8 +69,9 @@ float row_peak_portable(const float* x, int64_t n, bool& nan) {
     return peak;
 }
 
-void round_row_portable(const float* x, int64_t n, float inverse, int8_t* q) {
-    for (int64_t j = 0; j < n; ++j) q[j] = static_cast<int8_t>(std::nearbyint(x[j] * inverse));
+void round_row_portable(const float* x, int64_t n, float inverse, uint8_t flip, int8_t* q) {
+    for (int64_t j = 0; j < n; ++j)
+        q[j] = static_cast<int8_t>(static_cast<uint8_t>(static_cast<int8_t>(std::nearbyint(x[j] * inverse))) ^ flip);
 }
 
 #if SEQGRAD_HAVE_ISA_LEVELS
@@ -90,15 +92,16 @@ SEQGRAD_TARGET_AVX2 float row_peak_avx2(const float* x, int64_t n, bool& nan) {
     return top;
 }
 
-SEQGRAD_TARGET_AVX2 void round_row_avx2(const float* x, int64_t n, float inverse, int8_t* q) {
+SEQGRAD_TARGET_AVX2 void round_row_avx2(const float* x, int64_t n, float inverse, uint8_t flip, int8_t* q) {
     const __m256 scale = _mm256_set1_ps(inverse);
+    const __m128i flips = _mm_set1_epi8(static_cast<char>(flip));
     int64_t j = 0;
     for (; j + 8 <= n; j += 8) {
         const __m256i whole = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + j), scale));
         const __m128i words = _mm_packs_epi32(_mm256_castsi256_si128(whole), _mm256_extracti128_si256(whole, 1));
-        _mm_storel_epi64(reinterpret_cast<__m128i*>(q + j), _mm_packs_epi16(words, words));
+        _mm_storel_epi64(reinterpret_cast<__m128i*>(q + j), _mm_xor_si128(_mm_packs_epi16(words, words), flips));
     }
-    round_row_portable(x + j, n - j, inverse, q + j);
+    round_row_portable(x + j, n - j, inverse, flip, q + j);
 }
 
 SEQGRAD_TARGET_AVX512 float row_peak_avx512(const float* x, int64_t n, bool& nan) {
@@ -116,13 +119,14 @@ SEQGRAD_TARGET_AVX512 float row_peak_avx512(const float* x, int64_t n, bool& nan
     return detail::max_lanes16(peak);
 }
 
-SEQGRAD_TARGET_AVX512 void round_row_avx512(const float* x, int64_t n, float inverse, int8_t* q) {
+SEQGRAD_TARGET_AVX512 void round_row_avx512(const float* x, int64_t n, float inverse, uint8_t flip, int8_t* q) {
     const __m512 scale = _mm512_set1_ps(inverse);
+    const __m512i flips = _mm512_set1_epi32(flip);  // the stored low byte is the value's, flipped
     for (int64_t j = 0; j < n; j += 16) {
         const __mmask16 lanes = detail::first_lanes(n - j);
         const __m512i whole =
             _mm512_maskz_cvtps_epi32(detail::kAllLanes, _mm512_mul_ps(_mm512_maskz_loadu_ps(lanes, x + j), scale));
-        _mm512_mask_cvtepi32_storeu_epi8(q + j, lanes, whole);
+        _mm512_mask_cvtepi32_storeu_epi8(q + j, lanes, _mm512_xor_si512(whole, flips));
     }
 }
 #endif
@@ -130,10 +134,12 @@ SEQGRAD_TARGET_AVX512 void round_row_avx512(const float* x, int64_t n, float inv
 // Row scale and quantized values of one row: q = round(x / s) in [-levels, levels], s = max |x| /
 // levels. A row of zeros gets s = 0 (its products are 0); a row with an infinity or NaN gets
 // s = NaN, so its outputs are NaN, as float32 products with such a value would be.
-// `level`: the kernels' level, isa_level() (asked once by the caller of many rows).
-[[maybe_unused]] float quantize_row(const float* x, int64_t n, int levels, int8_t* q, IsaLevel level) {
+// `level`: the kernels' level, isa_level() (asked once by the caller of many rows). `flip`: as
+// round_row's.
+[[maybe_unused]] float quantize_row(const float* x, int64_t n, int levels, int8_t* q, IsaLevel level,
+                                    uint8_t flip = 0) {
     float (*row_peak)(const float*, int64_t, bool&) = row_peak_portable;
-    void (*round_row)(const float*, int64_t, float, int8_t*) = round_row_portable;
+    void (*round_row)(const float*, int64_t, float, uint8_t, int8_t*) = round_row_portable;
 #if SEQGRAD_HAVE_ISA_LEVELS
     if (level == IsaLevel::avx512) row_peak = row_peak_avx512, round_row = round_row_avx512;
     else if (level == IsaLevel::avx2) row_peak = row_peak_avx2, round_row = round_row_avx2;
@@ -141,11 +147,11 @@ SEQGRAD_TARGET_AVX512 void round_row_avx512(const float* x, int64_t n, float inv
     bool nan = false;
     const float peak = row_peak(x, n, nan);
     if (nan || !std::isfinite(peak) || peak == 0.0f) {
-        std::memset(q, 0, static_cast<size_t>(n));
+        std::memset(q, flip, static_cast<size_t>(n));
         return nan || !std::isfinite(peak) ? std::nanf("") : 0.0f;
     }
     const float top = static_cast<float>(levels);
-    round_row(x, n, top / peak, q);
+    round_row(x, n, top / peak, flip, q);
     return peak / top;
 }
 
@@ -877,13 +883,8 @@ Tensor linear_packed(const Tensor& x, const PackedMatrix& weight, const Tensor& 
         const IsaLevel level = isa_level();
         shifted = rows > kRowsByHand && inputs_shifted();  // oneDNN's products take them; the pairs, as they are
         detail::parallel_for(rows, std::max<int64_t>(1, (1 << 14) / in), [=](int64_t begin, int64_t end) {
-            for (int64_t i = begin; i < end; ++i) {
-                ps[i] = quantize_row(px + i * in, in, kInputLevels, pq + i * in, level);
-                if (shifted) {
-                    auto* bytes = reinterpret_cast<uint8_t*>(pq + i * in);
-                    for (int64_t k = 0; k < in; ++k) bytes[k] ^= 0x80;  // q + 128 as an unsigned byte
-                }
-            }
+            for (int64_t i = begin; i < end; ++i)
+                ps[i] = quantize_row(px + i * in, in, kInputLevels, pq + i * in, level, shifted ? 0x80 : 0);
         });
         input = pq;
         scales_of_rows = ps;

@@ -243,15 +243,19 @@ TEST_CASE("int8 rows of zeros and NaN, and bad weights and shapes are errors", "
     const Tensor w = random_tensor({8, 4}, 7, -1.0f, 1.0f, false);
     const Tensor bias = random_tensor({8}, 8, -1.0f, 1.0f, false);
     const PackedMatrix q(w, Precision::int8);
-    Tensor x = random_tensor({3, 4}, 9, -1.0f, 1.0f, false);
-    for (int64_t k = 0; k < 4; ++k) x.data()[k] = 0.0f;  // row 0: zeros
-    x.data()[4 + 2] = std::nanf("");                     // row 1: a NaN
-    const Tensor y = linear_packed(x, q, bias);
-    for (int64_t r = 0; r < 8; ++r) {
-        REQUIRE(y.data()[r] == bias.data()[r]);
-        REQUIRE(std::isnan(y.data()[8 + r]));
-        REQUIRE(std::isfinite(y.data()[16 + r]));
+    for (int64_t rows : {3, 6}) {  // seqgrad's own pairs, then oneDNN's kernels
+        INFO(rows << " rows");
+        Tensor x = random_tensor({rows, 4}, 9, -1.0f, 1.0f, false);
+        for (int64_t k = 0; k < 4; ++k) x.data()[k] = 0.0f;  // row 0: zeros
+        x.data()[4 + 2] = std::nanf("");                     // row 1: a NaN
+        const Tensor y = linear_packed(x, q, bias);
+        for (int64_t r = 0; r < 8; ++r) {
+            REQUIRE(y.data()[r] == bias.data()[r]);
+            REQUIRE(std::isnan(y.data()[8 + r]));
+            for (int64_t i = 2; i < rows; ++i) REQUIRE(std::isfinite(y.data()[i * 8 + r]));
+        }
     }
+    const Tensor x = random_tensor({3, 4}, 9, -1.0f, 1.0f, false);
     Tensor bad = w.clone();
     bad.data()[5] = INFINITY;
     REQUIRE(error_of([&] { PackedMatrix m(bad, Precision::int8); }).find("row 1") != std::string::npos);
