@@ -77,7 +77,7 @@ int predict_with_encoder(const PredictFlags& f, text::LoadedModel loaded) {
                                : token;
     };
     if (loaded.labels.empty()) {
-        const inference::MaskFiller filler(std::move(loaded));
+        const inference::MaskFiller filler(std::move(loaded), precision_of(f));
         const int64_t k = f.top_k > 0 ? f.top_k : 5;
         while (input.next(line)) {
             ++lines;
@@ -91,7 +91,7 @@ int predict_with_encoder(const PredictFlags& f, text::LoadedModel loaded) {
             std::fflush(stdout);
         }
     } else {
-        inference::TextClassifier classifier(std::move(loaded));
+        inference::TextClassifier classifier(std::move(loaded), precision_of(f));
         const int64_t k = f.top_k > 0 ? f.top_k : 1;
         std::vector<std::string> chunk;
         while (input.next_chunk(chunk, f.chunk)) {

@@ -9,6 +9,8 @@
 #include <map>
 
 #include "seqgrad/core/ops.h"
+#include "seqgrad/core/packed.h"
+#include "seqgrad/inference/text_classifier.h"
 #include "seqgrad/models/bert.h"
 #include "seqgrad/models/registry.h"
 #include "seqgrad/text.h"
@@ -319,6 +321,24 @@ TEST_CASE("a BERT learns to classify, keeps its labels in the checkpoint and res
     CHECK(loaded.labels == std::vector<std::string>{"no", "yes"});
     CHECK(dynamic_cast<EncoderModel&>(*loaded.model).classes() == 2);
     CHECK(loaded.target_vocab.for_encoder());
+
+    // From C++ in each precision: float32 as trained, int8 packed, the same labels.
+    const std::vector<std::string> texts = {"the it was good", "a of the bad", "it and nice", "was the poor"};
+    const inference::TextClassifier plain(text::load_model(whole));
+    CHECK(!plain.checkpoint().model->weights_packed());
+    const auto labels = plain.classify(texts);
+    CHECK(labels[0][0].label == "yes");
+    CHECK(labels[1][0].label == "no");
+    if (packing_available(Precision::int8)) {
+        const inference::TextClassifier quantized(text::load_model(whole), Precision::int8);
+        REQUIRE(quantized.checkpoint().model->weights_packed());
+        CHECK(quantized.checkpoint().model->packed_precision() == Precision::int8);
+        const auto int8_labels = quantized.classify(texts);
+        for (size_t i = 0; i < texts.size(); ++i) {
+            CHECK(int8_labels[i][0].label == labels[i][0].label);
+            CHECK(std::fabs(int8_labels[i][0].probability - labels[i][0].probability) < 0.05f);
+        }
+    }
 
     o.max_steps = 87;
     Log first, second;

@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "seqgrad/core/precision.h"
 #include "seqgrad/text/model_file.h"
 
 namespace seqgrad::inference {
@@ -28,11 +29,16 @@ struct LabelScore {
     float probability = 0;
 };
 
+// Both take the precision of the weights' products: float32 by default, the weights as trained
+// (on sgemm: an encoder's products have a row per position of every text, where packed float32
+// gains nothing); int8 and bf16 pack them as the Translator does (Module::pack_weights: int8
+// needs a build with oneDNN, bf16 a CPU with bfloat16 instructions; refused otherwise).
 class TextClassifier {
 public:
     // Error if the checkpoint is not a classifier's (an encoder trained with labels).
-    explicit TextClassifier(const std::string& checkpoint);
-    explicit TextClassifier(text::LoadedModel loaded);  // a checkpoint already read
+    explicit TextClassifier(const std::string& checkpoint, Precision precision = Precision::float32);
+    // A checkpoint already read.
+    explicit TextClassifier(text::LoadedModel loaded, Precision precision = Precision::float32);
 
     // For each text, its `top_k` most likely labels (1 to the number of classes), most likely first.
     // A text with a tab is a pair: the text before it and the text after it. Errors: an empty text,
@@ -56,8 +62,8 @@ struct TokenScore {
 class MaskFiller {
 public:
     // Error if the checkpoint is not an encoder's.
-    explicit MaskFiller(const std::string& checkpoint);
-    explicit MaskFiller(text::LoadedModel loaded);
+    explicit MaskFiller(const std::string& checkpoint, Precision precision = Precision::float32);
+    explicit MaskFiller(text::LoadedModel loaded, Precision precision = Precision::float32);
 
     // For each "<mask>" the text writes, in order, its `top_k` most likely tokens (never a special
     // token), most likely first. Errors: no <mask>, a text longer than the model's rows, top_k out of
