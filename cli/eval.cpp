@@ -191,14 +191,14 @@ int run_eval(const EvalFlags& f) {
     std::vector<text::LoadedModel> models;
     for (const std::string& path : f.checkpoints) {
         models.push_back(text::load_model(path));
-        models.back().model->pack_weights(precision_of(f));
+        models::Model& model = *models.back().model;
+        // An encoder's float32 stays as trained, on sgemm, as TextClassifier runs it: packed float32
+        // gains nothing on its rows (a row per position of every text).
+        if (models::family(model.config()) != models::Family::encoder || precision_of(f) != Precision::float32)
+            model.pack_weights(precision_of(f));
     }
     const models::Family family = models::family(models.front().model->config());
-    if (family == models::Family::encoder) {
-        // float32 on sgemm, as TextClassifier runs it: packed float32 gains nothing on an encoder's rows
-        if (precision_of(f) == Precision::float32) models.front().model->unpack_weights();
-        return eval_encoder(f, models.front());
-    }
+    if (family == models::Family::encoder) return eval_encoder(f, models.front());
     check(f.out.empty(), "eval", "--out draws a classifier's confusion matrix");
     if (family == models::Family::language_model) return eval_language_model(f, models.front());
     // Several checkpoints decode together; the first one's run names the data and its tokenizers
