@@ -9,6 +9,7 @@
 #include "svg.h"
 #include "decoding_flags.h"
 #include "seqgrad/core/threads.h"
+#include "seqgrad/inference/text_classifier.h"
 #include "seqgrad/text/ensemble.h"
 #include "seqgrad/text/model_file.h"
 #include "seqgrad/training/checkpoint.h"
@@ -191,11 +192,9 @@ int run_eval(const EvalFlags& f) {
     std::vector<text::LoadedModel> models;
     for (const std::string& path : f.checkpoints) {
         models.push_back(text::load_model(path));
-        models::Model& model = *models.back().model;
-        // An encoder's float32 stays as trained, on sgemm, as TextClassifier runs it: packed float32
-        // gains nothing on its rows (a row per position of every text).
-        if (models::family(model.config()) != models::Family::encoder || precision_of(f) != Precision::float32)
-            model.pack_weights(precision_of(f));
+        if (models::family(models.back().model->config()) == models::Family::encoder)
+            inference::prepare_encoder_weights(models.back(), precision_of(f));  // as TextClassifier's
+        else models.back().model->pack_weights(precision_of(f));
     }
     const models::Family family = models::family(models.front().model->config());
     if (family == models::Family::encoder) return eval_encoder(f, models.front());

@@ -21,15 +21,6 @@ models::EncoderModel& encoder_of(const text::LoadedModel& loaded, const char* op
     return *encoder;
 }
 
-// The weights for products in `precision` (text_classifier.h): int8 and bf16 packed, float32 as
-// trained. Packed float32 classified the 64 texts of the BERT recipe's benchmark no faster at
-// AVX-512 (oneDNN's brgemm) and slower at AVX2 (seqgrad's panels: 19.6-19.9 ms against sgemm's
-// 15.0-15.6).
-void prepare_weights(text::LoadedModel& loaded, Precision precision) {
-    if (precision == Precision::float32) loaded.model->unpack_weights();
-    else loaded.model->pack_weights(precision);
-}
-
 int64_t longest_row(const text::LoadedModel& loaded) {
     return models::model_kind(loaded.model->config().model).max_length(loaded.model->config());
 }
@@ -46,6 +37,13 @@ std::vector<int64_t> top_indices(const float* values, int64_t n, int64_t k) {
 
 }  // namespace
 
+// Packed float32 classified the 64 texts of the BERT recipe's benchmark no faster at AVX-512
+// (oneDNN's brgemm) and slower at AVX2 (seqgrad's panels: 19.6-19.9 ms against sgemm's 15.0-15.6).
+void prepare_encoder_weights(text::LoadedModel& loaded, Precision precision) {
+    if (precision == Precision::float32) loaded.model->unpack_weights();
+    else loaded.model->pack_weights(precision);
+}
+
 TextClassifier::TextClassifier(const std::string& checkpoint, Precision precision)
     : TextClassifier(text::load_model(checkpoint), precision) {}
 
@@ -53,7 +51,7 @@ TextClassifier::TextClassifier(text::LoadedModel loaded, Precision precision) : 
     const models::EncoderModel& encoder = encoder_of(loaded_, "TextClassifier");
     check(encoder.classifies() && !loaded_.labels.empty(), "TextClassifier", loaded_.path,
           " holds an encoder that was not trained to classify (a masked language model: use MaskFiller)");
-    prepare_weights(loaded_, precision);
+    prepare_encoder_weights(loaded_, precision);
 }
 
 std::vector<std::vector<LabelScore>> TextClassifier::classify(const std::vector<std::string>& texts,
@@ -109,7 +107,7 @@ MaskFiller::MaskFiller(const std::string& checkpoint, Precision precision)
 MaskFiller::MaskFiller(text::LoadedModel loaded, Precision precision) : loaded_(std::move(loaded)) {
     encoder_of(loaded_, "MaskFiller");
     check(loaded_.target_vocab.for_encoder(), "MaskFiller", loaded_.path, ": its vocabulary has no <mask>");
-    prepare_weights(loaded_, precision);
+    prepare_encoder_weights(loaded_, precision);
 }
 
 std::vector<std::vector<TokenScore>> MaskFiller::fill(const std::string& text, int64_t top_k) const {

@@ -29,10 +29,13 @@ struct LabelScore {
     float probability = 0;
 };
 
-// Both take the precision of the weights' products: float32 by default, the weights as trained
-// (on sgemm: an encoder's products have a row per position of every text, where packed float32
-// gains nothing); int8 and bf16 pack them as the Translator does (Module::pack_weights: int8
-// needs a build with oneDNN, bf16 a CPU with bfloat16 instructions; refused otherwise).
+// An encoder's weights made ready for products in `precision`: float32 leaves them as trained (on
+// sgemm: an encoder's products have a row per position of every text, where packed float32 gains
+// nothing); int8 and bf16 pack them as the Translator does (Module::pack_weights: int8 needs a
+// build with oneDNN, bf16 a CPU with bfloat16 instructions; refused otherwise). TextClassifier and
+// MaskFiller below take a precision (float32 by default) and do this; so does `seqgrad eval`.
+void prepare_encoder_weights(text::LoadedModel& loaded, Precision precision);
+
 class TextClassifier {
 public:
     // Error if the checkpoint is not a classifier's (an encoder trained with labels).
