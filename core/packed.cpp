@@ -373,8 +373,19 @@ void panel_stretch(const float* panels, int64_t stride, int64_t k0, int64_t kc, 
             for (int64_t j = 0; j < left; ++j) start[j] = bias[c0 + j];
         const float* init = k0 == 0 ? start : nullptr;
         const float* w = panels + (c0 / kOwnPanel) * stride + k0 * kOwnPanel;
+        // The next panel's stretch is asked for into the second-level cache while the tiles run, a
+        // share of its lines before each tile: read from memory only when the first tile reached
+        // it, a wide output layer's panels (32,000 columns) ran at 88% of the small products' rate.
+        const float* next = c0 + kOwnPanel < cols ? w + stride : nullptr;
+        const int64_t tiles = (rows + kTileRows - 1) / kTileRows;
+        const int64_t lines_per_tile = (kc + tiles - 1) / tiles;  // a line holds one input's 16 weights
         with_isa_level([&](auto) {
             for (int64_t r0 = 0; r0 < rows; r0 += kTileRows) {
+                if (next != nullptr) {
+                    const int64_t first = (r0 / kTileRows) * lines_per_tile;
+                    for (int64_t k = first; k < std::min(kc, first + lines_per_tile); ++k)
+                        __builtin_prefetch(next + k * kOwnPanel, 0, 2);
+                }
                 const float* xr = x + r0 * in + k0;
                 float* yr = y + r0 * out + c0;
                 switch (std::min<int64_t>(kTileRows, rows - r0)) {
