@@ -330,6 +330,24 @@ void int8_pairs_portable(const int8_t* panels, int64_t stride, int64_t pairs, in
     }
 }
 
+// `activation` in place on rows x cols of y (rows `out` apart), at the CPU's level: what relu() and
+// gelu() compute, on results still in the core's cache.
+void activate(PackedActivation activation, float* y, int64_t rows, int64_t cols, int64_t out) {
+    if (activation == PackedActivation::none) return;
+    with_isa_level([&](auto) {
+        for (int64_t i = 0; i < rows; ++i) {
+            float* yi = y + i * out;
+            if (activation == PackedActivation::relu) {
+#pragma omp simd
+                for (int64_t j = 0; j < cols; ++j) yi[j] = yi[j] > 0 ? yi[j] : 0.0f;
+            } else {
+#pragma omp simd
+                for (int64_t j = 0; j < cols; ++j) yi[j] = detail::gelu_with_slope(yi[j]).value;
+            }
+        }
+    });
+}
+
 // The products of more rows on seqgrad's own panels: R rows (at most kTileRows) by one panel's 16
 // columns over inputs [k0, k0 + kc), w the panel's first of them, x the rows' first (rows `in`
 // apart), y the tile's first output (rows `out` apart, `left` of its 16 columns real). The sums
@@ -365,7 +383,7 @@ void panel_tile(const float* __restrict w, int64_t kc, const float* __restrict x
 // One stretch of inputs [k0, k0 + kc) for `rows` rows of x: panel after panel, each meeting every
 // row, six at a time.
 void panel_stretch(const float* panels, int64_t stride, int64_t k0, int64_t kc, int64_t in, int64_t cols, int64_t rows,
-                   const float* x, const float* bias, float* y, int64_t out) {
+                   const float* x, const float* bias, float* y, int64_t out, PackedActivation activation) {
     for (int64_t c0 = 0; c0 < cols; c0 += kOwnPanel) {
         const int64_t left = std::min(kOwnPanel, cols - c0);
         float start[kOwnPanel] = {};  // the first stretch's: the bias, zeros past the block's last column
@@ -398,6 +416,7 @@ void panel_stretch(const float* panels, int64_t stride, int64_t k0, int64_t kc, 
                 }
             }
         });
+        if (k0 + kc == in) activate(activation, y + c0, rows, left, out);  // the panel's sums are whole
     }
 }
 
@@ -408,11 +427,12 @@ void panel_stretch(const float* panels, int64_t stride, int64_t k0, int64_t kc, 
 // level, where sgemm on the same products, which copies the weights into its panels at every call,
 // ran at 77-96%.
 void panel_tiles(const float* panels, int64_t stride, int64_t in, int64_t cols, int64_t rows, const float* x,
-                 const float* bias, float* y, int64_t out) {
+                 const float* bias, float* y, int64_t out, PackedActivation activation) {
     for (int64_t k0 = 0; k0 < in; k0 += kTileInputs)
         for (int64_t b0 = 0; b0 < rows; b0 += kTileBlock) {
             const int64_t kc = std::min(kTileInputs, in - k0), block_rows = std::min(kTileBlock, rows - b0);
-            panel_stretch(panels, stride, k0, kc, in, cols, block_rows, x + b0 * in, bias, y + b0 * out, out);
+            panel_stretch(panels, stride, k0, kc, in, cols, block_rows, x + b0 * in, bias, y + b0 * out, out,
+                          activation);
         }
 }
 
@@ -515,29 +535,32 @@ struct PackedMatrix::Impl {
     // on the calling thread. Int8 sums go to `sums` first: the block's own room for
     // min(rows, kChunkRows) x cols of them. Many rows go through oneDNN in chunks, so that a chunk's
     // int32 sums (or float32 rows bound for the block's columns of y) are still in the core's cache
-    // when they are scaled back (or copied to y): a block's sums for 4,096 rows are megabytes.
+    // when they are scaled back (or copied to y, or activated): a block's sums for 4,096 rows are
+    // megabytes.
     void run(Block& block, int64_t rows, const void* x, bool shifted, const float* row_scales, const float* bias,
-             int32_t* sums, float* y) const {
-        if (rows > kChunkRows && !own_panels && (precision == Precision::int8 || block.cols != out)) {
+             int32_t* sums, float* y, PackedActivation activation) const {
+        if (rows > kChunkRows && !own_panels &&
+            (precision == Precision::int8 || block.cols != out || activation != PackedActivation::none)) {
             const size_t row_bytes = static_cast<size_t>(in) * input_bytes(precision);
             for (int64_t first = 0; first < rows; first += kChunkRows)
                 compute(block, std::min(kChunkRows, rows - first), static_cast<const char*>(x) + first * row_bytes,
-                        shifted, row_scales != nullptr ? row_scales + first : nullptr, bias, sums, y + first * out);
+                        shifted, row_scales != nullptr ? row_scales + first : nullptr, bias, sums, y + first * out,
+                        activation);
             return;
         }
-        compute(block, rows, x, shifted, row_scales, bias, sums, y);
+        compute(block, rows, x, shifted, row_scales, bias, sums, y, activation);
     }
 
     // run()'s product, of at most kChunkRows rows where run() cuts them into chunks.
     void compute(Block& block, int64_t rows, const void* x, bool shifted, const float* row_scales, const float* bias,
-                 int32_t* sums, float* y) const {
+                 int32_t* sums, float* y, PackedActivation activation) const {
         if (own_panels) {
             const auto* px = static_cast<const float*>(x);
             const float* b = bias != nullptr ? bias + block.first : nullptr;
             float* yb = y + block.first;
             const float* panels = block.own.data();
             const int64_t s = in * kOwnPanel;
-            if (rows > kRowsByHand) return panel_tiles(panels, s, in, block.cols, rows, px, b, yb, out);
+            if (rows > kRowsByHand) return panel_tiles(panels, s, in, block.cols, rows, px, b, yb, out, activation);
             with_isa_level([&](auto) {
                 switch (rows) {
                     case 1: return panel_rows<1>(panels, s, in, block.cols, px, b, yb, out);
@@ -546,7 +569,7 @@ struct PackedMatrix::Impl {
                     default: return panel_rows<4>(panels, s, in, block.cols, px, b, yb, out);
                 }
             });
-            return;
+            return activate(activation, yb, rows, block.cols, out);
         }
         // The panels are oneDNN's AVX-512 layout; seqgrad's own loop reads them at the avx512 level.
         if (precision == Precision::float32 && block.panel_stride > 0 && rows <= kRowsByHand &&
@@ -558,11 +581,12 @@ struct PackedMatrix::Impl {
             const int64_t s = block.panel_stride;
             static_assert(kRowsByHand == 4, "a case for each row count up to kRowsByHand");
             switch (rows) {
-                case 1: return rows_by_hand<1>(panels, s, in, block.cols, px, b, yb, out);
-                case 2: return rows_by_hand<2>(panels, s, in, block.cols, px, b, yb, out);
-                case 3: return rows_by_hand<3>(panels, s, in, block.cols, px, b, yb, out);
-                default: return rows_by_hand<4>(panels, s, in, block.cols, px, b, yb, out);
+                case 1: rows_by_hand<1>(panels, s, in, block.cols, px, b, yb, out); break;
+                case 2: rows_by_hand<2>(panels, s, in, block.cols, px, b, yb, out); break;
+                case 3: rows_by_hand<3>(panels, s, in, block.cols, px, b, yb, out); break;
+                default: rows_by_hand<4>(panels, s, in, block.cols, px, b, yb, out);
             }
+            return activate(activation, yb, rows, block.cols, out);
         }
         if (precision == Precision::int8 && !block.own8.empty() && rows <= kRowsByHand) {
             const int64_t pairs = (in + 1) / 2;
@@ -592,7 +616,7 @@ struct PackedMatrix::Impl {
             } else {
                 int8_pairs_portable(block.own8.data(), stride, pairs, rows, block.cols, wide_x.data(), sums);
             }
-            return scale_back(block, rows, sums, nullptr, row_scales, bias, y);
+            return scale_back(block, rows, sums, nullptr, row_scales, bias, y, activation);
         }
         detail::onednn_on_this_thread();
         thread_local detail::Scratch<uint8_t> scratch;
@@ -642,20 +666,21 @@ struct PackedMatrix::Impl {
                 for (int64_t i = 0; i < rows; ++i)
                     std::memcpy(y + i * out + block.first, y_block + i * block.cols,
                                 static_cast<size_t>(block.cols) * sizeof(float));
-            return;
+            return activate(activation, y + block.first, rows, block.cols, out);
         }
-        scale_back(block, rows, sums, shifted ? shift_sums.data() + block.first : nullptr, row_scales, bias, y);
+        scale_back(block, rows, sums, shifted ? shift_sums.data() + block.first : nullptr, row_scales, bias, y,
+                   activation);
     }
 
     // Int8: y = sums * s_i * s_r (+ b) for the block's columns, from its dense int32 sums, less
-    // `shift` (the block's shift_sums) where x's bytes were shifted.
+    // `shift` (the block's shift_sums) where x's bytes were shifted, then `activation`, in one pass.
     void scale_back(const Block& block, int64_t rows, const int32_t* sums, const int32_t* shift,
-                    const float* row_scales, const float* bias, float* y) const {
+                    const float* row_scales, const float* bias, float* y, PackedActivation activation) const {
         const float* w_scales = scales.data() + block.first;
         const float* b = bias != nullptr ? bias + block.first : nullptr;
         const int64_t cols = block.cols;
         float* y_block = y + block.first;
-        const auto rows_back = [&](auto biased, auto less_shift) {
+        const auto rows_back = [&](auto biased, auto less_shift, auto then) {
             for (int64_t i = 0; i < rows; ++i) {
                 const float s = row_scales[i];
                 const int32_t* a = sums + i * cols;
@@ -666,15 +691,27 @@ struct PackedMatrix::Impl {
                     if constexpr (less_shift) sum -= shift[r];
                     float v = static_cast<float>(sum) * (s * w_scales[r]);
                     if constexpr (biased) v += b[r];
+                    if constexpr (decltype(then)::value == PackedActivation::relu) v = v > 0 ? v : 0.0f;
+                    if constexpr (decltype(then)::value == PackedActivation::gelu) v = detail::gelu_with_slope(v).value;
                     yi[r] = v;
                 }
             }
         };
-        using yes = std::true_type;
-        using no = std::false_type;
+        const auto with_shift = [&](auto biased, auto then) {
+            if (shift != nullptr) rows_back(biased, std::true_type{}, then);
+            else rows_back(biased, std::false_type{}, then);
+        };
+        const auto with_bias = [&](auto then) {
+            if (b != nullptr) with_shift(std::true_type{}, then);
+            else with_shift(std::false_type{}, then);
+        };
+        using A = PackedActivation;
         with_isa_level([&](auto) {
-            if (b != nullptr) shift != nullptr ? rows_back(yes{}, yes{}) : rows_back(yes{}, no{});
-            else shift != nullptr ? rows_back(no{}, yes{}) : rows_back(no{}, no{});
+            switch (activation) {
+                case A::relu: return with_bias(std::integral_constant<A, A::relu>{});
+                case A::gelu: return with_bias(std::integral_constant<A, A::gelu>{});
+                default: return with_bias(std::integral_constant<A, A::none>{});
+            }
         });
     }
 };
@@ -853,7 +890,7 @@ int64_t PackedMatrix::out_features() const { return impl_->out; }
 int64_t PackedMatrix::in_features() const { return impl_->in; }
 const float* PackedMatrix::scales() const { return impl_->scales.empty() ? nullptr : impl_->scales.data(); }
 
-Tensor linear_packed(const Tensor& x, const PackedMatrix& weight, const Tensor& bias) {
+Tensor linear_packed(const Tensor& x, const PackedMatrix& weight, const Tensor& bias, PackedActivation activation) {
     const int64_t in = weight.in_features(), out = weight.out_features();
     check(x.defined(), kOp, "the input is undefined");
     check(!(grad_enabled() && x.requires_grad()), kOp,
@@ -912,7 +949,7 @@ Tensor linear_packed(const Tensor& x, const PackedMatrix& weight, const Tensor& 
             failure.run([&] {
                 PackedMatrix::Impl::Block& block = *m.blocks[static_cast<size_t>(b)];
                 int32_t* sums = parts != nullptr ? parts + std::min(rows, kChunkRows) * block.first : nullptr;
-                m.run(block, rows, input, shifted, scales_of_rows, pb, sums, py);
+                m.run(block, rows, input, shifted, scales_of_rows, pb, sums, py, activation);
             });
     });
     check(failure.message().empty(), kOp, "oneDNN failed: ", failure.message());

@@ -31,8 +31,7 @@ MlmHead::MlmHead(const BertKeys& keys, int64_t vocab, const Tensor& token_embedd
 }
 
 Tensor MlmHead::forward(const Tensor& hidden) const {
-    const Tensor h = dense->forward(hidden);
-    return output->forward(norm->forward(gelu ? seqgrad::gelu(h) : relu(h)));
+    return output->forward(norm->forward(dense->forward(hidden, gelu ? nn::Activation::gelu : nn::Activation::relu)));
 }
 
 // ---- the model ----

@@ -24,6 +24,14 @@ Tensor Linear::forward(const Tensor& x) const {
     return y;
 }
 
+Tensor Linear::forward(const Tensor& x, Activation then) const {
+    if (packed_weight_ && !grad_enabled() && !tracing())
+        return linear_packed(x, *packed_weight_, bias,
+                             then == Activation::gelu ? PackedActivation::gelu : PackedActivation::relu);
+    const Tensor y = forward(x);
+    return then == Activation::gelu ? gelu(y) : relu(y);
+}
+
 void Linear::set_packed(std::optional<Precision> precision) {
     packed_weight_ = precision ? std::make_shared<const PackedMatrix>(weight, *precision) : nullptr;
 }
@@ -68,8 +76,7 @@ FeedForward::FeedForward(int64_t dim, int64_t hidden_dim, Generator& gen, Activa
 }
 
 Tensor FeedForward::forward(const Tensor& x) const {
-    const Tensor hidden = w1->forward(x);  // [..., hidden_dim]
-    const Tensor activated = activation == Activation::gelu ? gelu(hidden) : relu(hidden);
+    const Tensor activated = w1->forward(x, activation);  // [..., hidden_dim]
     trace(*this, activation == Activation::gelu ? "gelu" : "relu", activated);
     return w2->forward(dropout->forward(activated));
 }

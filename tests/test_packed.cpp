@@ -156,6 +156,33 @@ TEST_CASE("float32 packed products equal linear to float rounding", "[packed]") 
         [](const Tensor&, const PackedMatrix& packed) { REQUIRE(packed.scales() == nullptr); });
 }
 
+// The activation is applied in the product's own pass over its results, wherever they come from:
+// seqgrad's panels (one to four rows, and tiles of more, each input stretch), oneDNN's kernels in
+// chunks of 256 rows, int8's scaling back (its pairs below five rows, oneDNN's above). Each must
+// give what relu() and gelu() give on the product's output.
+TEST_CASE("a packed product's activation equals relu or gelu of its output", "[packed]") {
+    if (!have_onednn()) return;
+    NoGradGuard no_grad;
+    std::vector<Precision> precisions{Precision::float32, Precision::int8};
+    if (bf16_available()) precisions.push_back(Precision::bf16);
+    for (const Precision precision : precisions)
+        for (const auto& [out, in] : kShapes) {
+            const Tensor w = random_tensor({out, in}, 21, -0.5f, 0.5f, false);
+            const Tensor bias = random_tensor({out}, 22, -1.0f, 1.0f, false);
+            const PackedMatrix packed(w, precision);
+            for (int64_t rows : {1, 3, 4, 5, 17, 300}) {
+                INFO(precision_name(precision) << ", " << out << " x " << in << ", " << rows << " rows");
+                const Tensor x = random_tensor({rows, in}, static_cast<uint64_t>(rows + 40), -2.0f, 2.0f, false);
+                for (const Tensor& b : {bias, Tensor()}) {
+                    const Tensor plain = linear_packed(x, packed, b);
+                    REQUIRE(max_abs_diff(linear_packed(x, packed, b, PackedActivation::none), plain) == 0);
+                    REQUIRE(max_abs_diff(linear_packed(x, packed, b, PackedActivation::relu), relu(plain)) == 0);
+                    REQUIRE(max_abs_diff(linear_packed(x, packed, b, PackedActivation::gelu), gelu(plain)) <= 1e-6f);
+                }
+            }
+        }
+}
+
 TEST_CASE("int8 products equal the same quantization with exact integer sums", "[packed][int8]") {
     if (!have_onednn()) return;
     check_every_packing(Precision::int8, reference, 1e-6f, [](const Tensor& w, const PackedMatrix& packed) {

@@ -74,8 +74,13 @@ private:
     std::unique_ptr<Impl> impl_;
 };
 
-// linear(x, W, bias) with the packed W, for x [..., in] -> [..., out]. Records nothing for autograd:
-// x must not require grad while grad mode is on (Error).
-Tensor linear_packed(const Tensor& x, const PackedMatrix& weight, const Tensor& bias);
+// What linear_packed applies to each output after the bias, in the same pass over the product's
+// results: nothing, relu, or the exact (erf) gelu; the same values as relu() or gelu() on its output.
+enum class PackedActivation { none, relu, gelu };
+
+// linear(x, W, bias) with the packed W, for x [..., in] -> [..., out], then `activation`. Records
+// nothing for autograd: x must not require grad while grad mode is on (Error).
+Tensor linear_packed(const Tensor& x, const PackedMatrix& weight, const Tensor& bias,
+                     PackedActivation activation = PackedActivation::none);
 
 }  // namespace seqgrad

@@ -15,12 +15,17 @@
 
 namespace seqgrad::nn {
 
+enum class Activation { relu, gelu };  // gelu is the exact (erf) form, PyTorch's default
+
 // y = x W^T + b, as nn.Linear: weight [out, in], bias [out], both initialised
 // uniform(-1/sqrt(in), 1/sqrt(in)).
 class Linear : public Module {
 public:
     Linear(int64_t in_features, int64_t out_features, Generator& gen, bool bias = true);
     Tensor forward(const Tensor& x) const;  // [..., in] -> [..., out]; packed weights when no grad
+    // relu or gelu of forward(x); with packed weights and no grad, in the product's own pass over
+    // its results (linear_packed's activation), unless a trace records the layer's own output.
+    Tensor forward(const Tensor& x, Activation then) const;
 
     Tensor weight;  // [out, in]
     Tensor bias;    // [out], or undefined without bias
@@ -66,8 +71,6 @@ private:
     float p_;
     std::shared_ptr<Generator> generator_;
 };
-
-enum class Activation { relu, gelu };  // gelu is the exact (erf) form, PyTorch's default
 
 // The Transformer's FeedForward: w2(dropout(activation(w1(x)))), w1 [hidden, dim], w2 [dim, hidden].
 class FeedForward : public Module {
