@@ -89,6 +89,25 @@ TEST_CASE("unary functions compute their values", "[ops][elementwise]") {
     CHECK(gelu(Tensor::from_vector({1.0f}, {1})).item() == Approx(0.8413447f));  // PyTorch's value
 }
 
+// Past |x| = 13.2 erf's exp(-x^2 / 2) is below the floats gelu's exponential computes (it stops at
+// e^-87): the values and slopes there must still be gelu's limits, 0 and x on the far sides.
+TEST_CASE("gelu and its slope hold from -30 to 30, where erf's exponential underflows", "[ops][elementwise]") {
+    std::vector<float> values;
+    for (float v = -30.0f; v <= 30.0f; v += 0.37f) values.push_back(v);
+    const auto n = static_cast<int64_t>(values.size());
+    const Tensor x = Tensor::from_vector(values, {n}, true);
+    const Tensor y = gelu(x);
+    y.backward(Tensor::ones({n}));
+    for (int64_t i = 0; i < n; ++i) {
+        const double v = values[static_cast<size_t>(i)];
+        const double cdf = 0.5 * (1 + std::erf(v / std::sqrt(2.0)));
+        const double slope = cdf + v * std::exp(-v * v / 2) / std::sqrt(2 * M_PI);
+        INFO("x = " << v);
+        CHECK(y.data()[i] == Approx(v * cdf).margin(2e-7 * std::max(1.0, std::fabs(v))));
+        CHECK(x.grad().data()[i] == Approx(slope).margin(2e-7 * std::max(1.0, std::fabs(v))));
+    }
+}
+
 TEST_CASE("gelu's gradient is the exact derivative, Phi(x) + x phi(x)", "[ops][elementwise]") {
     // Checked against the derivative in double at 4001 points over [-10, 10] (the tails included,
     // where the slope reaches 0 and 1), tighter than gradcheck's finite differences can tell.

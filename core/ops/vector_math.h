@@ -12,16 +12,9 @@
 
 namespace seqgrad::detail {
 
-// e^x: x = n ln2 + r with |r| <= ln2/2, e^r by a degree-6 polynomial (Taylor, error < 2e-8
-// relative on that range), 2^n by building the exponent bits. Results below the normal floats
-// are 0 (a masked -1e9 score gives exactly 0, as in PyTorch); arguments above 88.7 give +inf and
-// those in (88, 88.7] saturate at e^88; NaN gives NaN.
-inline float fast_exp(float x) {
-    const float input = x;
-    // Written so that NaN fails the second test and becomes -87: converting NaN to an integer
-    // below is undefined. The NaN is given back at the end.
-    x = x > 88.0f ? 88.0f : x;
-    x = x >= -87.0f ? x : -87.0f;
+// e^x for x in [-87, 88]: x = n ln2 + r with |r| <= ln2/2, e^r by a degree-6 polynomial (Taylor,
+// error < 2e-8 relative on that range), 2^n by building the exponent bits.
+inline float exp_in_range(float x) {
     // Round to nearest by adding and removing 1.5 * 2^23 (roundf is a library call the
     // compiler cannot vectorise).
     constexpr float kRound = 12582912.0f;
@@ -35,9 +28,26 @@ inline float fast_exp(float x) {
     p = p * r + 1.0f;
     p = p * r + 1.0f;
     const int32_t bits = (static_cast<int32_t>(n) + 127) << 23;
-    const float y = p * std::bit_cast<float>(bits);
+    return p * std::bit_cast<float>(bits);
+}
+
+// e^x, exp_in_range's values within its range. Results below the normal floats are 0 (a masked
+// -1e9 score gives exactly 0, as in PyTorch); arguments above 88.7 give +inf and those in
+// (88, 88.7] saturate at e^88; NaN gives NaN.
+inline float fast_exp(float x) {
+    const float input = x;
+    // Written so that NaN fails the second test and becomes -87: converting NaN to an integer
+    // below is undefined. The NaN is given back at the end.
+    x = x > 88.0f ? 88.0f : x;
+    x = x >= -87.0f ? x : -87.0f;
+    const float y = exp_in_range(x);
     return input != input ? input : (input < -87.0f ? 0.0f : (input > 88.7f ? __builtin_inff() : y));
 }
+
+// e^x for x <= 0 where a caller needs no more than that, as erf's exp(-a^2) does: fast_exp's
+// value for x in [-87, 0], and e^-87 (about 1.6e-38) below it and for NaN, which 1 - p t e cannot
+// tell from 0. Without fast_exp's guards gelu takes a fifth fewer instructions.
+inline float fast_exp_nonpositive(float x) { return exp_in_range(x >= -87.0f ? x : -87.0f); }
 
 // The AVX-512 helpers below carry their level's target attribute: they run only from a kernel
 // that with_isa_level (isa_dispatch.h) called at the avx512 level.
@@ -170,7 +180,7 @@ inline GeluSlope gelu_with_slope(float x) {
     constexpr float inv_sqrt_2pi = 0.39894228040143268f;
     const float z = x * inv_sqrt2;
     const float az = z < 0 ? -z : z;
-    const float e = fast_exp(-az * az);
+    const float e = fast_exp_nonpositive(-az * az);  // x NaN: e finite, x * cdf NaN
     const float r = erf_nonnegative(az, e);
     const float cdf = 0.5f * (1 + (z < 0 ? -r : r));
     return {x * cdf, cdf + x * (inv_sqrt_2pi * e)};
