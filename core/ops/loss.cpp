@@ -38,18 +38,19 @@ Tensor cross_entropy(const Tensor& logits, const IntTensor& targets, int64_t ign
     float* plse = lse.data();
     std::vector<double> row_loss(static_cast<size_t>(n), 0.0);
     detail::parallel_for(n, std::max<int64_t>(1, detail::kElementwiseGrain / vocab), [&](int64_t begin, int64_t end) {
-        with_isa_level([&](auto) {
+        with_isa_level([&](auto isa) {
+            constexpr IsaLevel L = decltype(isa)::value;
             for (int64_t i = begin; i < end; ++i) {
                 if (pt[i] == ignore_index) continue;
                 const float* row = px + i * vocab;
-                float m = -INFINITY, total = 0, sum_x = 0;
-#pragma omp simd reduction(max : m)
-                for (int64_t c = 0; c < vocab; ++c) m = std::max(m, row[c]);
-#pragma omp simd reduction(+ : total, sum_x)
-                for (int64_t c = 0; c < vocab; ++c) {
-                    total += detail::fast_exp(row[c] - m);
-                    sum_x += row[c];
-                }
+                // The maximum and the sum of exponentials as softmax takes them (kernels.h): a
+                // plain max reduction stays scalar at the avx2 level, and one running sum waits
+                // on each addition.
+                const float m = detail::row_max<L>(row, vocab);
+                const float total = detail::exp_sum<L>(row, m, vocab);
+                float sum_x = 0;
+#pragma omp simd reduction(+ : sum_x)
+                for (int64_t c = 0; c < vocab; ++c) sum_x += row[c];
                 const double log_sum = m + std::log(static_cast<double>(total));
                 plse[i] = static_cast<float>(log_sum);
                 row_loss[static_cast<size_t>(i)] =
