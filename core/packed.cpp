@@ -890,7 +890,10 @@ int64_t PackedMatrix::out_features() const { return impl_->out; }
 int64_t PackedMatrix::in_features() const { return impl_->in; }
 const float* PackedMatrix::scales() const { return impl_->scales.empty() ? nullptr : impl_->scales.data(); }
 
-Tensor linear_packed(const Tensor& x, const PackedMatrix& weight, const Tensor& bias, PackedActivation activation) {
+namespace {
+
+// linear_packed's checks of x, a weight and its bias; x's rows.
+int64_t checked_rows(const Tensor& x, const PackedMatrix& weight, const Tensor& bias) {
     const int64_t in = weight.in_features(), out = weight.out_features();
     check(x.defined(), kOp, "the input is undefined");
     check(!(grad_enabled() && x.requires_grad()), kOp,
@@ -900,61 +903,107 @@ Tensor linear_packed(const Tensor& x, const PackedMatrix& weight, const Tensor& 
           " does not match the weight's out_features ", out);
     const int64_t rows = x.numel() / in;
     check(rows <= INT32_MAX, kOp, "input ", x.shape(), " has more rows than oneDNN can take");
+    return rows;
+}
+
+Tensor empty_output(const Tensor& x, int64_t out) {
     Shape out_shape(x.shape().begin(), x.shape().end() - 1);
     out_shape.push_back(out);
-    Tensor y = Tensor::empty(out_shape);
-    if (rows == 0) return y;
+    return Tensor::empty(out_shape);
+}
+
 #ifdef SEQGRAD_HAVE_DNNL
-    const PackedMatrix::Impl& m = weight.impl();
-    const bool int8 = m.precision == Precision::int8;
-    const bool bf16 = m.precision == Precision::bf16;
-    const float* pb = bias.defined() ? bias.data() : nullptr;
-    // Int8: the rows of x quantized once, for every block, and room for the blocks' int32 sums.
+// x's rows as the products of one precision take them: as they are (float32), rounded to bfloat16,
+// or quantized per row (int8, with the rows' scales; bytes q + 128 where `shifted`). In this
+// thread's buffers, valid until the next call here on the thread.
+struct PackedInput {
+    const void* rows = nullptr;
+    const float* row_scales = nullptr;
+    bool shifted = false;
+};
+
+PackedInput prepare_input(const Tensor& x, Precision precision, int64_t rows, int64_t in) {
     thread_local detail::Scratch<int8_t> qx;
-    thread_local detail::Scratch<int32_t> int_parts;
     thread_local detail::Scratch<float> row_scales;
-    thread_local detail::Scratch<uint16_t> half_x;  // bf16: x rounded once, for every block
-    const void* input = x.data();
-    const float* scales_of_rows = nullptr;  // this thread's buffers, used by the workers
-    int32_t* parts = nullptr;
-    bool shifted = false;  // int8: x's bytes are q + 128 (inputs_shifted())
-    if (bf16) {
+    thread_local detail::Scratch<uint16_t> half_x;
+    PackedInput input{x.data(), nullptr, false};
+    if (precision == Precision::bf16) {
         uint16_t* half = half_x.get(rows * in);
         detail::round_to_bf16(x.data(), rows * in, half);
-        input = half;
-    }
-    if (int8) {
+        input.rows = half;
+    } else if (precision == Precision::int8) {
         int8_t* pq = qx.get(rows * in);
         float* ps = row_scales.get(rows);
-        parts = int_parts.get(std::min(rows, kChunkRows) * out);  // run() takes a chunk of rows at a time
         const float* px = x.data();
         const IsaLevel level = isa_level();
-        shifted = rows > kRowsByHand && inputs_shifted();  // oneDNN's products take them; the pairs, as they are
+        const bool shifted = rows > kRowsByHand && inputs_shifted();  // oneDNN's products take them; the pairs, as they are
         detail::parallel_for(rows, std::max<int64_t>(1, (1 << 14) / in), [=](int64_t begin, int64_t end) {
             for (int64_t i = begin; i < end; ++i)
                 ps[i] = quantize_row(px + i * in, in, kInputLevels, pq + i * in, level, shifted ? 0x80 : 0);
         });
-        input = pq;
-        scales_of_rows = ps;
+        input = {pq, ps, shifted};
     }
-    // One block per thread; an error on a worker is carried back here.
-    detail::FirstFailure failure;
+    return input;
+}
+
+// y = the product of the prepared rows with m (+ bias), then `activation`: one block per thread.
+void run_product(const PackedMatrix::Impl& m, const PackedInput& input, int64_t rows, const float* bias, float* y,
+                 PackedActivation activation) {
+    thread_local detail::Scratch<int32_t> int_parts;  // int8: room for the blocks' int32 sums
+    int32_t* parts = m.precision == Precision::int8 ? int_parts.get(std::min(rows, kChunkRows) * m.out) : nullptr;
+    detail::FirstFailure failure;  // an error on a worker, carried back here
     const int64_t blocks = static_cast<int64_t>(m.blocks.size());
-    float* py = y.data();
     // Split from 64K multiply-adds: one row through a 384 x 384 weight (a language model sampling
     // one token) already runs faster on two threads, each reading half of the weight from memory.
-    const double work = static_cast<double>(rows) * static_cast<double>(in) * static_cast<double>(out);
+    const double work = static_cast<double>(rows) * static_cast<double>(m.in) * static_cast<double>(m.out);
     detail::parallel_for(blocks, work < (1 << 16) ? blocks : 1, [&](int64_t first, int64_t end) {
         for (int64_t b = first; b < end; ++b)
             failure.run([&] {
                 PackedMatrix::Impl::Block& block = *m.blocks[static_cast<size_t>(b)];
+                // run() takes a chunk of rows at a time
                 int32_t* sums = parts != nullptr ? parts + std::min(rows, kChunkRows) * block.first : nullptr;
-                m.run(block, rows, input, shifted, scales_of_rows, pb, sums, py, activation);
+                m.run(block, rows, input.rows, input.shifted, input.row_scales, bias, sums, y, activation);
             });
     });
     check(failure.message().empty(), kOp, "oneDNN failed: ", failure.message());
+}
+#endif
+
+}  // namespace
+
+Tensor linear_packed(const Tensor& x, const PackedMatrix& weight, const Tensor& bias, PackedActivation activation) {
+    const int64_t rows = checked_rows(x, weight, bias);
+    Tensor y = empty_output(x, weight.out_features());
+    if (rows == 0) return y;
+#ifdef SEQGRAD_HAVE_DNNL
+    const PackedInput input = prepare_input(x, weight.precision(), rows, weight.in_features());
+    run_product(weight.impl(), input, rows, bias.defined() ? bias.data() : nullptr, y.data(), activation);
 #endif
     return y;
+}
+
+std::vector<Tensor> linear_packed(const Tensor& x, const std::vector<const PackedMatrix*>& weights,
+                                  const std::vector<Tensor>& biases) {
+    check(!weights.empty() && weights.size() == biases.size(), kOp, weights.size(), " weights and ", biases.size(),
+          " biases: one bias (or an undefined one) for each weight");
+    int64_t rows = 0;
+    for (size_t i = 0; i < weights.size(); ++i) {
+        check(weights[i] != nullptr, kOp, "weight ", i, " is null");
+        check(weights[i]->precision() == weights[0]->precision(), kOp, "weights packed in ",
+              precision_name(weights[0]->precision()), " and ", precision_name(weights[i]->precision()),
+              " cannot share one input");
+        rows = checked_rows(x, *weights[i], biases[i]);
+    }
+    std::vector<Tensor> ys;
+    for (const PackedMatrix* w : weights) ys.push_back(empty_output(x, w->out_features()));
+    if (rows == 0) return ys;
+#ifdef SEQGRAD_HAVE_DNNL
+    const PackedInput input = prepare_input(x, weights[0]->precision(), rows, weights[0]->in_features());
+    for (size_t i = 0; i < weights.size(); ++i)
+        run_product(weights[i]->impl(), input, rows, biases[i].defined() ? biases[i].data() : nullptr, ys[i].data(),
+                    PackedActivation::none);
+#endif
+    return ys;
 }
 
 }  // namespace seqgrad

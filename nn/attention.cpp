@@ -89,6 +89,10 @@ KeysValues MultiHeadAttention::project_keys_values(const Tensor& key, const Tens
           "], got ", key.shape(), " and ", value.shape());
     check(key.size(0) == value.size(0) && key.size(1) == value.size(1), "MultiHeadAttention", "key ", key.shape(),
           " and value ", value.shape(), " differ in batch or length");
+    if (key.impl() == value.impl()) {  // one input (self-attention, decoding): quantized once if int8
+        const std::vector<Tensor> kv = nn::Linear::forward_each(key, {wk.get(), wv.get()});
+        return {rotate(kv[0], position), kv[1]};
+    }
     return {rotate(wk->forward(key), position), wv->forward(value)};  // [B, Tk, d] each
 }
 
@@ -177,6 +181,10 @@ AttentionOutput MultiHeadAttention::forward(const Tensor& query, const Tensor& k
                                             const IntTensor& mask) const {
     // Queries are projected before keys and values only so that a trace lists the projections in
     // the order Q, K, V; no result depends on the order.
+    if (query.impl() == key.impl() && key.impl() == value.impl()) {  // self-attention: one input for all three
+        const std::vector<Tensor> qkv = nn::Linear::forward_each(query, {wq.get(), wk.get(), wv.get()});
+        return attend_heads(rotate(qkv[0], 0), {rotate(qkv[1], 0), qkv[2]}, mask);
+    }
     const Tensor q = project_queries(query, 0);
     return attend_heads(q, project_keys_values(key, value), mask);
 }

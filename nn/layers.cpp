@@ -32,6 +32,25 @@ Tensor Linear::forward(const Tensor& x, Activation then) const {
     return then == Activation::gelu ? gelu(y) : relu(y);
 }
 
+std::vector<Tensor> Linear::forward_each(const Tensor& x, const std::vector<const Linear*>& layers) {
+    bool shared = !layers.empty() && !grad_enabled() && !tracing();
+    for (const Linear* layer : layers)
+        shared = shared && layer->packed_weight_ &&
+                 layer->packed_weight_->precision() == layers.front()->packed_weight_->precision();
+    std::vector<Tensor> ys;
+    if (!shared) {
+        for (const Linear* layer : layers) ys.push_back(layer->forward(x));
+        return ys;
+    }
+    std::vector<const PackedMatrix*> weights;
+    std::vector<Tensor> biases;
+    for (const Linear* layer : layers) {
+        weights.push_back(layer->packed_weight_.get());
+        biases.push_back(layer->bias);
+    }
+    return linear_packed(x, weights, biases);
+}
+
 void Linear::set_packed(std::optional<Precision> precision) {
     packed_weight_ = precision ? std::make_shared<const PackedMatrix>(weight, *precision) : nullptr;
 }

@@ -183,6 +183,38 @@ TEST_CASE("a packed product's activation equals relu or gelu of its output", "[p
         }
 }
 
+// One input for several products (a self-attention's queries, keys and values): rounded or
+// quantized once, each product must be the one linear_packed gives alone, bit for bit.
+TEST_CASE("products sharing one input equal each product on its own", "[packed]") {
+    if (!have_onednn()) return;
+    NoGradGuard no_grad;
+    std::vector<Precision> precisions{Precision::float32, Precision::int8};
+    if (bf16_available()) precisions.push_back(Precision::bf16);
+    const int64_t in = 96;
+    const Tensor w1 = random_tensor({40, in}, 31, -0.5f, 0.5f, false), w2 = random_tensor({64, in}, 32, -0.5f, 0.5f, false),
+                 w3 = random_tensor({17, in}, 33, -0.5f, 0.5f, false);
+    const Tensor b1 = random_tensor({40}, 34, -1.0f, 1.0f, false), b3 = random_tensor({17}, 35, -1.0f, 1.0f, false);
+    for (const Precision precision : precisions) {
+        const PackedMatrix p1(w1, precision), p2(w2, precision), p3(w3, precision);
+        for (int64_t rows : {1, 4, 5, 300}) {
+            INFO(precision_name(precision) << ", " << rows << " rows");
+            const Tensor x = random_tensor({rows, in}, static_cast<uint64_t>(rows + 50), -2.0f, 2.0f, false);
+            const std::vector<Tensor> ys = linear_packed(x, {&p1, &p2, &p3}, {b1, Tensor(), b3});
+            REQUIRE(ys.size() == 3);
+            REQUIRE(max_abs_diff(ys[0], linear_packed(x, p1, b1)) == 0);
+            REQUIRE(max_abs_diff(ys[1], linear_packed(x, p2, Tensor())) == 0);
+            REQUIRE(max_abs_diff(ys[2], linear_packed(x, p3, b3)) == 0);
+        }
+    }
+    const Tensor x = random_tensor({3, in}, 7, -1.0f, 1.0f, false);
+    const PackedMatrix f(w1, Precision::float32), q(w2, Precision::int8), narrow(random_tensor({8, 5}, 8, -1.0f, 1.0f, false), Precision::int8);
+    REQUIRE(error_of([&] { linear_packed(x, {&f, &q}, {Tensor(), Tensor()}); }).find("cannot share one input") !=
+            std::string::npos);
+    REQUIRE(error_of([&] { linear_packed(x, {&q}, {}); }).find("one bias") != std::string::npos);
+    REQUIRE(error_of([&] { linear_packed(x, {&q, &narrow}, {Tensor(), Tensor()}); }).find("in_features") !=
+            std::string::npos);
+}
+
 TEST_CASE("int8 products equal the same quantization with exact integer sums", "[packed][int8]") {
     if (!have_onednn()) return;
     check_every_packing(Precision::int8, reference, 1e-6f, [](const Tensor& w, const PackedMatrix& packed) {

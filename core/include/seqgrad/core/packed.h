@@ -28,6 +28,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "seqgrad/core/precision.h"
 #include "seqgrad/core/tensor.h"
@@ -82,5 +83,11 @@ enum class PackedActivation { none, relu, gelu };
 // nothing for autograd: x must not require grad while grad mode is on (Error).
 Tensor linear_packed(const Tensor& x, const PackedMatrix& weight, const Tensor& bias,
                      PackedActivation activation = PackedActivation::none);
+
+// linear_packed(x, weights[i], biases[i]) for each i, the weights packed in one precision with x's
+// in_features: x is rounded (bf16) or quantized (int8) once for all of them, as a self-attention's
+// queries, keys and values need it. biases[i] may be undefined (no bias).
+std::vector<Tensor> linear_packed(const Tensor& x, const std::vector<const PackedMatrix*>& weights,
+                                  const std::vector<Tensor>& biases);
 
 }  // namespace seqgrad

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "seqgrad/core/random.h"
 #include "seqgrad/nn/module.h"
@@ -26,6 +27,10 @@ public:
     // relu or gelu of forward(x); with packed weights and no grad, in the product's own pass over
     // its results (linear_packed's activation), unless a trace records the layer's own output.
     Tensor forward(const Tensor& x, Activation then) const;
+    // forward(x) of each layer, on one x: where all their weights are packed in one precision, without
+    // grad and untraced, x is rounded or quantized once for all of them (a self-attention's queries,
+    // keys and values), else each layer runs on its own.
+    static std::vector<Tensor> forward_each(const Tensor& x, const std::vector<const Linear*>& layers);
 
     Tensor weight;  // [out, in]
     Tensor bias;    // [out], or undefined without bias
