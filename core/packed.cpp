@@ -936,7 +936,8 @@ PackedInput prepare_input(const Tensor& x, Precision precision, int64_t rows, in
         float* ps = row_scales.get(rows);
         const float* px = x.data();
         const IsaLevel level = isa_level();
-        const bool shifted = rows > kRowsByHand && inputs_shifted();  // oneDNN's products take them; the pairs, as they are
+        // oneDNN's products take shifted bytes; the pairs (up to kRowsByHand rows) take them as they are
+        const bool shifted = rows > kRowsByHand && inputs_shifted();
         detail::parallel_for(rows, std::max<int64_t>(1, (1 << 14) / in), [=](int64_t begin, int64_t end) {
             for (int64_t i = begin; i < end; ++i)
                 ps[i] = quantize_row(px + i * in, in, kInputLevels, pq + i * in, level, shifted ? 0x80 : 0);

@@ -191,8 +191,9 @@ TEST_CASE("products sharing one input equal each product on its own", "[packed]"
     std::vector<Precision> precisions{Precision::float32, Precision::int8};
     if (bf16_available()) precisions.push_back(Precision::bf16);
     const int64_t in = 96;
-    const Tensor w1 = random_tensor({40, in}, 31, -0.5f, 0.5f, false), w2 = random_tensor({64, in}, 32, -0.5f, 0.5f, false),
-                 w3 = random_tensor({17, in}, 33, -0.5f, 0.5f, false);
+    const Tensor w1 = random_tensor({40, in}, 31, -0.5f, 0.5f, false);
+    const Tensor w2 = random_tensor({64, in}, 32, -0.5f, 0.5f, false);
+    const Tensor w3 = random_tensor({17, in}, 33, -0.5f, 0.5f, false);
     const Tensor b1 = random_tensor({40}, 34, -1.0f, 1.0f, false), b3 = random_tensor({17}, 35, -1.0f, 1.0f, false);
     for (const Precision precision : precisions) {
         const PackedMatrix p1(w1, precision), p2(w2, precision), p3(w3, precision);
@@ -207,12 +208,15 @@ TEST_CASE("products sharing one input equal each product on its own", "[packed]"
         }
     }
     const Tensor x = random_tensor({3, in}, 7, -1.0f, 1.0f, false);
-    const PackedMatrix f(w1, Precision::float32), q(w2, Precision::int8), narrow(random_tensor({8, 5}, 8, -1.0f, 1.0f, false), Precision::int8);
-    REQUIRE(error_of([&] { linear_packed(x, {&f, &q}, {Tensor(), Tensor()}); }).find("cannot share one input") !=
-            std::string::npos);
+    const PackedMatrix f(w1, Precision::float32), q(w2, Precision::int8);
+    const PackedMatrix narrow(random_tensor({8, 5}, 8, -1.0f, 1.0f, false), Precision::int8);
+    REQUIRE(error_of([&] {
+                linear_packed(x, {&f, &q}, {Tensor(), Tensor()});
+            }).find("cannot share one input") != std::string::npos);
     REQUIRE(error_of([&] { linear_packed(x, {&q}, {}); }).find("one bias") != std::string::npos);
-    REQUIRE(error_of([&] { linear_packed(x, {&q, &narrow}, {Tensor(), Tensor()}); }).find("in_features") !=
-            std::string::npos);
+    REQUIRE(error_of([&] {
+                linear_packed(x, {&q, &narrow}, {Tensor(), Tensor()});
+            }).find("in_features") != std::string::npos);
 }
 
 TEST_CASE("int8 products equal the same quantization with exact integer sums", "[packed][int8]") {
