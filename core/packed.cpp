@@ -330,21 +330,37 @@ void int8_pairs_portable(const int8_t* panels, int64_t stride, int64_t pairs, in
     }
 }
 
-// `activation` in place on rows x cols of y (rows `out` apart), at the CPU's level: what relu() and
-// gelu() compute, on results still in the core's cache.
+// v after the activation A: what relu() and gelu() compute.
+template <PackedActivation A>
+inline float activated(float v) {
+    if constexpr (A == PackedActivation::relu) return v > 0 ? v : 0.0f;
+    else if constexpr (A == PackedActivation::gelu) return detail::gelu_with_slope(v).value;
+    else return v;
+}
+
+// f(std::integral_constant<PackedActivation, activation>{}): the activation as a compile-time value.
+template <typename F>
+void with_activation(PackedActivation activation, F&& f) {
+    using A = PackedActivation;
+    switch (activation) {
+        case A::relu: return f(std::integral_constant<A, A::relu>{});
+        case A::gelu: return f(std::integral_constant<A, A::gelu>{});
+        default: return f(std::integral_constant<A, A::none>{});
+    }
+}
+
+// `activation` in place on rows x cols of y (rows `out` apart), at the CPU's level, on results
+// still in the core's cache.
 void activate(PackedActivation activation, float* y, int64_t rows, int64_t cols, int64_t out) {
     if (activation == PackedActivation::none) return;
     with_isa_level([&](auto) {
-        for (int64_t i = 0; i < rows; ++i) {
-            float* yi = y + i * out;
-            if (activation == PackedActivation::relu) {
+        with_activation(activation, [&](auto then) {
+            for (int64_t i = 0; i < rows; ++i) {
+                float* yi = y + i * out;
 #pragma omp simd
-                for (int64_t j = 0; j < cols; ++j) yi[j] = yi[j] > 0 ? yi[j] : 0.0f;
-            } else {
-#pragma omp simd
-                for (int64_t j = 0; j < cols; ++j) yi[j] = detail::gelu_with_slope(yi[j]).value;
+                for (int64_t j = 0; j < cols; ++j) yi[j] = activated<decltype(then)::value>(yi[j]);
             }
-        }
+        });
     });
 }
 
@@ -691,9 +707,7 @@ struct PackedMatrix::Impl {
                     if constexpr (less_shift) sum -= shift[r];
                     float v = static_cast<float>(sum) * (s * w_scales[r]);
                     if constexpr (biased) v += b[r];
-                    if constexpr (decltype(then)::value == PackedActivation::relu) v = v > 0 ? v : 0.0f;
-                    if constexpr (decltype(then)::value == PackedActivation::gelu) v = detail::gelu_with_slope(v).value;
-                    yi[r] = v;
+                    yi[r] = activated<decltype(then)::value>(v);
                 }
             }
         };
@@ -705,14 +719,7 @@ struct PackedMatrix::Impl {
             if (b != nullptr) with_shift(std::true_type{}, then);
             else with_shift(std::false_type{}, then);
         };
-        using A = PackedActivation;
-        with_isa_level([&](auto) {
-            switch (activation) {
-                case A::relu: return with_bias(std::integral_constant<A, A::relu>{});
-                case A::gelu: return with_bias(std::integral_constant<A, A::gelu>{});
-                default: return with_bias(std::integral_constant<A, A::none>{});
-            }
-        });
+        with_isa_level([&](auto) { with_activation(activation, with_bias); });
     }
 };
 
