@@ -147,6 +147,29 @@ TEST_CASE("attention over blocks of queries that skip masked keys equals its com
     }
 }
 
+TEST_CASE("attention without grad or weights asked for gives the same context", "[ops][attention]") {
+    // Then no weights are kept: each block of queries has its scores in a buffer of the thread's.
+    // The context must be the one computed beside the kept weights, bit for bit: over blocks of
+    // queries (70 rows: three blocks, the last partial), with masks and with dropout drawn alike.
+    const int64_t b = 3, tq = 70, tk = 45, d = 16, heads = 4;
+    auto q = random_tensor({b, tq, d}, 61, -1, 1, false), k = random_tensor({b, tk, d}, 62, -1, 1, false),
+         v = random_tensor({b, tk, d}, 63, -1, 1, false);
+    for (const IntTensor& mask : {IntTensor(), mixed_mask(b, tq, tk)}) {
+        for (float p : {0.0f, 0.3f}) {
+            INFO("mask " << mask.shape() << " dropout " << p);
+            Generator gen1(7), gen2(7);
+            Tensor weights;
+            const Tensor kept = attention(q, k, v, heads, mask, p, p > 0, &gen1, &weights);
+            NoGradGuard no_grad;
+            const Tensor not_kept = attention(q, k, v, heads, mask, p, p > 0, &gen2);
+            CHECK(kept.to_vector() == not_kept.to_vector());
+            if (p == 0)
+                CHECK(max_abs_diff(not_kept, composed_attention(q, k, v, heads, mask, 0.0f, false, nullptr).context) <
+                      1e-6f);
+        }
+    }
+}
+
 TEST_CASE("attention broadcasts per-head and per-query masks", "[ops][attention]") {
     const int64_t b = 2, tq = 3, tk = 4, d = 4, heads = 2;
     auto q = random_tensor({b, tq, d}, 21), k = random_tensor({b, tk, d}, 22), v = random_tensor({b, tk, d}, 23);
