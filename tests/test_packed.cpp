@@ -135,8 +135,9 @@ void check_every_packing(Precision precision, const Expected& expected, float to
             REQUIRE(packed.out_features() == out);
             REQUIRE(packed.in_features() == in);
             on_matrix(w, packed);
-            // 258: a chunk of 256 rows, then 2 (int8 without VNNI: bytes shifted for oneDNN, its pairs after)
-            for (int64_t rows : {1, 2, 3, 4, 5, 16, 17, 64, 130, 258, 300}) {
+            // 258: a chunk of 256 rows, then 2 (int8 without VNNI: bytes shifted for oneDNN, its pairs after);
+            // 700 on two blocks: by rows, 350 a thread, a chunk of 256 and one of 94 each
+            for (int64_t rows : {1, 2, 3, 4, 5, 16, 17, 64, 130, 258, 300, 700}) {
                 INFO(out << " x " << in << ", " << rows << " rows, packed on " << pack_threads << " threads");
                 const Tensor x = random_tensor({rows, in}, static_cast<uint64_t>(rows), -2.0f, 2.0f, false);
                 require_close(linear_packed(x, packed, bias), expected(x, w, bias), tolerance);
@@ -170,7 +171,7 @@ TEST_CASE("a packed product's activation equals relu or gelu of its output", "[p
             const Tensor w = random_tensor({out, in}, 21, -0.5f, 0.5f, false);
             const Tensor bias = random_tensor({out}, 22, -1.0f, 1.0f, false);
             const PackedMatrix packed(w, precision);
-            for (int64_t rows : {1, 3, 4, 5, 17, 300}) {
+            for (int64_t rows : {1, 3, 4, 5, 17, 300, 700}) {
                 INFO(precision_name(precision) << ", " << out << " x " << in << ", " << rows << " rows");
                 const Tensor x = random_tensor({rows, in}, static_cast<uint64_t>(rows + 40), -2.0f, 2.0f, false);
                 for (const Tensor& b : {bias, Tensor()}) {
@@ -278,26 +279,31 @@ TEST_CASE("packed products do not depend on the number of threads they run on", 
     if (!have_onednn()) return;
     NoGradGuard no_grad;
     const Tensor w = random_tensor({384, 256}, 5, -1.0f, 1.0f, false);
-    const Tensor x = random_tensor({200, 256}, 6, -1.0f, 1.0f, false);
     const int threads = get_num_threads();
-    set_num_threads(2);
-    const PackedMatrix q(w, Precision::int8), f(w, Precision::float32);
-    const Tensor few = random_tensor({3, 256}, 7, -1.0f, 1.0f, false);  // a beam's rows
-    const Tensor q2 = linear_packed(x, q, Tensor()), f2 = linear_packed(x, f, Tensor());
-    const Tensor few2 = linear_packed(few, f, Tensor());
-    set_num_threads(1);
-    const Tensor q1 = linear_packed(x, q, Tensor()), f1 = linear_packed(x, f, Tensor());
-    const Tensor few1 = linear_packed(few, f, Tensor());
-    // Packed on one thread (one block): int8 sums are exact, so the blocks cannot change them.
-    const Tensor q_one_block = linear_packed(x, PackedMatrix(w, Precision::int8), Tensor());
-    set_num_threads(threads);
-    REQUIRE(max_abs_diff(q1, q2) == 0);
-    REQUIRE(max_abs_diff(few1, few2) == 0);
-    // Beyond four rows seqgrad's own float32 panels (below AVX-512) hand the product to sgemm,
-    // whose sums may be ordered by its blocks; oneDNN's packed kernel keeps them.
-    if (packed_kernel_name(Precision::float32).rfind("seqgrad", 0) == 0) REQUIRE(max_abs_diff(f1, f2) < 1e-4f);
-    else REQUIRE(max_abs_diff(f1, f2) == 0);
-    REQUIRE(max_abs_diff(q_one_block, q2) == 0);
+    // 200 rows: a column block per thread; 700: by rows on two threads (the second thread's chunks
+    // start at row 350), by chunks of 256 on one
+    for (const int64_t rows : {200, 700}) {
+        INFO(rows << " rows");
+        const Tensor x = random_tensor({rows, 256}, 6, -1.0f, 1.0f, false);
+        set_num_threads(2);
+        const PackedMatrix q(w, Precision::int8), f(w, Precision::float32);
+        const Tensor few = random_tensor({3, 256}, 7, -1.0f, 1.0f, false);  // a beam's rows
+        const Tensor q2 = linear_packed(x, q, Tensor()), f2 = linear_packed(x, f, Tensor());
+        const Tensor few2 = linear_packed(few, f, Tensor());
+        set_num_threads(1);
+        const Tensor q1 = linear_packed(x, q, Tensor()), f1 = linear_packed(x, f, Tensor());
+        const Tensor few1 = linear_packed(few, f, Tensor());
+        // Packed on one thread (one block): int8 sums are exact, so the blocks cannot change them.
+        const Tensor q_one_block = linear_packed(x, PackedMatrix(w, Precision::int8), Tensor());
+        set_num_threads(threads);
+        REQUIRE(max_abs_diff(q1, q2) == 0);
+        REQUIRE(max_abs_diff(few1, few2) == 0);
+        // Beyond four rows seqgrad's own float32 panels (below AVX-512) hand the product to sgemm,
+        // whose sums may be ordered by its blocks; oneDNN's packed kernel keeps them.
+        if (packed_kernel_name(Precision::float32).rfind("seqgrad", 0) == 0) REQUIRE(max_abs_diff(f1, f2) < 1e-4f);
+        else REQUIRE(max_abs_diff(f1, f2) == 0);
+        REQUIRE(max_abs_diff(q_one_block, q2) == 0);
+    }
 }
 
 TEST_CASE("int8 rows of zeros and NaN, and bad weights and shapes are errors", "[packed][errors]") {
