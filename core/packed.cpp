@@ -930,29 +930,55 @@ struct PackedInput {
     bool shifted = false;
 };
 
-PackedInput prepare_input(const Tensor& x, Precision precision, int64_t rows, int64_t in) {
-    thread_local detail::Scratch<int8_t> qx;
-    thread_local detail::Scratch<float> row_scales;
-    thread_local detail::Scratch<uint16_t> half_x;
-    PackedInput input{x.data(), nullptr, false};
+// A thread's buffers for prepared rows.
+struct InputBuffers {
+    detail::Scratch<int8_t> qx;
+    detail::Scratch<float> row_scales;
+    detail::Scratch<uint16_t> half_x;
+};
+
+PackedInput prepare_input(const float* x, Precision precision, int64_t rows, int64_t in, InputBuffers& buffers) {
+    PackedInput input{x, nullptr, false};
     if (precision == Precision::bf16) {
-        uint16_t* half = half_x.get(rows * in);
-        detail::round_to_bf16(x.data(), rows * in, half);
+        uint16_t* half = buffers.half_x.get(rows * in);
+        detail::round_to_bf16(x, rows * in, half);
         input.rows = half;
     } else if (precision == Precision::int8) {
-        int8_t* pq = qx.get(rows * in);
-        float* ps = row_scales.get(rows);
-        const float* px = x.data();
+        int8_t* pq = buffers.qx.get(rows * in);
+        float* ps = buffers.row_scales.get(rows);
         const IsaLevel level = isa_level();
         // oneDNN's products take shifted bytes; the pairs (up to kRowsByHand rows) take them as they are
         const bool shifted = rows > kRowsByHand && inputs_shifted();
         detail::parallel_for(rows, std::max<int64_t>(1, (1 << 14) / in), [=](int64_t begin, int64_t end) {
             for (int64_t i = begin; i < end; ++i)
-                ps[i] = quantize_row(px + i * in, in, kInputLevels, pq + i * in, level, shifted ? 0x80 : 0);
+                ps[i] = quantize_row(x + i * in, in, kInputLevels, pq + i * in, level, shifted ? 0x80 : 0);
         });
         input = {pq, ps, shifted};
     }
     return input;
+}
+
+PackedInput prepare_input(const Tensor& x, Precision precision, int64_t rows, int64_t in) {
+    thread_local InputBuffers buffers;
+    return prepare_input(x.data(), precision, rows, in, buffers);
+}
+
+// Rows [first, ...) of prepared rows of `in` inputs.
+PackedInput rows_from(const PackedInput& input, int64_t first, int64_t in, Precision precision) {
+    const size_t row_bytes = static_cast<size_t>(in) * input_bytes(precision);
+    return {static_cast<const char*>(input.rows) + static_cast<size_t>(first) * row_bytes,
+            input.row_scales != nullptr ? input.row_scales + first : nullptr, input.shifted};
+}
+
+// n rows (at most kChunkRows) of prepared input through every block of m, into y's first n rows
+// (m.out apart), on the calling thread.
+void run_chunk(const PackedMatrix::Impl& m, const PackedInput& input, int64_t n, const float* bias, float* y,
+               PackedActivation activation) {
+    thread_local detail::Scratch<int32_t> chunk_sums;  // int8: a chunk's sums for one block
+    for (const auto& block : m.blocks) {
+        int32_t* sums = m.precision == Precision::int8 ? chunk_sums.get(kChunkRows * block->cols) : nullptr;
+        m.compute(*block, n, input.rows, input.shifted, input.row_scales, bias, sums, y, activation);
+    }
 }
 
 // Whether a product runs by rows (each thread all of W's blocks for its share of the rows, a
@@ -964,7 +990,7 @@ PackedInput prepare_input(const Tensor& x, Precision precision, int64_t rows, in
 // products of 4,096 rows at d = 128 ran at half oneDNN's speed by blocks on an Intel Xeon with AMX.
 bool by_rows(const PackedMatrix::Impl& m, int64_t rows) {
     const int64_t weight_bytes = m.in * m.out * static_cast<int64_t>(input_bytes(m.precision));
-    return !m.own_panels && m.blocks.size() > 1 && rows >= 2 * kChunkRows && weight_bytes <= kRowsWeightBytes;
+    return !m.own_panels && rows >= 2 * kChunkRows && weight_bytes <= kRowsWeightBytes;
 }
 
 // y = the product of the prepared rows with m (+ bias), then `activation`: one block per thread,
@@ -973,20 +999,12 @@ void run_product(const PackedMatrix::Impl& m, const PackedInput& input, int64_t 
                  PackedActivation activation) {
     if (by_rows(m, rows)) {
         detail::FirstFailure failure;
-        const size_t row_bytes = static_cast<size_t>(m.in) * input_bytes(m.precision);
         detail::parallel_for(rows, kChunkRows, [&](int64_t begin, int64_t end) {
-            thread_local detail::Scratch<int32_t> chunk_sums;  // int8: a chunk's sums for one block
-            for (int64_t first = begin; first < end; first += kChunkRows) {
-                const int64_t n = std::min(kChunkRows, end - first);
-                const void* x = static_cast<const char*>(input.rows) + static_cast<size_t>(first) * row_bytes;
-                const float* scales = input.row_scales != nullptr ? input.row_scales + first : nullptr;
-                for (const auto& block : m.blocks)
-                    failure.run([&] {
-                        int32_t* sums = m.precision == Precision::int8 ? chunk_sums.get(kChunkRows * block->cols)
-                                                                       : nullptr;
-                        m.compute(*block, n, x, input.shifted, scales, bias, sums, y + first * m.out, activation);
-                    });
-            }
+            for (int64_t first = begin; first < end && failure.message().empty(); first += kChunkRows)
+                failure.run([&] {
+                    run_chunk(m, rows_from(input, first, m.in, m.precision), std::min(kChunkRows, end - first), bias,
+                              y + first * m.out, activation);
+                });
         });
         check(failure.message().empty(), kOp, "oneDNN failed: ", failure.message());
         return;
@@ -1046,6 +1064,43 @@ std::vector<Tensor> linear_packed(const Tensor& x, const std::vector<const Packe
                     PackedActivation::none);
 #endif
     return ys;
+}
+
+Tensor linear_packed(const Tensor& x, const PackedMatrix& first, const Tensor& first_bias, PackedActivation between,
+                     const PackedMatrix& second, const Tensor& second_bias) {
+    const int64_t rows = checked_rows(x, first, first_bias);
+    check(second.precision() == first.precision(), kOp, "weights packed in ", precision_name(first.precision()),
+          " and ", precision_name(second.precision()), " cannot run one after the other");
+    check(second.in_features() == first.out_features(), kOp, "the second weight's in_features ", second.in_features(),
+          " is not the first's out_features ", first.out_features());
+    check(!second_bias.defined() || second_bias.shape() == Shape{second.out_features()}, kOp, "bias ",
+          second_bias.defined() ? second_bias.shape() : Shape{}, " does not match the second weight's out_features ",
+          second.out_features());
+#ifdef SEQGRAD_HAVE_DNNL
+    const PackedMatrix::Impl &m1 = first.impl(), &m2 = second.impl();
+    if (by_rows(m1, rows) && by_rows(m2, rows)) {
+        Tensor y = empty_output(x, m2.out);
+        const PackedInput input = prepare_input(x, m1.precision, rows, m1.in);
+        const float* b1 = first_bias.defined() ? first_bias.data() : nullptr;
+        const float* b2 = second_bias.defined() ? second_bias.data() : nullptr;
+        detail::FirstFailure failure;
+        detail::parallel_for(rows, kChunkRows, [&](int64_t begin, int64_t end) {
+            thread_local detail::Scratch<float> hidden;  // a chunk's rows between the two products
+            thread_local InputBuffers hidden_input;      // those rows prepared for the second
+            float* h = hidden.get(kChunkRows * m1.out);
+            for (int64_t row = begin; row < end && failure.message().empty(); row += kChunkRows)
+                failure.run([&] {
+                    const int64_t n = std::min(kChunkRows, end - row);
+                    run_chunk(m1, rows_from(input, row, m1.in, m1.precision), n, b1, h, between);
+                    run_chunk(m2, prepare_input(h, m2.precision, n, m2.in, hidden_input), n, b2,
+                              y.data() + row * m2.out, PackedActivation::none);
+                });
+        });
+        check(failure.message().empty(), kOp, "oneDNN failed: ", failure.message());
+        return y;
+    }
+#endif
+    return linear_packed(linear_packed(x, first, first_bias, between), second, second_bias);
 }
 
 }  // namespace seqgrad

@@ -51,6 +51,15 @@ std::vector<Tensor> Linear::forward_each(const Tensor& x, const std::vector<cons
     return linear_packed(x, weights, biases);
 }
 
+Tensor Linear::forward_pair(const Tensor& x, const Linear& first, Activation then, const Linear& second) {
+    if (!first.packed_weight_ || !second.packed_weight_ || grad_enabled() || tracing() ||
+        first.packed_weight_->precision() != second.packed_weight_->precision())
+        return second.forward(first.forward(x, then));
+    return linear_packed(x, *first.packed_weight_, first.bias,
+                         then == Activation::gelu ? PackedActivation::gelu : PackedActivation::relu,
+                         *second.packed_weight_, second.bias);
+}
+
 void Linear::set_packed(std::optional<Precision> precision) {
     packed_weight_ = precision ? std::make_shared<const PackedMatrix>(weight, *precision) : nullptr;
 }
@@ -95,6 +104,10 @@ FeedForward::FeedForward(int64_t dim, int64_t hidden_dim, Generator& gen, Activa
 }
 
 Tensor FeedForward::forward(const Tensor& x) const {
+    // Dropout that changes nothing (evaluation, or p = 0: dropout() returns x as it is) lets packed
+    // layers run as one pair; a trace records the activation's output on its own, below.
+    if ((!dropout->is_training() || dropout->p() == 0) && !tracing())
+        return Linear::forward_pair(x, *w1, activation, *w2);
     const Tensor activated = w1->forward(x, activation);  // [..., hidden_dim]
     trace(*this, activation == Activation::gelu ? "gelu" : "relu", activated);
     return w2->forward(dropout->forward(activated));

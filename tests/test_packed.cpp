@@ -220,6 +220,71 @@ TEST_CASE("products sharing one input equal each product on its own", "[packed]"
             }).find("in_features") != std::string::npos);
 }
 
+// A feed-forward block's two products in a row: many rows go through both a chunk at a time, the
+// rows between them quantized or rounded on the thread that made them. They must give what the two
+// products give one after the other, bit for bit, on one thread and on two.
+TEST_CASE("two packed products in a row equal the two one after the other", "[packed]") {
+    if (!have_onednn()) return;
+    NoGradGuard no_grad;
+    std::vector<Precision> precisions{Precision::float32, Precision::int8};
+    if (bf16_available()) precisions.push_back(Precision::bf16);
+    const int64_t in = 96, hidden = 384;
+    const Tensor w1 = random_tensor({hidden, in}, 71, -0.5f, 0.5f, false);
+    const Tensor w2 = random_tensor({in, hidden}, 72, -0.5f, 0.5f, false);
+    const Tensor b1 = random_tensor({hidden}, 73, -1.0f, 1.0f, false), b2 = random_tensor({in}, 74, -1.0f, 1.0f, false);
+    const int threads = get_num_threads();
+    for (const int pack_threads : {1, 2}) {
+        set_num_threads(pack_threads);
+        for (const Precision precision : precisions) {
+            const PackedMatrix p1(w1, precision), p2(w2, precision);
+            // 700 and 1100 rows: chunk by chunk through both (by rows); fewer: one product, then the other
+            for (const int64_t rows : {3, 300, 700, 1100})
+                for (const PackedActivation between :
+                     {PackedActivation::none, PackedActivation::relu, PackedActivation::gelu})
+                    for (const bool biased : {true, false}) {
+                        INFO(precision_name(precision)
+                             << ", " << rows << " rows, " << pack_threads << " threads, activation "
+                             << static_cast<int>(between) << (biased ? ", biases" : ""));
+                        const Tensor x =
+                            random_tensor({rows, in}, static_cast<uint64_t>(rows + 75), -2.0f, 2.0f, false);
+                        const Tensor c1 = biased ? b1 : Tensor(), c2 = biased ? b2 : Tensor();
+                        const Tensor pair = linear_packed(x, p1, c1, between, p2, c2);
+                        REQUIRE(pair.shape() == Shape{rows, in});
+                        REQUIRE(max_abs_diff(pair, linear_packed(linear_packed(x, p1, c1, between), p2, c2)) == 0);
+                    }
+        }
+    }
+    set_num_threads(threads);
+    const PackedMatrix f(w1, Precision::float32), q(w2, Precision::int8), f2(w1, Precision::float32);
+    const Tensor x = random_tensor({3, in}, 7, -1.0f, 1.0f, false);
+    REQUIRE(error_of([&] {
+                linear_packed(x, f, Tensor(), PackedActivation::none, q, Tensor());
+            }).find("cannot run one after the other") != std::string::npos);
+    REQUIRE(error_of([&] {
+                linear_packed(x, f, Tensor(), PackedActivation::none, f2, Tensor());
+            }).find("is not the first's out_features") != std::string::npos);
+    const PackedMatrix g(w2, Precision::float32);
+    REQUIRE(error_of([&] {
+                linear_packed(x, f, b1, PackedActivation::none, g, b1);
+            }).find("second weight's out_features") != std::string::npos);
+}
+
+// A feed-forward block whose dropout changes nothing runs its packed layers as one pair: the same
+// values as its layers one after the other, with its own activation and both biases.
+TEST_CASE("a packed feed-forward block gives its layers' values one after the other", "[packed]") {
+    if (!have_onednn()) return;
+    NoGradGuard no_grad;
+    Generator gen(5);
+    for (const nn::Activation activation : {nn::Activation::relu, nn::Activation::gelu}) {
+        nn::FeedForward block(64, 256, gen, activation, 0.1f);
+        block.eval();
+        block.pack_weights(Precision::int8);
+        const Tensor x = random_tensor({2, 350, 64}, 91, -2.0f, 2.0f, false);
+        INFO("activation " << static_cast<int>(activation));
+        REQUIRE(max_abs_diff(block.forward(x), block.w2->forward(block.w1->forward(x, activation))) == 0);
+    }
+}
+
 TEST_CASE("int8 products equal the same quantization with exact integer sums", "[packed][int8]") {
     if (!have_onednn()) return;
     check_every_packing(Precision::int8, reference, 1e-6f, [](const Tensor& w, const PackedMatrix& packed) {

@@ -90,4 +90,12 @@ Tensor linear_packed(const Tensor& x, const PackedMatrix& weight, const Tensor& 
 std::vector<Tensor> linear_packed(const Tensor& x, const std::vector<const PackedMatrix*>& weights,
                                   const std::vector<Tensor>& biases);
 
+// linear_packed(activation(linear_packed(x, first, first_bias)), second, second_bias), the two
+// weights packed in one precision (a feed-forward block's two layers, between them its activation).
+// For many rows through small weights each thread takes a chunk of rows through both products in
+// turn, so that the rows between them stay in its cache; else the two run one after the other.
+// The same values either way.
+Tensor linear_packed(const Tensor& x, const PackedMatrix& first, const Tensor& first_bias, PackedActivation between,
+                     const PackedMatrix& second, const Tensor& second_bias);
+
 }  // namespace seqgrad

@@ -31,6 +31,10 @@ public:
     // grad and untraced, x is rounded or quantized once for all of them (a self-attention's queries,
     // keys and values), else each layer runs on its own.
     static std::vector<Tensor> forward_each(const Tensor& x, const std::vector<const Linear*>& layers);
+    // second.forward(first.forward(x, then)): with both layers' weights packed in one precision,
+    // without grad and untraced, as one linear_packed of the two (many rows go through both a
+    // chunk at a time, the rows between them never leaving the core's cache).
+    static Tensor forward_pair(const Tensor& x, const Linear& first, Activation then, const Linear& second);
 
     Tensor weight;  // [out, in]
     Tensor bias;    // [out], or undefined without bias
