@@ -75,21 +75,39 @@ void round_row_portable(const float* x, int64_t n, float inverse, uint8_t flip, 
 }
 
 #if SEQGRAD_HAVE_ISA_LEVELS
+// The vector copies compare |x| as integers: without its sign a float's bits order as its value,
+// and a NaN's lie above infinity's (0x7f800000), so one integer maximum gives both the peak and
+// whether a NaN was met. Four maxima in turn, each waiting on its own last.
+constexpr int32_t kInfinityBits = 0x7f800000;
+
+float from_bits(int32_t bits) {
+    float f;
+    std::memcpy(&f, &bits, sizeof f);
+    return f;
+}
+
+SEQGRAD_TARGET_AVX2 inline __m256i magnitude_bits8(const float* x) {
+    return _mm256_and_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x)), _mm256_set1_epi32(0x7fffffff));
+}
+
 SEQGRAD_TARGET_AVX2 float row_peak_avx2(const float* x, int64_t n, bool& nan) {
-    const __m256 magnitude = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
-    __m256 peak = _mm256_setzero_ps(), unordered = _mm256_setzero_ps();
+    __m256i p0 = _mm256_setzero_si256(), p1 = p0, p2 = p0, p3 = p0;
     int64_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        const __m256 a = _mm256_and_ps(_mm256_loadu_ps(x + i), magnitude);
-        unordered = _mm256_or_ps(unordered, _mm256_cmp_ps(a, a, _CMP_UNORD_Q));
-        peak = _mm256_max_ps(a, peak);  // a NaN leaves peak as it was; `unordered` has it
+    for (; i + 32 <= n; i += 32) {
+        p0 = _mm256_max_epi32(p0, magnitude_bits8(x + i));
+        p1 = _mm256_max_epi32(p1, magnitude_bits8(x + i + 8));
+        p2 = _mm256_max_epi32(p2, magnitude_bits8(x + i + 16));
+        p3 = _mm256_max_epi32(p3, magnitude_bits8(x + i + 24));
     }
-    alignas(32) float lanes[8];
-    _mm256_store_ps(lanes, peak);
-    float top = row_peak_portable(x + i, n - i, nan);
-    for (const float lane : lanes) top = lane > top ? lane : top;
-    nan |= _mm256_movemask_ps(unordered) != 0;
-    return top;
+    for (; i + 8 <= n; i += 8) p0 = _mm256_max_epi32(p0, magnitude_bits8(x + i));
+    alignas(32) int32_t lanes[8];
+    _mm256_store_si256(reinterpret_cast<__m256i*>(lanes),
+                       _mm256_max_epi32(_mm256_max_epi32(p0, p1), _mm256_max_epi32(p2, p3)));
+    int32_t top = 0;
+    for (const int32_t lane : lanes) top = lane > top ? lane : top;
+    const float rest = row_peak_portable(x + i, n - i, nan);
+    nan |= top > kInfinityBits;
+    return std::max(from_bits(top), rest);
 }
 
 SEQGRAD_TARGET_AVX2 void round_row_avx2(const float* x, int64_t n, float inverse, uint8_t flip, int8_t* q) {
@@ -104,19 +122,33 @@ SEQGRAD_TARGET_AVX2 void round_row_avx2(const float* x, int64_t n, float inverse
     round_row_portable(x + j, n - j, inverse, flip, q + j);
 }
 
+// |x[i..i+16)| as bits, lanes past the mask 0 (the zero-masking forms with every lane kept: see
+// vector_math.h's kAllLanes).
+SEQGRAD_TARGET_AVX512 inline __m512i magnitude_bits16(const float* x, __mmask16 lanes) {
+    return _mm512_maskz_and_epi32(detail::kAllLanes, _mm512_maskz_loadu_epi32(lanes, x), _mm512_set1_epi32(0x7fffffff));
+}
+
+SEQGRAD_TARGET_AVX512 inline __m512i max_bits16(__m512i a, __m512i b) {
+    return _mm512_maskz_max_epi32(detail::kAllLanes, a, b);
+}
+
 SEQGRAD_TARGET_AVX512 float row_peak_avx512(const float* x, int64_t n, bool& nan) {
-    const __m512i magnitude = _mm512_set1_epi32(0x7fffffff);
-    __m512 peak = _mm512_setzero_ps();
-    __mmask16 unordered = 0;
-    for (int64_t i = 0; i < n; i += 16) {
-        const __mmask16 lanes = detail::first_lanes(n - i);
-        const __m512 a =
-            _mm512_castsi512_ps(_mm512_and_epi32(_mm512_castps_si512(_mm512_maskz_loadu_ps(lanes, x + i)), magnitude));
-        unordered |= _mm512_cmp_ps_mask(a, a, _CMP_UNORD_Q);
-        peak = _mm512_maskz_max_ps(detail::kAllLanes, a, peak);
+    constexpr __mmask16 all = detail::kAllLanes;
+    __m512i p0 = _mm512_setzero_si512(), p1 = p0, p2 = p0, p3 = p0;
+    int64_t i = 0;
+    for (; i + 64 <= n; i += 64) {
+        p0 = max_bits16(p0, magnitude_bits16(x + i, all));
+        p1 = max_bits16(p1, magnitude_bits16(x + i + 16, all));
+        p2 = max_bits16(p2, magnitude_bits16(x + i + 32, all));
+        p3 = max_bits16(p3, magnitude_bits16(x + i + 48, all));
     }
-    nan = unordered != 0;
-    return detail::max_lanes16(peak);
+    for (; i < n; i += 16) p0 = max_bits16(p0, magnitude_bits16(x + i, detail::first_lanes(n - i)));
+    alignas(64) int32_t lanes[16];
+    _mm512_store_si512(lanes, max_bits16(max_bits16(p0, p1), max_bits16(p2, p3)));
+    int32_t top = 0;
+    for (const int32_t lane : lanes) top = lane > top ? lane : top;
+    nan = top > kInfinityBits;
+    return from_bits(top);
 }
 
 SEQGRAD_TARGET_AVX512 void round_row_avx512(const float* x, int64_t n, float inverse, uint8_t flip, int8_t* q) {

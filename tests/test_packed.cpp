@@ -400,6 +400,31 @@ TEST_CASE("int8 rows of zeros and NaN, and bad weights and shapes are errors", "
     REQUIRE(empty.shape() == Shape{0, 8});
 }
 
+// Each input row is quantized by its largest magnitude: found at every level's vector loop (four
+// maxima in turn over 64 or 32 values, then a remainder), wherever in the row it lies, of either
+// sign; an infinity or a NaN anywhere makes the row's outputs NaN.
+TEST_CASE("int8 inputs quantize by their largest magnitude wherever it lies", "[packed][int8]") {
+    if (!have_onednn()) return;
+    NoGradGuard no_grad;
+    for (const int64_t in : {7, 64, 100, 200}) {
+        const Tensor w = random_tensor({24, in}, 81, -0.5f, 0.5f, false);
+        const PackedMatrix q(w, Precision::int8);
+        const int64_t rows = 2 * in + 2;  // the peak at each position, of each sign; then two bad rows
+        Tensor x = random_tensor({rows, in}, 82, -1.0f, 1.0f, false);
+        for (int64_t i = 0; i < 2 * in; ++i) x.data()[i * in + i / 2] = i % 2 == 0 ? 9.0f : -9.0f;
+        x.data()[2 * in * in + in / 2] = INFINITY;
+        x.data()[(2 * in + 1) * in + in - 1] = std::nanf("");
+        const Tensor y = linear_packed(x, q, Tensor());
+        INFO(in << " inputs");
+        const Tensor good = slice(y, 0, 0, 2 * in), expected = reference(slice(x, 0, 0, 2 * in), w, Tensor());
+        require_close(good, expected, 1e-6f);
+        for (int64_t r = 0; r < 24; ++r) {
+            REQUIRE(std::isnan(y.data()[2 * in * 24 + r]));
+            REQUIRE(std::isnan(y.data()[(2 * in + 1) * 24 + r]));
+        }
+    }
+}
+
 TEST_CASE("packed products have no gradient so inputs that require grad are refused", "[packed][errors]") {
     if (!have_onednn()) return;
     const PackedMatrix q(random_tensor({3, 2}, 1, -1.0f, 1.0f, false), Precision::int8);
