@@ -62,6 +62,8 @@ void score_gradient_row(float* __restrict ds, const float* __restrict w, int64_t
 // Query rows per block: each block's products stop at the last key one of its rows attends to,
 // so a causal mask skips about half of the products, and padding masks the padded keys' share.
 constexpr int64_t kQueryBlock = 32;
+// Query rows at most in the blocks the forward pass runs together (whole blocks; see attention()).
+constexpr int64_t kMergedRows = 8 * kQueryBlock;
 
 // Everything about one call that the forward and backward loops share.
 struct Problem {
@@ -202,18 +204,23 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t head
         float* pd = pr.dropout && keep_weights ? dropped.data() : nullptr;
         detail::parallel_for(pr.pairs(), pr.grain(), [&](int64_t begin, int64_t end) {
             BlockKeys block_keys;
-            thread_local detail::Scratch<float> block_scores;  // a block's weights (then dropped) when not kept
-            float* scratch = keep_weights ? nullptr : block_scores.get((pr.dropout ? 2 : 1) * kQueryBlock * pr.tk);
+            thread_local detail::Scratch<float> block_scores;  // the blocks' weights (then dropped) when not kept
+            float* scratch = keep_weights ? nullptr : block_scores.get((pr.dropout ? 2 : 1) * kMergedRows * pr.tk);
             with_isa_level([&](auto isa) {
                 for (int64_t p = begin; p < end; ++p) {
                     const std::vector<int64_t>& keys = block_keys.of(pr, p);
-                    for (int64_t i0 = 0; i0 < pr.tq; i0 += kQueryBlock) {
-                        const int64_t rows = std::min(kQueryBlock, pr.tq - i0),
-                                      n = keys[static_cast<size_t>(i0 / kQueryBlock)];
-                        // the block's rows of the weights, and of the weights after dropout
+                    for (int64_t i0 = 0, rows = 0; i0 < pr.tq; i0 += rows) {
+                        // Blocks that need as many keys (all of them without a mask, or with padding
+                        // alone) go through the products together: fewer, larger products.
+                        const int64_t n = keys[static_cast<size_t>(i0 / kQueryBlock)];
+                        int64_t i1 = i0 + kQueryBlock;
+                        while (i1 < pr.tq && i1 - i0 < kMergedRows && keys[static_cast<size_t>(i1 / kQueryBlock)] == n)
+                            i1 += kQueryBlock;
+                        rows = std::min(i1, pr.tq) - i0;
+                        // the blocks' rows of the weights, and of the weights after dropout
                         const int64_t first = (p * pr.tq + i0) * pr.tk;
                         float* w = keep_weights ? pw + first : scratch;
-                        float* dropped_w = !pr.dropout ? w : keep_weights ? pd + first : scratch + kQueryBlock * pr.tk;
+                        float* dropped_w = !pr.dropout ? w : keep_weights ? pd + first : scratch + kMergedRows * pr.tk;
                         small_gemm(false, true, rows, n, pr.head_size, pq + pr.query_offset(p) + i0 * pr.width,
                                    pr.width, pk + pr.key_offset(p), pr.width, w, pr.tk);
                         for (int64_t r = 0; r < rows; ++r) {
