@@ -121,6 +121,17 @@ TEST_CASE("attention equals its composition from primitives, gradients and dropo
     }
 }
 
+TEST_CASE("attention with head sizes and key counts off the 8 x 8 tiles equals its composition", "[ops][attention]") {
+    // The forward pass lays each pair's keys out transposed, in 8 x 8 tiles where a level has them
+    // and one by one for what is left: 37 keys (four tiles and five), head sizes 40, 20 (two tiles
+    // and four) and 8.
+    for (const int64_t heads : {1, 2, 5}) {
+        INFO("heads " << heads);
+        check_against_composition(2, 40, 37, 40, heads, mixed_mask(2, 40, 37), 0.0f, 51);
+        check_against_composition(2, 9, 37, 40, heads, IntTensor(), 0.0f, 52);
+    }
+}
+
 TEST_CASE("attention over blocks of queries that skip masked keys equals its composition", "[ops][attention]") {
     // More queries than one block (32), the last block partial; a causal mask (keys past each
     // query never computed), a padding mask (the last keys of some rows), one with a query that

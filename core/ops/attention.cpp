@@ -23,6 +23,10 @@
 #include "seqgrad/core/autograd.h"
 #include "seqgrad/core/ops.h"
 
+#if SEQGRAD_HAVE_ISA_LEVELS
+#include <immintrin.h>
+#endif
+
 namespace seqgrad {
 namespace {
 
@@ -147,6 +151,50 @@ void small_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* 
     detail::gemm_block(ta, tb, m, n, k, a, lda, b, ldb, c, ldc, false);
 }
 
+#if SEQGRAD_HAVE_ISA_LEVELS
+// dst[c * ldd + r] = src[r * lds + c] for an 8 x 8 tile: pairs, then quads, then halves of rows
+// interleaved. Run at the avx2 and avx512 levels.
+SEQGRAD_TARGET_AVX2 void transpose_tile8(const float* src, int64_t lds, float* dst, int64_t ldd) {
+    __m256 r[8], t[8];
+    for (int i = 0; i < 8; ++i) r[i] = _mm256_loadu_ps(src + i * lds);
+    for (int i = 0; i < 8; i += 2) {
+        t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+        t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+    }
+    for (int i = 0; i < 8; i += 4) {
+        r[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44);
+        r[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xEE);
+        r[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+        r[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
+    }
+    for (int i = 0; i < 4; ++i) {
+        _mm256_storeu_ps(dst + i * ldd, _mm256_permute2f128_ps(r[i], r[i + 4], 0x20));
+        _mm256_storeu_ps(dst + (i + 4) * ldd, _mm256_permute2f128_ps(r[i], r[i + 4], 0x31));
+    }
+}
+#endif
+
+// A pair's keys [tk, head_size] (rows `width` apart) as kt [head_size, tk]: the scores q k^T are
+// then a product of two untransposed matrices, which OpenBLAS's AVX-512 kernels compute in place
+// for such small shapes, where q k^T has both operands copied into panels at every call (for 64
+// queries and keys of 32 numbers, the copies took a third of the product's time).
+template <IsaLevel L>
+void transpose_keys(const float* k, int64_t tk, int64_t head_size, int64_t width, float* kt) {
+    int64_t j0 = 0;
+#if SEQGRAD_HAVE_ISA_LEVELS
+    if constexpr (L != IsaLevel::portable) {
+        for (; j0 + 8 <= tk; j0 += 8) {
+            int64_t d0 = 0;
+            for (; d0 + 8 <= head_size; d0 += 8) transpose_tile8(k + j0 * width + d0, width, kt + d0 * tk + j0, tk);
+            for (int64_t d = d0; d < head_size; ++d)
+                for (int64_t j = j0; j < j0 + 8; ++j) kt[d * tk + j] = k[j * width + d];
+        }
+    }
+#endif
+    for (int64_t j = j0; j < tk; ++j)
+        for (int64_t d = 0; d < head_size; ++d) kt[d * tk + j] = k[j * width + d];
+}
+
 Problem describe(const Tensor& q, const Tensor& k, const Tensor& v, int64_t heads, const IntTensor& mask) {
     check(q.defined() && k.defined() && v.defined(), "attention", "an operand is undefined");
     check(q.dim() == 3 && k.dim() == 3 && v.dim() == 3, "attention", "expects q [B, Tq, D], k and v [B, Tk, D], got ",
@@ -206,9 +254,12 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t head
             BlockKeys block_keys;
             thread_local detail::Scratch<float> block_scores;  // the blocks' weights (then dropped) when not kept
             float* scratch = keep_weights ? nullptr : block_scores.get((pr.dropout ? 2 : 1) * kMergedRows * pr.tk);
+            thread_local detail::Scratch<float> keys_t;  // a pair's keys transposed (transpose_keys)
+            float* kt = keys_t.get(pr.head_size * pr.tk);
             with_isa_level([&](auto isa) {
                 for (int64_t p = begin; p < end; ++p) {
                     const std::vector<int64_t>& keys = block_keys.of(pr, p);
+                    transpose_keys<decltype(isa)::value>(pk + pr.key_offset(p), pr.tk, pr.head_size, pr.width, kt);
                     for (int64_t i0 = 0, rows = 0; i0 < pr.tq; i0 += rows) {
                         // Blocks that need as many keys (all of them without a mask, or with padding
                         // alone) go through the products together: fewer, larger products.
@@ -221,8 +272,8 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t head
                         const int64_t first = (p * pr.tq + i0) * pr.tk;
                         float* w = keep_weights ? pw + first : scratch;
                         float* dropped_w = !pr.dropout ? w : keep_weights ? pd + first : scratch + kMergedRows * pr.tk;
-                        small_gemm(false, true, rows, n, pr.head_size, pq + pr.query_offset(p) + i0 * pr.width,
-                                   pr.width, pk + pr.key_offset(p), pr.width, w, pr.tk);
+                        small_gemm(false, false, rows, n, pr.head_size, pq + pr.query_offset(p) + i0 * pr.width,
+                                   pr.width, kt, pr.tk, w, pr.tk);
                         for (int64_t r = 0; r < rows; ++r) {
                             float* row = w + r * pr.tk;
                             pr.with_mask_row(p, i0 + r, [&](auto masked) {
