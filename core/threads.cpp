@@ -45,28 +45,29 @@ std::string blas_core_name() {
     return name ? name : "";
 }
 
-std::string blas_kernel_warning() {
+std::string blas_core_for_cpu() {
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
     // OpenBLAS's x86-64 cores without AVX2 kernels.
     static const std::set<std::string> old = {"Prescott",   "Core2",   "Penryn",      "Dunnington",
                                               "Nehalem",    "Atom",    "Sandybridge", "Bulldozer",
                                               "Piledriver", "Opteron", "Barcelona"};
-    const std::string core = blas_core_name();
-    if (!old.count(core)) return "";
-    const char* better = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") ? "SkylakeX"
-                         : __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")       ? "Haswell"
-                                                                                                 : nullptr;
-    if (!better) return "";
+    if (!old.count(blas_core_name())) return "";
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw")) return "SkylakeX";
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return "Haswell";
+#endif
+    return "";
+}
+
+std::string blas_kernel_warning() {
+    const std::string better = blas_core_for_cpu();
+    if (better.empty()) return "";
     const char* set = std::getenv("OPENBLAS_CORETYPE");
-    return "OpenBLAS runs its " + core + " kernels on a CPU with " +
-           (std::string(better) == "SkylakeX" ? "AVX-512" : "AVX2") +
+    return "OpenBLAS runs its " + blas_core_name() + " kernels on a CPU with " +
+           (better == "SkylakeX" ? "AVX-512" : "AVX2") +
            (set && *set ? " (OPENBLAS_CORETYPE=" + std::string(set) + ")" : " (it did not recognise the CPU)") +
            ": matrix products run several times slower than they could; start the program with "
            "OPENBLAS_CORETYPE=" +
            better + " in the environment";
-#else
-    return "";
-#endif
 }
 
 }  // namespace seqgrad

@@ -58,6 +58,16 @@ if grep -qw avx2 /proc/cpuinfo 2>/dev/null; then
     || fail "no warning about OpenBLAS's Prescott kernels: $out"
   out=$(OPENBLAS_CORETYPE=Prescott "$seqgrad" check "$fixtures/seq2seq_init_state_1layer.safetensors" 2>&1)
   grep -q "warning" <<< "$out" && fail "check (no heavy computing) warned about the kernels"
+  # Started with no core named where OpenBLAS does not recognise the CPU (Debian's on an Intel Xeon
+  # with AMX), the program starts itself again with the CPU's core: never the generic kernels.
+  generic="Prescott|Core2|Penryn|Dunnington|Nehalem|Atom|Sandybridge|Bulldozer|Piledriver|Opteron|Barcelona"
+  for unset in "env -u OPENBLAS_CORETYPE" "env OPENBLAS_CORETYPE="; do
+    out=$($unset "$seqgrad" --version 2>&1)
+    grep -qE "^OpenBLAS: .*\(($generic) kernels\)" <<< "$out" \
+      && fail "OpenBLAS runs its generic kernels on a CPU with AVX2 ($unset): $out"
+    out=$($unset "$seqgrad" predict --checkpoint /nonexistent x 2>&1)
+    grep -q "warning: OpenBLAS" <<< "$out" && fail "a warning about OpenBLAS's kernels ($unset): $out"
+  done
 fi
 echo "seqgrad check behaves"
 

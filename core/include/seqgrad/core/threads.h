@@ -19,6 +19,11 @@ void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t beg
 
 // The CPU kernels OpenBLAS chose at start-up: its core name ("SkylakeX", "Haswell", "Prescott", ...).
 std::string blas_core_name();
+// Where OpenBLAS runs kernels far older than the CPU supports (it did not recognise the CPU and fell
+// back to a generic x86-64 core such as Prescott, on a CPU with AVX2 or AVX-512), the
+// OPENBLAS_CORETYPE value that gives the right ones: "SkylakeX" (AVX-512) or "Haswell" (AVX2);
+// empty otherwise.
+std::string blas_core_for_cpu();
 // When OpenBLAS runs kernels far older than the CPU supports (it did not recognise the CPU and fell
 // back to a generic x86-64 core such as Prescott, on a CPU with AVX2 or AVX-512), a warning naming
 // the OPENBLAS_CORETYPE setting that gives the right ones (products 4-5x faster); empty otherwise.
