@@ -9,6 +9,15 @@
 
 namespace seqgrad::nn {
 
+namespace {
+
+// The activation as linear_packed applies it in the product's own pass.
+PackedActivation packed(Activation then) {
+    return then == Activation::gelu ? PackedActivation::gelu : PackedActivation::relu;
+}
+
+}  // namespace
+
 Linear::Linear(int64_t in_features, int64_t out_features, Generator& gen, bool with_bias) {
     check(in_features > 0 && out_features > 0, "Linear", "sizes must be positive, got in ", in_features, " and out ",
           out_features);
@@ -25,9 +34,7 @@ Tensor Linear::forward(const Tensor& x) const {
 }
 
 Tensor Linear::forward(const Tensor& x, Activation then) const {
-    if (packed_weight_ && !grad_enabled() && !tracing())
-        return linear_packed(x, *packed_weight_, bias,
-                             then == Activation::gelu ? PackedActivation::gelu : PackedActivation::relu);
+    if (packed_weight_ && !grad_enabled() && !tracing()) return linear_packed(x, *packed_weight_, bias, packed(then));
     const Tensor y = forward(x);
     return then == Activation::gelu ? gelu(y) : relu(y);
 }
@@ -55,9 +62,7 @@ Tensor Linear::forward_pair(const Tensor& x, const Linear& first, Activation the
     if (!first.packed_weight_ || !second.packed_weight_ || grad_enabled() || tracing() ||
         first.packed_weight_->precision() != second.packed_weight_->precision())
         return second.forward(first.forward(x, then));
-    return linear_packed(x, *first.packed_weight_, first.bias,
-                         then == Activation::gelu ? PackedActivation::gelu : PackedActivation::relu,
-                         *second.packed_weight_, second.bias);
+    return linear_packed(x, *first.packed_weight_, first.bias, packed(then), *second.packed_weight_, second.bias);
 }
 
 void Linear::set_packed(std::optional<Precision> precision) {

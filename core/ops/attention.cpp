@@ -177,7 +177,7 @@ SEQGRAD_TARGET_AVX2 void transpose_tile8(const float* src, int64_t lds, float* d
 // A pair's keys [tk, head_size] (rows `width` apart) as kt [head_size, tk]: the scores q k^T are
 // then a product of two untransposed matrices, which OpenBLAS's AVX-512 kernels compute in place
 // for such small shapes, where q k^T has both operands copied into panels at every call (for 64
-// queries and keys of 32 numbers, the copies took a third of the product's time).
+// queries and keys of 32 numbers, the copies took a quarter of the products' time).
 template <IsaLevel L>
 void transpose_keys(const float* k, int64_t tk, int64_t head_size, int64_t width, float* kt) {
     int64_t j0 = 0;
