@@ -1025,20 +1025,26 @@ bool by_rows(const PackedMatrix::Impl& m, int64_t rows) {
     return !m.own_panels && rows >= 2 * kChunkRows && weight_bytes <= kRowsWeightBytes;
 }
 
+// f(first, n) for each chunk of at most kChunkRows rows of `rows`, the rows split between the
+// pool's threads as prepare_input splits them (by_rows); an error on a worker is thrown here.
+template <typename F>
+void by_chunks(int64_t rows, F&& f) {
+    detail::FirstFailure failure;
+    detail::parallel_for(rows, kChunkRows, [&](int64_t begin, int64_t end) {
+        for (int64_t first = begin; first < end; first += kChunkRows)
+            failure.run([&] { f(first, std::min(kChunkRows, end - first)); });
+    });
+    check(failure.message().empty(), kOp, "oneDNN failed: ", failure.message());
+}
+
 // y = the product of the prepared rows with m (+ bias), then `activation`: one block per thread,
 // or by_rows.
 void run_product(const PackedMatrix::Impl& m, const PackedInput& input, int64_t rows, const float* bias, float* y,
                  PackedActivation activation) {
     if (by_rows(m, rows)) {
-        detail::FirstFailure failure;
-        detail::parallel_for(rows, kChunkRows, [&](int64_t begin, int64_t end) {
-            for (int64_t first = begin; first < end; first += kChunkRows)
-                failure.run([&] {
-                    run_chunk(m, rows_from(input, first, m.in, m.precision), std::min(kChunkRows, end - first), bias,
-                              y + first * m.out, activation);
-                });
+        by_chunks(rows, [&](int64_t first, int64_t n) {
+            run_chunk(m, rows_from(input, first, m.in, m.precision), n, bias, y + first * m.out, activation);
         });
-        check(failure.message().empty(), kOp, "oneDNN failed: ", failure.message());
         return;
     }
     thread_local detail::Scratch<int32_t> int_parts;  // int8: room for the blocks' int32 sums
@@ -1115,20 +1121,14 @@ Tensor linear_packed(const Tensor& x, const PackedMatrix& first, const Tensor& f
         const PackedInput input = prepare_input(x, m1.precision, rows, m1.in);
         const float* b1 = first_bias.defined() ? first_bias.data() : nullptr;
         const float* b2 = second_bias.defined() ? second_bias.data() : nullptr;
-        detail::FirstFailure failure;
-        detail::parallel_for(rows, kChunkRows, [&](int64_t begin, int64_t end) {
+        by_chunks(rows, [&](int64_t first, int64_t n) {
             thread_local detail::Scratch<float> hidden;  // a chunk's rows between the two products
             thread_local InputBuffers hidden_input;      // those rows prepared for the second
             float* h = hidden.get(kChunkRows * m1.out);
-            for (int64_t row = begin; row < end; row += kChunkRows)
-                failure.run([&] {
-                    const int64_t n = std::min(kChunkRows, end - row);
-                    run_chunk(m1, rows_from(input, row, m1.in, m1.precision), n, b1, h, between);
-                    run_chunk(m2, prepare_input(h, m2.precision, n, m2.in, hidden_input), n, b2,
-                              y.data() + row * m2.out, PackedActivation::none);
-                });
+            run_chunk(m1, rows_from(input, first, m1.in, m1.precision), n, b1, h, between);
+            run_chunk(m2, prepare_input(h, m2.precision, n, m2.in, hidden_input), n, b2, y.data() + first * m2.out,
+                      PackedActivation::none);
         });
-        check(failure.message().empty(), kOp, "oneDNN failed: ", failure.message());
         return y;
     }
 #endif

@@ -279,7 +279,7 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t head
                             pr.with_mask_row(p, i0 + r, [&](auto masked) {
                                 attention_weights_row<decltype(isa)::value>(row, n, pr.sqrt_head_size, masked);
                             });
-                            std::fill(row + n, row + pr.tk, 0.0f);  // keys no row of the block attends to
+                            if (keep_weights) std::fill(row + n, row + pr.tk, 0.0f);  // keys the blocks never see
                             if (pr.dropout)
                                 pr.dropout_mask.apply(row, dropped_w + r * pr.tk, n, pr.dropout_first(p, i0 + r));
                         }
