@@ -325,6 +325,48 @@ TEST_CASE("a SentencePiece model that does not load, and a bad tokenizer JSON, a
     CHECK_THAT(error_of([] { text::Tokenizer::from_json("[]"); }), Contains("expected"));
 }
 
+namespace {
+
+// The protocol-buffer bytes of a unigram SentencePiece model with the given pieces, by hand: a
+// ModelProto's pieces are field 1, each a message of its text (field 1) and type (field 3).
+std::string model_proto_with(const std::vector<std::pair<std::string, int>>& pieces) {
+    const auto varint = [](uint64_t v) {
+        std::string out;
+        for (; v >= 0x80; v >>= 7) out += static_cast<char>((v & 0x7f) | 0x80);
+        return out + static_cast<char>(v);
+    };
+    const auto field = [&](int number, const std::string& bytes) {
+        return varint(static_cast<uint64_t>(number) << 3 | 2) + varint(bytes.size()) + bytes;
+    };
+    std::string model;
+    for (const auto& [text, type] : pieces)
+        model += field(1, field(1, text) + varint(3 << 3) + varint(static_cast<uint64_t>(type)));
+    return model;
+}
+
+}  // namespace
+
+TEST_CASE("a SentencePiece model whose pieces its own loader throws on is an Error, not an abort",
+          "[corpus][tokenizer]") {
+    const int normal = 1, unknown = 2, control = 3;
+    const auto as_json = [](const std::string& model) {
+        return R"({"kind": "sentencepiece", "lowercase": false, "model": ")" + text::base64_encode(model) + "\"}";
+    };
+    const std::vector<std::pair<std::string, int>> good = {
+        {"<unk>", unknown}, {"<s>", control}, {"</s>", control}, {"a", normal}, {"\u2581a", normal}};
+    const text::Tokenizer loads = text::Tokenizer::from_json(as_json(model_proto_with(good)));
+    CHECK(loads.detokenize(loads.tokenize("a a")) == "a a");
+    // A piece that begins with a NUL byte: SentencePiece's trie builder throws its own exception.
+    std::vector<std::pair<std::string, int>> bad = good;
+    bad.emplace_back(std::string("\0b", 2), normal);
+    CHECK_THAT(error_of([&] { text::Tokenizer::from_json(as_json(model_proto_with(bad))); }),
+               Contains("not a SentencePiece model that loads") && Contains("zero-length key"));
+    // One whose loader says no with a status is refused as before.
+    bad.back().first.clear();
+    CHECK_THAT(error_of([&] { text::Tokenizer::from_json(as_json(model_proto_with(bad))); }),
+               Contains("not a SentencePiece model that loads") && Contains("must not be empty"));
+}
+
 TEST_CASE("base64 round-trips every byte and refuses what is not base64", "[corpus]") {
     std::string bytes;
     for (int i = 0; i < 256; ++i) bytes += static_cast<char>(i);

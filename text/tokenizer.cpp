@@ -5,6 +5,7 @@
 #include <sentencepiece_trainer.h>
 
 #include <array>
+#include <exception>
 #include <unordered_map>
 
 #include "seqgrad/core/error.h"
@@ -71,8 +72,16 @@ Tokenizer Tokenizer::bytes() {
 
 Tokenizer Tokenizer::sentencepiece(std::string model_bytes, const std::string& origin) {
     auto processor = std::make_shared<sentencepiece::SentencePieceProcessor>();
-    const auto status = processor->LoadFromSerializedProto(model_bytes);
-    check(status.ok(), kOp, origin, " is not a SentencePiece model that loads: ", status.ToString());
+    // Most faults come back as a status; a few come out of SentencePiece's trie builder as a C++
+    // exception instead (a piece that begins with a NUL byte is a key of length zero there).
+    std::string fault;
+    try {
+        const auto status = processor->LoadFromSerializedProto(model_bytes);
+        if (!status.ok()) fault = status.ToString();
+    } catch (const std::exception& e) {
+        fault = e.what();
+    }
+    check(fault.empty(), kOp, origin, " is not a SentencePiece model that loads: ", fault);
     Tokenizer t;
     t.kind_ = "sentencepiece";
     t.model_ = std::move(model_bytes);
