@@ -96,7 +96,18 @@ Tensor Bert::encode(const IntTensor& tokens, const IntTensor& segments, bool fir
               segments.shape());
         check_token_ids(segments, keys().type_vocab, kOp, "segments");
     }
+    // Texts are independent through the encoder: many of them run as a slice per thread.
+    if (split_batch_pays(*this, batch, batch * length))
+        return split_batch(batch, [&](int64_t begin, int64_t end) {
+            return encode_rows(batch_rows(tokens, begin, end), given ? batch_rows(segments, begin, end) : IntTensor(),
+                               first_only);
+        });
+    return encode_rows(tokens, segments, first_only);
+}
 
+Tensor Bert::encode_rows(const IntTensor& tokens, const IntTensor& segments, bool first_only) const {
+    const int64_t batch = tokens.size(0), length = tokens.size(1);
+    const bool given = segments.numel() > 0;
     Tensor x = token_embedding->forward(tokens);  // [B, T, d_model]
     // A learned table is looked up as a module, so that the summary traces it.
     if (position_embedding) {

@@ -2,8 +2,15 @@
 #include "seqgrad/models/common.h"
 
 #include <algorithm>
+#include <cstring>
+#include <exception>
+#include <mutex>
 
+#include "seqgrad/core/autograd.h"
 #include "seqgrad/core/ops.h"
+#include "seqgrad/core/profile.h"
+#include "seqgrad/core/threads.h"
+#include "seqgrad/nn/trace.h"
 
 namespace seqgrad::models {
 
@@ -80,6 +87,53 @@ Tensor decode_with_teacher_forcing(const IntTensor& tgt_in, float ratio, Generat
         else tokens = argmax(logits.back().detach(), -1);
     }
     return stack(logits, 1);  // [B, T, V]
+}
+
+IntTensor batch_rows(const IntTensor& x, int64_t begin, int64_t end) {
+    check(x.dim() >= 1 && 0 <= begin && begin <= end && end <= x.size(0), "batch_rows", "rows [", begin, ", ", end,
+          ") of ", x.shape());
+    const int64_t row = x.size(0) > 0 ? x.numel() / x.size(0) : 0;
+    Shape shape = x.shape();
+    shape[0] = end - begin;
+    return IntTensor::from_vector(std::vector<int64_t>(x.data() + begin * row, x.data() + end * row), shape);
+}
+
+bool split_batch_pays(const Model& model, int64_t batch, int64_t tokens) {
+    const int64_t threads = get_num_threads();
+    return threads > 1 && batch >= threads && tokens >= threads * kSplitTokens && !grad_enabled() &&
+           !model.is_training() && !nn::tracing() && detail::active_op_profile == nullptr;
+}
+
+Tensor split_batch(int64_t batch, const std::function<Tensor(int64_t begin, int64_t end)>& forward) {
+    check(batch >= 1, "split_batch", "a batch of ", batch, " sequences");
+    std::mutex mutex;
+    std::exception_ptr failure;
+    std::vector<std::pair<int64_t, Tensor>> slices;
+    parallel_for(batch, 1, [&](int64_t begin, int64_t end) {
+        try {
+            const NoGradGuard no_grad;  // the mode is the thread's own: the caller's does not reach here
+            Tensor y = forward(begin, end);
+            check(y.defined() && y.dim() >= 1 && y.size(0) == end - begin, "split_batch", "a slice of ", end - begin,
+                  " rows gave ", y.defined() ? y.shape() : Shape{});
+            const std::lock_guard<std::mutex> lock(mutex);
+            slices.emplace_back(begin, std::move(y));
+        } catch (...) {
+            const std::lock_guard<std::mutex> lock(mutex);
+            if (!failure) failure = std::current_exception();
+        }
+    });
+    if (failure) std::rethrow_exception(failure);
+    Shape shape = slices.front().second.shape();
+    shape[0] = batch;
+    for (const auto& [begin, y] : slices)
+        check(y.shape().rank() == shape.rank() &&
+                  std::equal(y.shape().begin() + 1, y.shape().end(), shape.begin() + 1, shape.end()),
+              "split_batch", "slices gave ", slices.front().second.shape(), " and ", y.shape());
+    Tensor joined = Tensor::empty(shape);
+    const int64_t row = batch > 0 ? joined.numel() / batch : 0;
+    for (const auto& [begin, y] : slices)
+        std::memcpy(joined.data() + begin * row, y.data(), static_cast<size_t>(y.numel()) * sizeof(float));
+    return joined;
 }
 
 }  // namespace seqgrad::models

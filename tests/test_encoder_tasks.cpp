@@ -21,6 +21,7 @@ using namespace seqgrad;
 using namespace seqgrad::models;
 using namespace seqgrad::training;
 using Catch::Matchers::Contains;
+using seqgrad::testing::error_of;
 using seqgrad::testing::rhymes;
 using seqgrad::testing::TempDir;
 namespace fs = std::filesystem;
@@ -533,4 +534,86 @@ TEST_CASE("forward_first is forward's first position, with its gradients, the la
         REQUIRE(trimmed.size() == whole.size());
         for (size_t i = 0; i < whole.size(); ++i) CHECK(trimmed[i] == Approx(whole[i]).margin(2e-6));
     }
+}
+
+TEST_CASE("many texts without a gradient run a slice per thread, with the values of one thread's run",
+          "[encoder][threads]") {
+    Generator init(8);
+    ModelConfig c = tiny_bert(40);
+    c.vocab = 50;
+    c.keys<BertKeys>().n_layers = 2;
+    c.keys<BertKeys>().n_classes = 3;
+    auto model = make_model(c, init);
+    auto& encoder = dynamic_cast<EncoderModel&>(*model);
+    model->eval();
+    // 37 pairs of texts in 40 tokens, the later ones padded more and more, each pair's second text
+    // starting elsewhere: slices of 19 and 18 on two threads (split_batch_pays), no two alike.
+    constexpr int64_t batch = 37, length = 40;
+    std::vector<int64_t> ids;
+    Generator draw(3);
+    for (int64_t b = 0; b < batch; ++b)
+        for (int64_t t = 0; t < length; ++t)
+            ids.push_back(t == 0                ? 4
+                          : t >= length - b / 2 ? 0
+                          : t == 5 + b % 11     ? 5  // <sep>: the second text's segment starts after it
+                                                : 6 + static_cast<int64_t>(draw.next_u64() % 44));
+    const IntTensor tokens = IntTensor::from_vector(ids, {batch, length});
+    const IntTensor segments = encoder_segments(tokens);
+    const int before = get_num_threads();
+    const auto run = [&](int threads, bool first_only) {
+        set_num_threads(threads);
+        const NoGradGuard no_grad;
+        Tensor hidden = first_only ? encoder.forward_first(tokens, segments) : encoder.forward(tokens, segments);
+        set_num_threads(before);
+        return hidden;
+    };
+    for (const char* precision : {"float32", "int8"}) {
+        CAPTURE(precision);
+        if (std::string(precision) == "int8") model->pack_weights(Precision::int8);
+        {
+            const NoGradGuard no_grad;
+            REQUIRE(split_batch_pays(*model, batch, batch * length) == (before > 1));
+        }
+        for (const bool first_only : {true, false}) {
+            CAPTURE(first_only);
+            const Tensor split = run(2, first_only), serial = run(1, first_only);
+            REQUIRE(split.shape() == Shape{batch, first_only ? 1 : length, 16});
+            // The same values: int8's sums are exact integers, float32's products may round a few
+            // ulps apart with the rows in one call (OpenBLAS's Haswell kernels: 5e-7 at most here).
+            const std::vector<float> a = split.to_vector(), b = serial.to_vector();
+            if (std::string(precision) == "int8") CHECK(a == b);
+            for (size_t i = 0; i < a.size(); ++i) REQUIRE(a[i] == Approx(b[i]).margin(2e-6));
+        }
+    }
+    // Nothing is split where something records, draws or must see each operation.
+    model->train();
+    {
+        const NoGradGuard no_grad;
+        CHECK_FALSE(split_batch_pays(*model, batch, batch * length));
+    }
+    model->eval();
+    CHECK_FALSE(split_batch_pays(*model, batch, batch * length));  // the gradient is on
+}
+
+TEST_CASE("split_batch joins its slices in order and throws a slice's error", "[encoder][threads]") {
+    const int before = get_num_threads();
+    set_num_threads(2);
+    const auto rows = [](int64_t begin, int64_t end) {
+        std::vector<float> v;
+        for (int64_t i = begin; i < end; ++i) v.insert(v.end(), {static_cast<float>(i), -static_cast<float>(i)});
+        return Tensor::from_vector(v, {end - begin, 2});
+    };
+    const Tensor joined = split_batch(5, rows);
+    CHECK(joined.shape() == Shape{5, 2});
+    CHECK(joined.to_vector() == std::vector<float>{0, 0, 1, -1, 2, -2, 3, -3, 4, -4});
+    CHECK_THAT(error_of([&] {
+                   split_batch(6, [&](int64_t begin, int64_t end) {
+                       check(begin == 0, "a slice", "refused rows ", begin, " to ", end);
+                       return rows(begin, end);
+                   });
+               }),
+               Contains("refused rows 3 to 6"));
+    CHECK_THAT(error_of([&] { split_batch(6, [&](int64_t begin, int64_t) { return rows(begin, begin + 1); }); }),
+               Contains("a slice of 3 rows gave [1, 2]"));
+    set_num_threads(before);
 }

@@ -82,6 +82,8 @@ public:
 private:
     // forward(), or with `first_only` forward_first().
     Tensor encode(const IntTensor& tokens, const IntTensor& segments, bool first_only);
+    // encode()'s work after its checks, on the tokens given: the batch, or one of split_batch's slices.
+    Tensor encode_rows(const IntTensor& tokens, const IntTensor& segments, bool first_only) const;
     void check_hidden(const Tensor& hidden, const char* what) const;
 };
 
