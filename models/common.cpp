@@ -130,7 +130,7 @@ Tensor split_batch(int64_t batch, const std::function<Tensor(int64_t begin, int6
                   std::equal(y.shape().begin() + 1, y.shape().end(), shape.begin() + 1, shape.end()),
               "split_batch", "slices gave ", slices.front().second.shape(), " and ", y.shape());
     Tensor joined = Tensor::empty(shape);
-    const int64_t row = batch > 0 ? joined.numel() / batch : 0;
+    const int64_t row = joined.numel() / batch;
     for (const auto& [begin, y] : slices)
         std::memcpy(joined.data() + begin * row, y.data(), static_cast<size_t>(y.numel()) * sizeof(float));
     return joined;
