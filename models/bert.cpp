@@ -99,7 +99,9 @@ Tensor Bert::encode(const IntTensor& tokens, const IntTensor& segments, bool fir
     // Texts are independent through the encoder: many of them run as a slice per thread.
     if (split_batch_pays(*this, batch, batch * length))
         return split_batch(batch, [&](int64_t begin, int64_t end) {
-            return encode_rows(batch_rows(tokens, begin, end), given ? batch_rows(segments, begin, end) : IntTensor(),
+            std::vector<int64_t> rows(static_cast<size_t>(end - begin));
+            std::iota(rows.begin(), rows.end(), begin);
+            return encode_rows(select_rows(tokens, rows), given ? select_rows(segments, rows) : IntTensor(),
                                first_only);
         });
     return encode_rows(tokens, segments, first_only);

@@ -89,15 +89,6 @@ Tensor decode_with_teacher_forcing(const IntTensor& tgt_in, float ratio, Generat
     return stack(logits, 1);  // [B, T, V]
 }
 
-IntTensor batch_rows(const IntTensor& x, int64_t begin, int64_t end) {
-    check(x.dim() >= 1 && 0 <= begin && begin <= end && end <= x.size(0), "batch_rows", "rows [", begin, ", ", end,
-          ") of ", x.shape());
-    const int64_t row = x.size(0) > 0 ? x.numel() / x.size(0) : 0;
-    Shape shape = x.shape();
-    shape[0] = end - begin;
-    return IntTensor::from_vector(std::vector<int64_t>(x.data() + begin * row, x.data() + end * row), shape);
-}
-
 bool split_batch_pays(const Model& model, int64_t batch, int64_t tokens) {
     const int64_t threads = get_num_threads();
     return threads > 1 && batch >= threads && tokens >= threads * kSplitTokens && !grad_enabled() &&

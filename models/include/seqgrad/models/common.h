@@ -34,9 +34,6 @@ IntTensor source_mask(const IntTensor& src);
 Tensor select_rows(const Tensor& x, int64_t axis, const std::vector<int64_t>& rows);
 IntTensor select_rows(const IntTensor& x, const std::vector<int64_t>& rows);  // along axis 0
 
-// Rows [begin, end) of x along axis 0 (x [B, ...]), a copy.
-IntTensor batch_rows(const IntTensor& x, int64_t begin, int64_t end);
-
 // Whether a forward pass over `batch` independent sequences of `tokens` tokens in all runs faster
 // as split_batch's slices: with more than one thread, at least kSplitTokens tokens for each, and
 // nothing that must see every operation on the calling thread: no gradient (nothing records), the
