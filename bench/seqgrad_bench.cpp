@@ -24,6 +24,10 @@
 //                                        products' operations (two forward, four backward) over the
 //                                        scores a causal mask keeps, T (T + 1) / 2 per head: against
 //                                        the sgemm peak, the rest is attention's own work
+//   attention/forward/B/H/T/S            the fused attention() of a bidirectional self-attention
+//                                        without a gradient, as a BERT classifying full texts runs
+//                                        it (no mask, no dropout; 64/4/64/32 is the langid
+//                                        recipe's); GFLOP/s counts its two products, 4 T^2 S per head
 //   dropout/forward_backward/N           dropout(p = 0.2) of N floats and its backward; GB/s counts
 //                                        the input read and the output written each way (16 N)
 //   gelu/forward_backward/N              gelu of N floats and its backward; GB/s counts x read and
@@ -60,6 +64,7 @@
 #include <string>
 #include <vector>
 
+#include "seqgrad/core/autograd.h"
 #include "seqgrad/core/cpu.h"
 #include "seqgrad/core/isa_dispatch.h"
 #include "seqgrad/core/ops.h"
@@ -68,7 +73,6 @@
 #include "seqgrad/core/tensor.h"
 #include "seqgrad/core/threads.h"
 #include "seqgrad/nn/attention.h"
-#include "seqgrad/nn/distributed.h"
 #include "seqgrad/nn/distributed.h"
 #include "bench_common.h"
 
@@ -352,6 +356,20 @@ void attention_forward_backward(benchmark::State& state) {
     set_rate_counter(state, "GFLOP/s", 6 * 2 * scores * static_cast<double>(size));
 }
 
+void attention_forward(benchmark::State& state) {
+    const int64_t batch = state.range(0), heads = state.range(1), length = state.range(2), size = state.range(3);
+    Generator gen(6);
+    const Shape shape{batch, length, heads * size};
+    const Tensor q = random_tensor(shape, gen), k = random_tensor(shape, gen), v = random_tensor(shape, gen);
+    const seqgrad::NoGradGuard no_grad;
+    for (auto _ : state) {
+        Tensor context = seqgrad::attention(q, k, v, heads, IntTensor(), 0.0f, false, nullptr);
+        benchmark::DoNotOptimize(context.data());
+    }
+    const double scores = static_cast<double>(batch * heads) * static_cast<double>(length * length);
+    set_rate_counter(state, "GFLOP/s", 2 * 2 * scores * static_cast<double>(size));
+}
+
 void dropout_forward_backward(benchmark::State& state) {
     forward_backward(state, {state.range(0)}, 7, 16.0,
                      [](const Tensor& x, Generator& gen) { return seqgrad::dropout(x, 0.2f, true, gen); });
@@ -435,6 +453,7 @@ void register_op_benchmarks() {
     register_rows("cross_entropy/forward", cross_entropy_forward, kRowShapes);
     register_rows("cross_entropy/forward_backward", cross_entropy_forward_backward, kRowShapes);
     register_rows("attention/forward_backward", attention_forward_backward, {{64, 6, 256, 64}, {12, 4, 64, 32}});
+    register_rows("attention/forward", attention_forward, {{64, 4, 64, 32}, {64, 6, 256, 64}});
     // a baby GPT's [64, 256, 384] activation; one that stays in the caches
     register_rows("dropout/forward_backward", dropout_forward_backward, {{64 * 256 * 384}, {64 * 1024}});
     // the baby GPT's feed-forward activation [64, 256, 1536]; one that stays in the caches

@@ -24,9 +24,9 @@ void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, con
 
 // gemm for the products of a weight matrix (linear layers, the LSTM's gates): in float32 on
 // oneDNN's matmul instead of sgemm where float32_products() is "onednn" (precision.h). Plain
-// matmul and attention stay on sgemm, whose sum for an element does not depend on the shape of the
-// product around it: the traced attention (a composition of matmuls) then equals the fused one bit
-// for bit.
+// matmul stays on sgemm, whose sum for an element does not depend on the shape of the product
+// around it. (Attention's per-head products run in vector registers of their own above the
+// portable level: ops/small_product.h.)
 void gemm_weights(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, const float* b, float* c,
                   bool accumulate);
 

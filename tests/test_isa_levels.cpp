@@ -12,6 +12,7 @@
 #include <functional>
 #include <limits>
 
+#include "../core/ops/small_product.h"
 #include "seqgrad/nn/optim.h"
 
 using namespace seqgrad;
@@ -258,6 +259,68 @@ TEST_CASE("Adam and AdamW steps agree at every kernel level", "[cpu][optim]") {
         return out;
     });
 }
+
+#if SEQGRAD_HAVE_ISA_LEVELS
+TEST_CASE("attention's small products in vector registers agree with sums in double at every level", "[cpu][ops]") {
+    // Every tile and tail of small_product.h: rows 1 to 14 (whole tiles of 6 and 12 and each
+    // remainder), columns 1 to 40 (whole panels of 16 and 32, and every partial vector), A as stored
+    // and transposed, written and accumulated. Operands sit in wider rows whose spare columns hold
+    // NaN, so that a read past a row's end spoils the result; C's spare columns and the row below
+    // it hold a marker that must come out untouched. Each element is within float32's rounding of the sum in double:
+    // |c - exact| <= k 2^-23 sum_p |a b| (plus C's own value when accumulating).
+    const std::vector<IsaLevel> levels = levels_above_portable();
+    if (levels.empty()) {
+        skip_test("this process runs the portable level only: there is no other level to compare");
+        return;
+    }
+    const float nan = std::numeric_limits<float>::quiet_NaN(), marker = 1234.5f;
+    Generator gen(91);
+    for (IsaLevel level : levels)
+        for (bool ta : {false, true})
+            for (bool accumulate : {false, true})
+                for (int64_t m = 1; m <= 14; ++m)
+                    for (int64_t n = 1; n <= 40; ++n)
+                        for (int64_t k : {1, 7, 33}) {
+                            const int64_t lda = (ta ? m : k) + 3, ldb = n + 5, ldc = n + 2;
+                            std::vector<float> a(static_cast<size_t>((ta ? k : m) * lda), nan),
+                                b(static_cast<size_t>(k * ldb), nan), c(static_cast<size_t>((m + 1) * ldc), marker);
+                            for (int64_t r = 0; r < (ta ? k : m); ++r)
+                                for (int64_t p = 0; p < (ta ? m : k); ++p) a[r * lda + p] = gen.uniform(-1, 1);
+                            for (int64_t p = 0; p < k; ++p)
+                                for (int64_t j = 0; j < n; ++j) b[p * ldb + j] = gen.uniform(-1, 1);
+                            for (int64_t i = 0; i < m; ++i)
+                                for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = gen.uniform(-1, 1);
+                            const std::vector<float> before = c;
+                            if (level == IsaLevel::avx512)
+                                detail::small_product<IsaLevel::avx512>(ta, m, n, k, a.data(), lda, b.data(), ldb,
+                                                                        c.data(), ldc, accumulate);
+                            else
+                                detail::small_product<IsaLevel::avx2>(ta, m, n, k, a.data(), lda, b.data(), ldb,
+                                                                      c.data(), ldc, accumulate);
+                            int64_t wrong = 0;
+                            for (int64_t i = 0; i <= m; ++i)
+                                for (int64_t j = 0; j < ldc; ++j) {
+                                    const float got = c[i * ldc + j];
+                                    if (i == m || j >= n) {  // outside C: untouched
+                                        wrong += got != marker;
+                                        continue;
+                                    }
+                                    double exact = accumulate ? before[i * ldc + j] : 0.0, size = std::fabs(exact);
+                                    for (int64_t p = 0; p < k; ++p) {
+                                        const double term =
+                                            static_cast<double>(ta ? a[p * lda + i] : a[i * lda + p]) * b[p * ldb + j];
+                                        exact += term;
+                                        size += std::fabs(term);
+                                    }
+                                    wrong += !(std::fabs(got - exact) <= (k + 1) * 0x1p-23 * size);
+                                }
+                            INFO("level " << isa_level_name(level) << (ta ? ", A transposed" : "")
+                                          << (accumulate ? ", accumulating" : "") << ": m " << m << ", n " << n
+                                          << ", k " << k);
+                            REQUIRE(wrong == 0);
+                        }
+}
+#endif
 
 TEST_CASE("packed products of one to thirteen rows agree at every kernel level", "[cpu][packed]") {
     // Up to four rows read oneDNN's AVX-512 panels with seqgrad's own loop at the avx512 level, or

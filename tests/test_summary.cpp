@@ -279,7 +279,10 @@ TEST_CASE("tracing is off by default and changes no result when on", "[summary]"
     const std::vector<TracedOutput> outputs = trace_outputs(*model, [&] { traced = model->logits(src, tgt_in); });
     CHECK(static_cast<int64_t>(outputs.size()) == while_installed);
     REQUIRE(traced.shape() == untraced.shape());
-    CHECK(traced.to_vector() == untraced.to_vector());  // bit for bit
+    // Traced, attention runs as its composition of primitives (its scores and weights are reported),
+    // whose products round in another order than the fused operation's: equal within float32's
+    // rounding, not bit for bit.
+    CHECK(testing::max_abs_diff(traced, untraced) < 1e-6f);
     CHECK(counter.reports == while_installed);
 }
 

@@ -2,10 +2,11 @@
 // head_size] layout the projections produce. Each (batch row, head) pair is an independent
 // problem whose matrices are strided views of q, k and v (leading dimension heads * head_size),
 // so heads are never split out or merged back by copies; its scores stay in one small buffer
-// that the scaling, the mask, the softmax and dropout pass over once. Pairs run in parallel,
-// each with serial sgemm calls, over blocks of query rows whose products stop at the last key the
-// block attends to: with a causal mask about half the products are never computed, and their
-// weights are exact zeros, as the full softmax would make them.
+// that the scaling, the mask, the softmax and dropout pass over once. Pairs run in parallel, each
+// on one thread, with its products in vector registers (small_product.h; sgemm at the portable
+// level), over blocks of query rows whose products stop at the last key the block attends to:
+// with a causal mask about half the products are never computed, and their weights are exact
+// zeros, as the full softmax would make them.
 //
 // The composition it replaces, per head h (the Transformer's multi-head attention):
 //   weights_h = softmax(where(mask, q_h k_h^T / sqrt(head_size), -1e9))
@@ -20,6 +21,7 @@
 #include "../blas.h"
 #include "../scratch.h"
 #include "kernels.h"
+#include "small_product.h"
 #include "seqgrad/core/autograd.h"
 #include "seqgrad/core/ops.h"
 
@@ -145,10 +147,18 @@ private:
     int64_t slice_ = -1;
 };
 
-// C [m, n] (row stride ldc) = op(A) op(B), one thread, row-major.
+// C [m, n] (row stride ldc) = op(A) op(B), or C += op(A) op(B) when accumulate; one thread,
+// row-major. Above the portable level, with B untransposed, in vector registers
+// (small_product.h); else sgemm.
+template <IsaLevel L>
 void small_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
-                int64_t ldb, float* c, int64_t ldc) {
-    detail::gemm_block(ta, tb, m, n, k, a, lda, b, ldb, c, ldc, false);
+                int64_t ldb, float* c, int64_t ldc, bool accumulate = false) {
+#if SEQGRAD_HAVE_ISA_LEVELS
+    if constexpr (L != IsaLevel::portable) {
+        if (!tb) return detail::small_product<L>(ta, m, n, k, a, lda, b, ldb, c, ldc, accumulate);
+    }
+#endif
+    detail::gemm_block(ta, tb, m, n, k, a, lda, b, ldb, c, ldc, accumulate);
 }
 
 #if SEQGRAD_HAVE_ISA_LEVELS
@@ -272,8 +282,9 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t head
                         const int64_t first = (p * pr.tq + i0) * pr.tk;
                         float* w = keep_weights ? pw + first : scratch;
                         float* dropped_w = !pr.dropout ? w : keep_weights ? pd + first : scratch + kMergedRows * pr.tk;
-                        small_gemm(false, false, rows, n, pr.head_size, pq + pr.query_offset(p) + i0 * pr.width,
-                                   pr.width, kt, pr.tk, w, pr.tk);
+                        small_gemm<decltype(isa)::value>(false, false, rows, n, pr.head_size,
+                                                         pq + pr.query_offset(p) + i0 * pr.width, pr.width, kt, pr.tk,
+                                                         w, pr.tk);
                         for (int64_t r = 0; r < rows; ++r) {
                             float* row = w + r * pr.tk;
                             pr.with_mask_row(p, i0 + r, [&](auto masked) {
@@ -283,8 +294,9 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t head
                             if (pr.dropout)
                                 pr.dropout_mask.apply(row, dropped_w + r * pr.tk, n, pr.dropout_first(p, i0 + r));
                         }
-                        small_gemm(false, false, rows, pr.head_size, n, dropped_w, pr.tk, pv + pr.key_offset(p),
-                                   pr.width, pc + pr.query_offset(p) + i0 * pr.width, pr.width);
+                        small_gemm<decltype(isa)::value>(false, false, rows, pr.head_size, n, dropped_w, pr.tk,
+                                                         pv + pr.key_offset(p), pr.width,
+                                                         pc + pr.query_offset(p) + i0 * pr.width, pr.width);
                     }
                 }
             });
@@ -330,7 +342,8 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t head
             // A block's dropout factors, row by row: the mask drops the weights and, through the
             // same factors, the gradient of the dropped weights.
             std::vector<float> factors(b.dropout ? static_cast<size_t>(kQueryBlock * b.tk) : 0);
-            with_isa_level([&](auto) {
+            with_isa_level([&](auto isa) {
+                constexpr IsaLevel L = decltype(isa)::value;
                 for (int64_t p = begin; p < end; ++p) {
                     const std::vector<int64_t>& keys = block_keys.of(b, p);
                     const float* w = pw + p * b.tq * b.tk;
@@ -358,11 +371,11 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t head
                             dropped = sb;
                         }
                         // d v += dropout(weights)^T d context
-                        detail::gemm_block(true, false, n, b.head_size, rows, dropped, b.tk, gcb, b.width,
-                                           gv_data + b.key_offset(p), b.width, true);
+                        small_gemm<L>(true, false, n, b.head_size, rows, dropped, b.tk, gcb, b.width,
+                                      gv_data + b.key_offset(p), b.width, true);
                         // d dropout(weights) = d context v^T, then back through dropout
-                        small_gemm(false, true, rows, n, b.head_size, gcb, b.width, pv + b.key_offset(p), b.width, sb,
-                                   b.tk);
+                        small_gemm<L>(false, true, rows, n, b.head_size, gcb, b.width, pv + b.key_offset(p), b.width,
+                                      sb, b.tk);
                         // d weights gains the weights' own gradient (when a loss used them); then the
                         // scores' gradient. Keys past n have weight 0 in every row of the block.
                         for (int64_t i = i0; i < i0 + rows; ++i) {
@@ -374,11 +387,11 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t head
                             });
                         }
                         // d q = d scores k;  d k += d scores^T q
-                        small_gemm(false, false, rows, b.head_size, n, sb, b.tk, pk + b.key_offset(p), b.width,
-                                   gq_data + b.query_offset(p) + i0 * b.width, b.width);
-                        detail::gemm_block(true, false, n, b.head_size, rows, sb, b.tk,
-                                           pq + b.query_offset(p) + i0 * b.width, b.width, gk_data + b.key_offset(p),
-                                           b.width, true);
+                        small_gemm<L>(false, false, rows, b.head_size, n, sb, b.tk, pk + b.key_offset(p), b.width,
+                                      gq_data + b.query_offset(p) + i0 * b.width, b.width);
+                        small_gemm<L>(true, false, n, b.head_size, rows, sb, b.tk,
+                                      pq + b.query_offset(p) + i0 * b.width, b.width, gk_data + b.key_offset(p),
+                                      b.width, true);
                     }
                 }
             });
