@@ -185,9 +185,9 @@ SEQGRAD_TARGET_AVX2 void transpose_tile8(const float* src, int64_t lds, float* d
 #endif
 
 // A pair's keys [tk, head_size] (rows `width` apart) as kt [head_size, tk]: the scores q k^T are
-// then a product of two untransposed matrices, which OpenBLAS's AVX-512 kernels compute in place
-// for such small shapes, where q k^T has both operands copied into panels at every call (for 64
-// queries and keys of 32 numbers, the copies took a quarter of the products' time).
+// then a product of two untransposed matrices, which small_product.h computes in place (and
+// OpenBLAS's AVX-512 kernels too, at such small shapes, where for q k^T they copy both operands
+// into panels at every call). Backward lays out the values so, for d context v^T.
 template <IsaLevel L>
 void transpose_keys(const float* k, int64_t tk, int64_t head_size, int64_t width, float* kt) {
     int64_t j0 = 0;
@@ -342,10 +342,16 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t head
             // A block's dropout factors, row by row: the mask drops the weights and, through the
             // same factors, the gradient of the dropped weights.
             std::vector<float> factors(b.dropout ? static_cast<size_t>(kQueryBlock * b.tk) : 0);
+            // A pair's values transposed, [head_size, tk], so that d context v^T is a product of
+            // untransposed matrices too (small_gemm); sgemm takes v as it is at the portable level.
+            thread_local detail::Scratch<float> values_t;
+            float* vt = values_t.get(b.head_size * b.tk);
             with_isa_level([&](auto isa) {
                 constexpr IsaLevel L = decltype(isa)::value;
                 for (int64_t p = begin; p < end; ++p) {
                     const std::vector<int64_t>& keys = block_keys.of(b, p);
+                    if constexpr (L != IsaLevel::portable)
+                        transpose_keys<L>(pv + b.key_offset(p), b.tk, b.head_size, b.width, vt);
                     const float* w = pw + p * b.tq * b.tk;
                     float* s = ps + p * b.tq * b.tk;
                     const float* g_context = pg + b.query_offset(p);
@@ -374,8 +380,11 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t head
                         small_gemm<L>(true, false, n, b.head_size, rows, dropped, b.tk, gcb, b.width,
                                       gv_data + b.key_offset(p), b.width, true);
                         // d dropout(weights) = d context v^T, then back through dropout
-                        small_gemm<L>(false, true, rows, n, b.head_size, gcb, b.width, pv + b.key_offset(p), b.width,
-                                      sb, b.tk);
+                        if constexpr (L != IsaLevel::portable)
+                            small_gemm<L>(false, false, rows, n, b.head_size, gcb, b.width, vt, b.tk, sb, b.tk);
+                        else
+                            small_gemm<L>(false, true, rows, n, b.head_size, gcb, b.width, pv + b.key_offset(p),
+                                          b.width, sb, b.tk);
                         // d weights gains the weights' own gradient (when a loss used them); then the
                         // scores' gradient. Keys past n have weight 0 in every row of the block.
                         for (int64_t i = i0; i < i0 + rows; ++i) {
