@@ -82,9 +82,13 @@ if [ -f build-sanitize/CMakeCache.txt ] && ! grep -q '^CMAKE_CXX_COMPILER:.*clan
 fi
 # With MPI, as the Release tree, so that data-parallel training runs under the sanitizers too (Open
 # MPI's own leaks are suppressed: tests/sanitizers/lsan.supp). Each tree also links the program as
-# it is built without MPI, to test that it refuses a launch of several processes.
+# it is built without MPI, to test that it refuses a launch of several processes. Debug information
+# is line tables only: the sanitizers' reports name every frame's file and line, and the tree
+# builds a fifth faster than with full -g.
 CC=clang CXX=clang++ cmake -S . -B build-sanitize -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSEQGRAD_SANITIZE=ON \
-  -DSEQGRAD_FUZZ=ON -DSEQGRAD_BUILD_BENCH=OFF -DSEQGRAD_MPI=ON
+  -DSEQGRAD_FUZZ=ON -DSEQGRAD_BUILD_BENCH=OFF -DSEQGRAD_MPI=ON \
+  -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O2 -gline-tables-only -DNDEBUG" \
+  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -gline-tables-only -DNDEBUG"
 cmake --build build-sanitize -j"$jobs"
 # All but the four tests that train a model to 99% on a task ("learns to"): under the sanitizers and
 # libFuzzer's coverage they take minutes each, running the same code as the short tests thousands of
