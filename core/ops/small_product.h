@@ -2,7 +2,7 @@
 // attention.cpp), whose sides are a head's width and a block of queries or keys, a few dozen each.
 // sgemm copies both operands into panels and clears C at every such call; at OpenBLAS's Haswell
 // kernels the copies and the call cost about as much as the arithmetic. Here nothing is copied:
-// each tile of C, 6 rows by two vectors of columns (12 registers of sums), reads B's rows where
+// each tile of C, 6 rows by two vectors of columns at avx2 (12 at avx512), reads B's rows where
 // they lie, broadcasts A's elements one at a time, and goes to memory once at the end.
 //
 // Every element's sum runs over k in order, one fused multiply-add per term, whatever tile it falls
@@ -17,8 +17,10 @@
 #if SEQGRAD_HAVE_ISA_LEVELS
 namespace seqgrad::detail {
 
-// Rows of a tile: 6 at avx2 (12 of its 16 registers hold sums), 12 at avx512 (24 of 32).
-constexpr int kProductTileRows512 = 12;
+// Rows of a whole tile at level L: 6 at avx2 (12 of its 16 registers hold sums), 12 at avx512 (24
+// of 32).
+template <IsaLevel L>
+constexpr int kProductTileRows = L == IsaLevel::avx512 ? 12 : 6;
 
 // One tile: C[Rows, 8 Vecs] = (or +=) A[Rows, k] B[k, 8 Vecs], with A's element (r, p) at
 // a[r * a_row + p * a_col]. When Partial, the last vector holds only `last` columns (0 < last <= 8):
@@ -89,12 +91,12 @@ inline void product_tile(int64_t k, const float* a, int64_t a_row, int64_t a_col
     else product_tile_avx2<Rows, Vecs, Partial>(k, a, a_row, a_col, b, ldb, c, ldc, accumulate, last);
 }
 
-// A column panel of C (Vecs vectors) down all m rows: tiles of TileRows rows, then of 6 and of the
-// rows left.
+// A column panel of C (Vecs vectors) down all m rows: whole tiles, then (at avx512) one of 6 rows,
+// then one of the rows left.
 template <IsaLevel L, int Vecs, bool Partial>
 inline void product_panel(int64_t m, int64_t k, const float* a, int64_t a_row, int64_t a_col, const float* b,
                           int64_t ldb, float* c, int64_t ldc, bool accumulate, int64_t last) {
-    constexpr int TileRows = L == IsaLevel::avx512 ? kProductTileRows512 : 6;
+    constexpr int TileRows = kProductTileRows<L>;
     int64_t i = 0;
     for (; i + TileRows <= m; i += TileRows)
         product_tile<L, TileRows, Vecs, Partial>(k, a + i * a_row, a_row, a_col, b, ldb, c + i * ldc, ldc, accumulate,
