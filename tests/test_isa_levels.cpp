@@ -196,6 +196,25 @@ TEST_CASE("attention, dropout and the LSTM agree at every kernel level", "[cpu][
         Tensor context = attention(q, k, v, 4, IntTensor::from_vector(causal, {1, 1, 37, 37}), 0.1f, true, &gen);
         (context * random_tensor(context.shape(), 74, -1, 1, false)).sum().backward();
         for (const Tensor& t : {context.detach(), q.grad(), k.grad(), v.grad()}) out.push_back(t);
+        // without gradients, a padding mask over keys (the second text's last 4, 21 and all 37
+        // keys padded across its three pairs of batch rows: rows that attend to nothing), and a mask
+        // broadcast along the keys (its entries 0 apart: every query row attends to all or none)
+        std::vector<int64_t> padding;
+        for (int64_t b = 0; b < 6; ++b)
+            for (int64_t j = 0; j < 37; ++j)
+                padding.push_back(b % 2 == 0 || j < std::vector<int64_t>{33, 16, 0}[b / 2]);
+        std::vector<int64_t> rows_kept;
+        for (int64_t i = 0; i < 2 * 4 * 37; ++i) rows_kept.push_back(i % 5 != 3);
+        {
+            NoGradGuard no_grad;
+            const Tensor q6 = random_tensor({6, 37, 32}, 91), k6 = random_tensor({6, 37, 32}, 92),
+                         v6 = random_tensor({6, 37, 32}, 93);
+            Tensor weights;
+            out.push_back(attention(q6, k6, v6, 4, IntTensor::from_vector(padding, {6, 1, 1, 37}), 0, false, nullptr,
+                                    &weights));
+            out.push_back(weights);
+            out.push_back(attention(q, k, v, 4, IntTensor::from_vector(rows_kept, {2, 4, 37, 1}), 0, false));
+        }
         // decoding's attention over gathered rows: heads of 16 (the avx512 and avx2 loops) and of 6
         for (int64_t head_size : {16, 6}) {
             const int64_t heads = 3, width = heads * head_size, length = 11;
@@ -208,6 +227,13 @@ TEST_CASE("attention, dropout and the LSTM agree at every kernel level", "[cpu][
             Tensor weights;
             out.push_back(gathered_attention(cq, ck, cv, IntTensor::from_vector(rows, {4, 12}), length, heads,
                                              IntTensor(), &weights));
+            out.push_back(weights);
+            // and with a mask of each row's own keys (the first 1 to 4 masked)
+            std::vector<int64_t> keys_kept;
+            for (int64_t i = 0; i < 4; ++i)
+                for (int64_t j = 0; j < length; ++j) keys_kept.push_back(j > i);
+            out.push_back(gathered_attention(cq, ck, cv, IntTensor::from_vector(rows, {4, 12}), length, heads,
+                                             IntTensor::from_vector(keys_kept, {4, 1, 1, length}), &weights));
             out.push_back(weights);
         }
         // dropout: the same mask at every level

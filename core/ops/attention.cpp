@@ -32,15 +32,141 @@
 namespace seqgrad {
 namespace {
 
-// One row of attention weights from its raw scores q . k: each divided by sqrt(head_size), or set to
-// kAttentionMaskFill where masked(j), then softmax. The one computation of the weights, for
-// training's attention() and decoding's gathered_attention() alike, so that both round the same
-// (at one level L: isa_dispatch.h).
-template <IsaLevel L, typename Masked>
-void attention_weights_row(float* row, int64_t n, float sqrt_head_size, Masked&& masked) {
-    for (int64_t j = 0; j < n; ++j) row[j] = masked(j) ? kAttentionMaskFill : row[j] / sqrt_head_size;
-    const float inv = 1.0f / detail::exp_shifted<L>(row, detail::row_max<L>(row, n), row, n);
-    for (int64_t j = 0; j < n; ++j) row[j] *= inv;
+#if SEQGRAD_HAVE_ISA_LEVELS
+// Which of the sixteen scores from j on are masked out (mask[(j + l) * step] == 0), among the
+// `lanes` that exist: one comparison of eight keys at a time when the mask row is contiguous.
+SEQGRAD_TARGET_AVX512 inline __mmask16 masked_lanes16(const int64_t* mask, int64_t step, int64_t j, __mmask16 lanes) {
+    if (step == 1) {
+        const __m512i zero = _mm512_setzero_si512();
+        const __mmask8 low = static_cast<__mmask8>(lanes), high = static_cast<__mmask8>(lanes >> 8);
+        const __mmask8 a = _mm512_mask_cmpeq_epi64_mask(low, _mm512_maskz_loadu_epi64(low, mask + j), zero);
+        const __mmask8 b = _mm512_mask_cmpeq_epi64_mask(high, _mm512_maskz_loadu_epi64(high, mask + j + 8), zero);
+        return static_cast<__mmask16>(a | (static_cast<unsigned>(b) << 8));
+    }
+    unsigned bits = 0;
+    for (int l = 0; l < 16; ++l)
+        if ((lanes >> l & 1) && mask[(j + l) * step] == 0) bits |= 1u << l;
+    return static_cast<__mmask16>(bits);
+}
+
+// scale_mask_max and scale_by at the avx512 level: sixteen scores at a time, the last ones under a
+// mask.
+SEQGRAD_TARGET_AVX512 float scale_mask_max16(float* row, int64_t n, float sqrt_head_size, const int64_t* mask,
+                                             int64_t step) {
+    const __m512 divisor = _mm512_set1_ps(sqrt_head_size), fill = _mm512_set1_ps(kAttentionMaskFill);
+    __m512 running = _mm512_set1_ps(-INFINITY);
+    for (int64_t j = 0; j < n; j += 16) {
+        const __mmask16 lanes = detail::first_lanes(n - j);
+        __m512 x = _mm512_maskz_div_ps(lanes, _mm512_maskz_loadu_ps(lanes, row + j), divisor);
+        if (mask != nullptr) x = _mm512_mask_mov_ps(x, masked_lanes16(mask, step, j, lanes), fill);
+        _mm512_mask_storeu_ps(row + j, lanes, x);
+        running = _mm512_mask_max_ps(running, lanes, x, running);  // max_ps(x, r) keeps r when x is NaN
+    }
+    return detail::max_lanes16(running);
+}
+SEQGRAD_TARGET_AVX512 void scale16(float* row, int64_t n, float f) {
+    const __m512 inv = _mm512_set1_ps(f);
+    for (int64_t j = 0; j < n; j += 16) {
+        const __mmask16 lanes = detail::first_lanes(n - j);
+        _mm512_mask_storeu_ps(row + j, lanes, _mm512_mul_ps(_mm512_maskz_loadu_ps(lanes, row + j), inv));
+    }
+}
+
+// The avx2 level's: eight scores at a time; the mask's lanes as 32-bit all-ones, as blendv takes them.
+SEQGRAD_TARGET_AVX2 inline __m256 masked_lanes8(const int64_t* mask, int64_t step, int64_t j, int64_t count) {
+    if (step == 1 && count >= 8) {
+        const __m256i zero = _mm256_setzero_si256();
+        const __m256 a = _mm256_castsi256_ps(
+            _mm256_cmpeq_epi64(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(mask + j)), zero));
+        const __m256 b = _mm256_castsi256_ps(
+            _mm256_cmpeq_epi64(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(mask + j + 4)), zero));
+        // the low halves of a's and b's 64-bit lanes, as a0 a1 b0 b1 | a2 a3 b2 b3, then in order
+        const __m256 interleaved = _mm256_shuffle_ps(a, b, 0x88);
+        return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(interleaved), 0xD8));
+    }
+    alignas(32) int32_t bits[8] = {};
+    for (int64_t l = 0; l < std::min<int64_t>(count, 8); ++l) bits[l] = mask[(j + l) * step] == 0 ? -1 : 0;
+    return _mm256_castsi256_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(bits)));
+}
+
+SEQGRAD_TARGET_AVX2 float scale_mask_max8(float* row, int64_t n, float sqrt_head_size, const int64_t* mask,
+                                          int64_t step) {
+    const __m256 divisor = _mm256_set1_ps(sqrt_head_size), fill = _mm256_set1_ps(kAttentionMaskFill);
+    const __m256 none = _mm256_set1_ps(-INFINITY);
+    __m256 running = none;
+    // Whole vectors with plain loads and stores (AMD's cores run a masked store as many slower steps).
+    int64_t j = 0;
+    for (; j + 8 <= n; j += 8) {
+        __m256 x = _mm256_div_ps(_mm256_loadu_ps(row + j), divisor);
+        if (mask != nullptr) x = _mm256_blendv_ps(x, fill, masked_lanes8(mask, step, j, 8));
+        _mm256_storeu_ps(row + j, x);
+        running = _mm256_max_ps(x, running);  // max_ps(x, r) keeps r when x is NaN
+    }
+    if (j < n) {
+        const __m256i lanes = detail::first_lanes8(n - j);
+        __m256 x = _mm256_div_ps(_mm256_maskload_ps(row + j, lanes), divisor);
+        if (mask != nullptr) x = _mm256_blendv_ps(x, fill, masked_lanes8(mask, step, j, n - j));
+        _mm256_maskstore_ps(row + j, lanes, x);
+        // the lanes past n count as -inf
+        running = _mm256_max_ps(_mm256_blendv_ps(none, x, _mm256_castsi256_ps(lanes)), running);
+    }
+    return detail::max_lanes8(running);
+}
+SEQGRAD_TARGET_AVX2 void scale8(float* row, int64_t n, float f) {
+    const __m256 inv = _mm256_set1_ps(f);
+    int64_t j = 0;
+    for (; j + 8 <= n; j += 8) _mm256_storeu_ps(row + j, _mm256_mul_ps(_mm256_loadu_ps(row + j), inv));
+    if (j < n) {
+        const __m256i lanes = detail::first_lanes8(n - j);
+        _mm256_maskstore_ps(row + j, lanes, _mm256_mul_ps(_mm256_maskload_ps(row + j, lanes), inv));
+    }
+}
+#endif
+
+// A row of raw scores q . k each divided by sqrt(head_size), or set to kAttentionMaskFill where
+// masked (mask[j * mask_step] == 0; no mask when it is null); returns the row's largest.
+template <IsaLevel L>
+float scale_mask_max(float* row, int64_t n, float sqrt_head_size, const int64_t* mask, int64_t mask_step) {
+#if SEQGRAD_HAVE_ISA_LEVELS
+    if constexpr (L == IsaLevel::avx512) return scale_mask_max16(row, n, sqrt_head_size, mask, mask_step);
+    if constexpr (L == IsaLevel::avx2) return scale_mask_max8(row, n, sqrt_head_size, mask, mask_step);
+#endif
+    for (int64_t j = 0; j < n; ++j)
+        row[j] = mask != nullptr && mask[j * mask_step] == 0 ? kAttentionMaskFill : row[j] / sqrt_head_size;
+    return detail::row_max<L>(row, n);
+}
+template <IsaLevel L>
+void scale_by(float* row, int64_t n, float f) {
+#if SEQGRAD_HAVE_ISA_LEVELS
+    if constexpr (L == IsaLevel::avx512) return scale16(row, n, f);
+    if constexpr (L == IsaLevel::avx2) return scale8(row, n, f);
+#endif
+    for (int64_t j = 0; j < n; ++j) row[j] *= f;
+}
+
+// Rows of attention weights (rows of n, ld apart) from their raw scores: scale_mask_max (the mask's
+// rows mask_ld apart), then softmax. The one computation of the weights, for training's attention()
+// and decoding's gathered_attention() alike, so that both round the same (at one level L:
+// isa_dispatch.h); every level divides, takes the same maximum and sums the exponentials in
+// exp_shifted's order, so the levels differ only as exp_shifted's do. Eight rows go through each
+// step before the next: a row's steps wait on one another (two sums across the lanes among them),
+// and a short row's (64 keys) would otherwise leave the core idle between them.
+template <IsaLevel L>
+void attention_weights_rows(float* w, int64_t rows, int64_t ld, int64_t n, float sqrt_head_size, const int64_t* mask,
+                            int64_t mask_ld, int64_t mask_step) {
+    constexpr int64_t kChunk = 8;
+    float peak[kChunk], inv[kChunk];
+    for (int64_t r0 = 0; r0 < rows; r0 += kChunk) {
+        const int64_t c = std::min(kChunk, rows - r0);
+        for (int64_t r = 0; r < c; ++r)
+            peak[r] = scale_mask_max<L>(w + (r0 + r) * ld, n, sqrt_head_size,
+                                        mask ? mask + (r0 + r) * mask_ld : nullptr, mask_step);
+        for (int64_t r = 0; r < c; ++r) {
+            float* row = w + (r0 + r) * ld;
+            inv[r] = 1.0f / detail::exp_shifted<L>(row, peak[r], row, n);
+        }
+        for (int64_t r = 0; r < c; ++r) scale_by<L>(w + (r0 + r) * ld, n, inv[r]);
+    }
 }
 
 // Row loops of the backward pass, as plain functions with __restrict rows so that they vectorise:
@@ -91,6 +217,10 @@ struct Problem {
     }
     // Offset of pair p's [tq, tk] slice of the mask (pairs that broadcast one slice share it).
     int64_t mask_slice(int64_t p) const { return (p / heads) * mask_strides[0] + (p % heads) * mask_strides[1]; }
+    // Row i of pair p's slice of the mask (its entries mask_strides[3] apart), null without a mask.
+    const int64_t* mask_row(int64_t p, int64_t i) const {
+        return mask ? mask + mask_slice(p) + i * mask_strides[2] : nullptr;
+    }
     // Calls f(masked_j), where masked_j(j) is masked(p, i, j), in a form whose loops vectorise:
     // the row's entries read in place when the mask's last axis is not broadcast (a causal or a
     // full mask), a constant without a mask.
@@ -285,11 +415,11 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t head
                         small_gemm<decltype(isa)::value>(false, false, rows, n, pr.head_size,
                                                          pq + pr.query_offset(p) + i0 * pr.width, pr.width, kt, pr.tk,
                                                          w, pr.tk);
+                        attention_weights_rows<decltype(isa)::value>(w, rows, pr.tk, n, pr.sqrt_head_size,
+                                                                     pr.mask_row(p, i0), pr.mask_strides[2],
+                                                                     pr.mask_strides[3]);
                         for (int64_t r = 0; r < rows; ++r) {
                             float* row = w + r * pr.tk;
-                            pr.with_mask_row(p, i0 + r, [&](auto masked) {
-                                attention_weights_row<decltype(isa)::value>(row, n, pr.sqrt_head_size, masked);
-                            });
                             if (keep_weights) std::fill(row + n, row + pr.tk, 0.0f);  // keys the blocks never see
                             if (pr.dropout)
                                 pr.dropout_mask.apply(row, dropped_w + r * pr.tk, n, pr.dropout_first(p, i0 + r));
@@ -461,7 +591,7 @@ SEQGRAD_TARGET_AVX512 inline void sum_lanes(const __m512 a[8], float s[8]) {
 }
 
 // scores[h * length + j] = q_h . k_h (positions j in [0, length), key j at keys[j]), the raw score
-// that attention_weights_row scales and normalises. It asks for the key and value rows kRowsAhead
+// that attention_weights_rows scales and normalises. It asks for the key and value rows kRowsAhead
 // positions on, so that the values are in cache when gathered_context_avx512 reads them.
 SEQGRAD_TARGET_AVX512 void gathered_scores_avx512(const float* query, const float* const* keys,
                                                   const float* const* values, int64_t length, int64_t heads,
@@ -610,9 +740,6 @@ Tensor gathered_attention(const Tensor& q, const Tensor& k, const Tensor& v, con
         return context;
     }
     const float sqrt_head_size = std::sqrt(static_cast<float>(head_size));
-    const auto masked = [&](int64_t i, int64_t h, int64_t j) {
-        return pm != nullptr && pm[i * mask_strides[0] + h * mask_strides[1] + j * mask_strides[3]] == 0;
-    };
     const float* pq = q.data();
     const float* pk = k.data();
     const float* pv = v.data();
@@ -632,9 +759,9 @@ Tensor gathered_attention(const Tensor& q, const Tensor& k, const Tensor& v, con
                 float* w = pw + i * heads * length;  // [heads, length]
                 float* out = pc + i * width;
                 const auto weights_of_row = [&] {
-                    for (int64_t h = 0; h < heads; ++h)
-                        attention_weights_row<L>(w + h * length, length, sqrt_head_size,
-                                                 [&](int64_t j) { return masked(i, h, j); });
+                    attention_weights_rows<L>(w, heads, length, length, sqrt_head_size,
+                                              pm ? pm + i * mask_strides[0] : nullptr, mask_strides[1],
+                                              mask_strides[3]);
                 };
                 if constexpr (L != IsaLevel::portable) {
                     if (head_size % (L == IsaLevel::avx512 ? 16 : 8) == 0) {

@@ -227,11 +227,7 @@ SEQGRAD_TARGET_AVX2 inline float row_max_blocks8(const float* x, int64_t n, Visi
         running_high = _mm256_max_ps(high, running_high);
         visit(j, stop, BlockMax8{low, high});
     }
-    __m256 v = _mm256_max_ps(running_low, running_high);
-    __m128 h = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    h = _mm_max_ps(h, _mm_movehl_ps(h, h));
-    h = _mm_max_ss(h, _mm_movehdup_ps(h));
-    return _mm_cvtss_f32(h);
+    return max_lanes8(_mm256_max_ps(running_low, running_high));
 }
 
 template <IsaLevel L, typename Visit>
@@ -246,7 +242,9 @@ inline float row_max(const float* x, int64_t n) {
     return row_max_blocks<L>(x, n, [](int64_t, int64_t, const auto&) {});
 }
 
-// sum(exp(x - m)), and with Store the exponentials into y (which may be x). At the avx512 level,
+// sum(exp(x - m)), and with Store the exponentials into y (which may be x); m is the largest of
+// x (row_max's; every caller's), so no x - m is positive and the vector levels take the exponential
+// without fast_exp's guards for positive arguments (fast_exp16_nonpositive). At the avx512 level,
 // two sixteen-lane sums side by side (so an addition need not wait for the one before), then the
 // elements past the last 32 sixteen at a time under a mask (attention's short rows are all
 // remainder); at avx2 the same with eight lanes; at the portable level, the compiler's
@@ -258,8 +256,8 @@ SEQGRAD_TARGET_AVX512 inline float exp_accumulate16(const float* x, float m, flo
     __m512 sum0 = _mm512_setzero_ps(), sum1 = _mm512_setzero_ps();
     int64_t j = 0;
     for (; j + 32 <= n; j += 32) {
-        const __m512 e0 = fast_exp16(_mm512_sub_ps(_mm512_loadu_ps(x + j), shift));
-        const __m512 e1 = fast_exp16(_mm512_sub_ps(_mm512_loadu_ps(x + j + 16), shift));
+        const __m512 e0 = fast_exp16_nonpositive(_mm512_sub_ps(_mm512_loadu_ps(x + j), shift));
+        const __m512 e1 = fast_exp16_nonpositive(_mm512_sub_ps(_mm512_loadu_ps(x + j + 16), shift));
         if constexpr (Store) {
             _mm512_storeu_ps(y + j, e0);
             _mm512_storeu_ps(y + j + 16, e1);
@@ -271,7 +269,8 @@ SEQGRAD_TARGET_AVX512 inline float exp_accumulate16(const float* x, float m, flo
     for (; j < n; j += 16) {
         const __mmask16 lanes = first_lanes(n - j);
         const __m512 e =
-            _mm512_maskz_mov_ps(lanes, fast_exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(lanes, x + j), shift)));
+            _mm512_maskz_mov_ps(lanes,
+                                fast_exp16_nonpositive(_mm512_sub_ps(_mm512_maskz_loadu_ps(lanes, x + j), shift)));
         if constexpr (Store) _mm512_mask_storeu_ps(y + j, lanes, e);
         sum0 = _mm512_add_ps(sum0, e);
     }
@@ -286,8 +285,8 @@ SEQGRAD_TARGET_AVX2 inline float exp_accumulate8(const float* x, float m, float*
     __m256 sum0 = _mm256_setzero_ps(), sum1 = _mm256_setzero_ps();
     int64_t j = 0;
     for (; j + 16 <= n; j += 16) {
-        const __m256 e0 = fast_exp8(_mm256_sub_ps(_mm256_loadu_ps(x + j), shift));
-        const __m256 e1 = fast_exp8(_mm256_sub_ps(_mm256_loadu_ps(x + j + 8), shift));
+        const __m256 e0 = fast_exp8_nonpositive(_mm256_sub_ps(_mm256_loadu_ps(x + j), shift));
+        const __m256 e1 = fast_exp8_nonpositive(_mm256_sub_ps(_mm256_loadu_ps(x + j + 8), shift));
         if constexpr (Store) {
             _mm256_storeu_ps(y + j, e0);
             _mm256_storeu_ps(y + j + 8, e1);
@@ -297,7 +296,7 @@ SEQGRAD_TARGET_AVX2 inline float exp_accumulate8(const float* x, float m, float*
     }
     for (; j < n; j += 8) {
         const __m256i lanes = first_lanes8(n - j);
-        const __m256 e = _mm256_and_ps(fast_exp8(_mm256_sub_ps(_mm256_maskload_ps(x + j, lanes), shift)),
+        const __m256 e = _mm256_and_ps(fast_exp8_nonpositive(_mm256_sub_ps(_mm256_maskload_ps(x + j, lanes), shift)),
                                        _mm256_castsi256_ps(lanes));
         if constexpr (Store) _mm256_maskstore_ps(y + j, lanes, e);
         sum0 = _mm256_add_ps(sum0, e);

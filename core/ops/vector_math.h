@@ -61,11 +61,8 @@ constexpr __mmask16 kAllLanes = 0xFFFF;
 // makes of fast_exp's products and sums, each lane equals fast_exp's result bit for bit). The
 // compiler's own vectorisation of fast_exp prefers 256-bit vectors on some CPUs, and a sum of many
 // exponentials then runs at half the speed.
-SEQGRAD_TARGET_AVX512 inline __m512 fast_exp16(__m512 input) {
-    // min/max return their second operand when the first is NaN: NaN becomes 88, then is given
-    // back at the end, as in fast_exp.
-    __m512 x = _mm512_maskz_min_ps(kAllLanes, input, _mm512_set1_ps(88.0f));
-    x = _mm512_maskz_max_ps(kAllLanes, x, _mm512_set1_ps(-87.0f));
+// exp_in_range on sixteen lanes, for x in [-87, 88] (NaN gives NaN).
+SEQGRAD_TARGET_AVX512 inline __m512 exp_in_range16(__m512 x) {
     const __m512 round = _mm512_set1_ps(12582912.0f);
     const __m512 n = _mm512_sub_ps(_mm512_fmadd_ps(x, _mm512_set1_ps(1.44269504088896341f), round), round);
     __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145751953125f), x);
@@ -80,17 +77,32 @@ SEQGRAD_TARGET_AVX512 inline __m512 fast_exp16(__m512 input) {
     const __m512i bits =
         _mm512_maskz_slli_epi32(kAllLanes,
                                 _mm512_add_epi32(_mm512_maskz_cvtps_epi32(kAllLanes, n), _mm512_set1_epi32(127)), 23);
-    __m512 y = _mm512_mul_ps(p, _mm512_castsi512_ps(bits));
+    return _mm512_mul_ps(p, _mm512_castsi512_ps(bits));
+}
+
+SEQGRAD_TARGET_AVX512 inline __m512 fast_exp16(__m512 input) {
+    // min/max return their second operand when the first is NaN: NaN becomes 88, then is given
+    // back at the end, as in fast_exp.
+    __m512 x = _mm512_maskz_min_ps(kAllLanes, input, _mm512_set1_ps(88.0f));
+    x = _mm512_maskz_max_ps(kAllLanes, x, _mm512_set1_ps(-87.0f));
+    __m512 y = exp_in_range16(x);
     y = _mm512_mask_mov_ps(y, _mm512_cmp_ps_mask(input, _mm512_set1_ps(88.7f), _CMP_GT_OQ),
                            _mm512_set1_ps(__builtin_inff()));
     y = _mm512_mask_mov_ps(y, _mm512_cmp_ps_mask(input, _mm512_set1_ps(-87.0f), _CMP_LT_OQ), _mm512_setzero_ps());
     return _mm512_mask_mov_ps(y, _mm512_cmp_ps_mask(input, input, _CMP_UNORD_Q), input);
 }
 
+// fast_exp16 for arguments that cannot be positive, x - max(x) as softmax's are: the same lanes bit
+// for bit (0 below -87, NaN for NaN) without the guards above 88, two thirds of fast_exp16's
+// other guards' instructions fewer.
+SEQGRAD_TARGET_AVX512 inline __m512 fast_exp16_nonpositive(__m512 input) {
+    // max_ps gives its second operand when one is NaN: the NaN goes through the arithmetic.
+    const __m512 y = exp_in_range16(_mm512_maskz_max_ps(kAllLanes, _mm512_set1_ps(-87.0f), input));
+    return _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(input, _mm512_set1_ps(-87.0f), _CMP_NLT_UQ), y);
+}
+
 // fast_exp on eight lanes for the avx2 level: fast_exp16's arithmetic in 256-bit vectors.
-SEQGRAD_TARGET_AVX2 inline __m256 fast_exp8(__m256 input) {
-    __m256 x = _mm256_min_ps(input, _mm256_set1_ps(88.0f));  // NaN becomes 88 (given back below)
-    x = _mm256_max_ps(x, _mm256_set1_ps(-87.0f));
+SEQGRAD_TARGET_AVX2 inline __m256 exp_in_range8(__m256 x) {
     const __m256 round = _mm256_set1_ps(12582912.0f);
     const __m256 n = _mm256_sub_ps(_mm256_fmadd_ps(x, _mm256_set1_ps(1.44269504088896341f), round), round);
     __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693145751953125f), x);
@@ -103,10 +115,22 @@ SEQGRAD_TARGET_AVX2 inline __m256 fast_exp8(__m256 input) {
     p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
     p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
     const __m256i bits = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
-    __m256 y = _mm256_mul_ps(p, _mm256_castsi256_ps(bits));
+    return _mm256_mul_ps(p, _mm256_castsi256_ps(bits));
+}
+
+SEQGRAD_TARGET_AVX2 inline __m256 fast_exp8(__m256 input) {
+    __m256 x = _mm256_min_ps(input, _mm256_set1_ps(88.0f));  // NaN becomes 88 (given back below)
+    x = _mm256_max_ps(x, _mm256_set1_ps(-87.0f));
+    __m256 y = exp_in_range8(x);
     y = _mm256_blendv_ps(y, _mm256_set1_ps(__builtin_inff()), _mm256_cmp_ps(input, _mm256_set1_ps(88.7f), _CMP_GT_OQ));
     y = _mm256_blendv_ps(y, _mm256_setzero_ps(), _mm256_cmp_ps(input, _mm256_set1_ps(-87.0f), _CMP_LT_OQ));
     return _mm256_blendv_ps(y, input, _mm256_cmp_ps(input, input, _CMP_UNORD_Q));
+}
+
+// fast_exp16_nonpositive's eight lanes.
+SEQGRAD_TARGET_AVX2 inline __m256 fast_exp8_nonpositive(__m256 input) {
+    const __m256 y = exp_in_range8(_mm256_max_ps(_mm256_set1_ps(-87.0f), input));
+    return _mm256_and_ps(y, _mm256_cmp_ps(input, _mm256_set1_ps(-87.0f), _CMP_NLT_UQ));
 }
 
 // The first `count` of eight lanes (all of them when count >= 8), as maskload/maskstore take it.
@@ -119,6 +143,13 @@ SEQGRAD_TARGET_AVX2 inline float sum_lanes8(__m256 v) {
     __m128 h = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
     h = _mm_add_ps(h, _mm_movehl_ps(h, h));
     h = _mm_add_ss(h, _mm_movehdup_ps(h));
+    return _mm_cvtss_f32(h);
+}
+
+SEQGRAD_TARGET_AVX2 inline float max_lanes8(__m256 v) {
+    __m128 h = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+    h = _mm_max_ss(h, _mm_movehdup_ps(h));
     return _mm_cvtss_f32(h);
 }
 
