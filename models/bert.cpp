@@ -11,6 +11,7 @@
 #include "seqgrad/models/common.h"
 #include "seqgrad/nn/attention.h"
 #include "seqgrad/nn/init.h"
+#include "seqgrad/nn/trace.h"
 
 namespace seqgrad::models {
 namespace {
@@ -110,16 +111,28 @@ Tensor Bert::encode(const IntTensor& tokens, const IntTensor& segments, bool fir
 Tensor Bert::encode_rows(const IntTensor& tokens, const IntTensor& segments, bool first_only) const {
     const int64_t batch = tokens.size(0), length = tokens.size(1);
     const bool given = segments.numel() > 0;
-    Tensor x = token_embedding->forward(tokens);  // [B, T, d_model]
-    // A learned table is looked up as a module, so that the summary traces it.
-    if (position_embedding) {
-        std::vector<int64_t> positions(static_cast<size_t>(length));
-        std::iota(positions.begin(), positions.end(), int64_t{0});
-        x = add(x, position_embedding->forward(IntTensor::from_vector(positions, {length})));
-    } else if (sinusoidal) {
-        x = add(x, slice(sinusoidal->table, 0, 0, length));
+    std::vector<int64_t> count(static_cast<size_t>(length));
+    std::iota(count.begin(), count.end(), int64_t{0});
+    const IntTensor positions = IntTensor::from_vector(count, {length});
+    Tensor x;
+    if (position_embedding && !nn::tracing()) {
+        // The token's, the position's and the segment's rows summed in one pass, in the order of the
+        // additions below.
+        std::vector<Tensor> tables{token_embedding->weight, position_embedding->weight};
+        std::vector<IntTensor> ids{tokens, positions};
+        if (segment_embedding) {
+            tables.push_back(segment_embedding->weight);
+            ids.push_back(given ? segments : IntTensor::zeros({length}));
+        }
+        x = embeddings_sum(tables, ids);  // [B, T, d_model]
+    } else {
+        x = token_embedding->forward(tokens);  // [B, T, d_model]
+        // A learned table is looked up as a module, so that the summary traces it.
+        if (position_embedding) x = add(x, position_embedding->forward(positions));
+        else if (sinusoidal) x = add(x, slice(sinusoidal->table, 0, 0, length));
+        if (segment_embedding)
+            x = add(x, segment_embedding->forward(given ? segments : IntTensor::zeros({batch, length})));
     }
-    if (segment_embedding) x = add(x, segment_embedding->forward(given ? segments : IntTensor::zeros({batch, length})));
     if (embedding_norm) x = embedding_norm->forward(x);
     x = dropout->forward(x);
 

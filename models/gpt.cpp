@@ -11,6 +11,7 @@
 #include "seqgrad/core/ops.h"
 #include "seqgrad/models/common.h"
 #include "seqgrad/nn/init.h"
+#include "seqgrad/nn/trace.h"
 
 namespace seqgrad::models {
 namespace {
@@ -105,13 +106,18 @@ void Gpt::check_tokens(const IntTensor& ids, const char* what) const {
 }
 
 Tensor Gpt::embed(const IntTensor& ids, int64_t position) const {
-    const Tensor x = token_embedding->forward(ids);  // [B, T, d_model]
     const int64_t length = ids.size(1);
-    if (position_embedding) {  // looked up as a module, so that the summary traces it
-        std::vector<int64_t> positions(static_cast<size_t>(length));
-        std::iota(positions.begin(), positions.end(), position);
-        return dropout->forward(add(x, position_embedding->forward(IntTensor::from_vector(positions, {length}))));
+    if (position_embedding) {
+        std::vector<int64_t> count(static_cast<size_t>(length));
+        std::iota(count.begin(), count.end(), position);
+        const IntTensor positions = IntTensor::from_vector(count, {length});
+        // Both rows summed in one pass; while tracing, looked up as modules, so that the summary shows them.
+        if (!nn::tracing())
+            return dropout->forward(embeddings_sum({token_embedding->weight, position_embedding->weight},
+                                                   {ids, positions}));
+        return dropout->forward(add(token_embedding->forward(ids), position_embedding->forward(positions)));
     }
+    const Tensor x = token_embedding->forward(ids);  // [B, T, d_model]
     if (sinusoidal) return dropout->forward(add(x, slice(sinusoidal->table, 0, position, position + length)));
     return dropout->forward(x);  // rotary positions: applied in attention
 }

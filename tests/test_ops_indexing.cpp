@@ -31,6 +31,50 @@ TEST_CASE("an id outside the vocabulary is an error, not a read out of bounds", 
     CHECK_THROWS_AS(embedding(Tensor::zeros({5}), IntTensor::from_vector({1}, {1})), Error);
 }
 
+TEST_CASE("embeddings_sum adds lookups as add(add(...)) does, ids broadcast over leading axes", "[ops][indexing]") {
+    const Tensor tokens = random_tensor({11, 19}, 3), positions = random_tensor({5, 19}, 4),
+                 segments = random_tensor({2, 19}, 5);
+    const IntTensor ids = IntTensor::from_vector({3, 10, 10, 0, 7, 1, 2, 9, 4, 10, 5, 6, 8, 0, 3}, {3, 5});
+    const IntTensor at = IntTensor::from_vector({0, 1, 2, 3, 4}, {5});
+    const IntTensor kinds = IntTensor::from_vector({0, 0, 1, 1, 1, 1, 0, 1, 0, 0, 1, 1, 1, 0, 0}, {3, 5});
+    const Tensor fused = embeddings_sum({tokens, positions, segments}, {ids, at, kinds});
+    const Tensor composed = add(add(embedding(tokens, ids), embedding(positions, at)), embedding(segments, kinds));
+    CHECK(fused.shape() == Shape{3, 5, 19});
+    CHECK(fused.to_vector() == composed.to_vector());  // the same sums, in the same order
+    const Tensor weights = random_tensor(fused.shape(), 6, -1, 1, false);
+    (fused * weights).sum().backward();
+    const std::vector<Tensor> fused_grads{tokens.grad(), positions.grad(), segments.grad()};
+    for (Tensor t : {tokens, positions, segments}) t.zero_grad();
+    (composed * weights).sum().backward();
+    const std::vector<Tensor> composed_grads{tokens.grad(), positions.grad(), segments.grad()};
+    for (size_t k = 0; k < 3; ++k) CHECK(testing::max_abs_diff(fused_grads[k], composed_grads[k]) < 1e-5f);
+    CHECK(embeddings_sum({tokens}, {ids}).to_vector() == embedding(tokens, ids).to_vector());
+}
+
+TEST_CASE("embeddings_sum passes gradcheck for every table, with repeated and broadcast ids",
+          "[ops][indexing][gradcheck]") {
+    const IntTensor ids = IntTensor::from_vector({4, 1, 1, 0, 4, 4}, {2, 3});
+    const IntTensor at = IntTensor::from_vector({2, 0, 1}, {3});
+    require_gradcheck(
+        [&](const std::vector<Tensor>& in) {
+        return embeddings_sum({in[0], in[1], in[2]}, {ids, at, ids});
+        },
+        {random_tensor({5, 3}, 7), random_tensor({3, 3}, 8), random_tensor({6, 3}, 9)});
+}
+
+TEST_CASE("embeddings_sum refuses ids outside a table and tables or ids that do not fit", "[ops][indexing][errors]") {
+    const Tensor a = Tensor::zeros({5, 3}), b = Tensor::zeros({4, 3});
+    const IntTensor ids = IntTensor::from_vector({1, 2, 3, 4}, {2, 2});
+    CHECK_THROWS_WITH(embeddings_sum({a, b}, {ids, ids}),
+                      Catch::Contains("embeddings_sum") && Catch::Contains("id 4") && Catch::Contains("[4, 3]"));
+    CHECK_THROWS_WITH(embeddings_sum({a, b}, {ids, IntTensor::from_vector({0, 1, 2}, {3})}),
+                      Catch::Contains("trailing axes"));
+    CHECK_THROWS_WITH(embeddings_sum({a, Tensor::zeros({4, 2})}, {ids, ids}), Catch::Contains("width"));
+    CHECK_THROWS_AS(embeddings_sum({a}, {ids, ids}), Error);
+    CHECK_THROWS_AS(embeddings_sum({}, {}), Error);
+    CHECK_THROWS_AS(embeddings_sum({a, Tensor()}, {ids, ids}), Error);
+}
+
 TEST_CASE("index_select picks slices along any axis and scatter-adds their gradients", "[ops][indexing]") {
     auto x = Tensor::from_vector({0, 1, 2, 10, 11, 12}, {2, 3}, true);
     CHECK(index_select(x, 0, IntTensor::from_vector({1, 1, 0}, {3})).to_vector() ==

@@ -1,10 +1,12 @@
-// Indexing: embedding lookup (a gather whose gradient scatter-adds into the table),
-// index_select (the same along any axis) and where.
+// Indexing: embedding lookup (a gather whose gradient scatter-adds into the table), the sum of
+// several lookups in one pass, index_select (the same along any axis) and where.
 #include "kernels.h"
 #include "seqgrad/core/autograd.h"
 #include "seqgrad/core/ops.h"
 
+#include <algorithm>
 #include <cstring>
+#include <vector>
 
 namespace seqgrad {
 
@@ -50,6 +52,86 @@ Tensor embedding(const Tensor& weight, const IntTensor& ids) {
         Tensor gw = Tensor::zeros({vocab, dim});
         scatter_add_blocks(g.data(), gw.data(), ids.data(), ids.numel(), 1, vocab, dim);
         return std::vector<Tensor>{gw};
+    });
+}
+
+Tensor embeddings_sum(const std::vector<Tensor>& tables, const std::vector<IntTensor>& ids) {
+    const char* op = "embeddings_sum";
+    check(!tables.empty() && tables.size() == ids.size(), op,
+          "expects as many id tensors as tables (at least one), got ", tables.size(), " tables and ", ids.size(),
+          " id tensors");
+    const Shape& shape = ids[0].shape();
+    int64_t dim = 0;
+    for (size_t k = 0; k < tables.size(); ++k) {
+        const Tensor& t = tables[k];
+        check(t.defined() && t.dim() == 2, op, "table ", k, " must be [vocab, dim], got ",
+              t.defined() ? t.shape() : Shape{});
+        if (k == 0) dim = t.size(1);
+        check(t.size(1) == dim, op, "table ", k, " ", t.shape(), " has not the first table's width ", dim);
+        const Shape& s = ids[k].shape();
+        check(s.size() <= shape.size() &&
+                  std::equal(s.begin(), s.end(), shape.end() - static_cast<ptrdiff_t>(s.size())),
+              op, "ids ", k, " ", s, " are not the trailing axes of the first ids' ", shape);
+        const int64_t vocab = t.size(0);
+        const int64_t* pid = ids[k].data();
+        for (int64_t i = 0; i < ids[k].numel(); ++i)
+            check(pid[i] >= 0 && pid[i] < vocab, op, "id ", pid[i], " at position ", i, " of ids ", k, " ", s,
+                  " is outside the vocabulary of ", vocab, " (table ", t.shape(), ")");
+    }
+    const int64_t rows = ids[0].numel();
+    // an id tensor broadcasts over the first's leading axes: row r takes its entry r % count
+    std::vector<const float*> from(tables.size());
+    std::vector<const int64_t*> index(tables.size());
+    std::vector<int64_t> count(tables.size());
+    for (size_t k = 0; k < tables.size(); ++k) {
+        from[k] = tables[k].data();
+        index[k] = ids[k].data();
+        count[k] = ids[k].numel();
+    }
+    Shape out_shape = shape;
+    out_shape.push_back(dim);
+    Tensor out = Tensor::empty(out_shape);
+    float* po = out.data();
+    constexpr int64_t kAhead = 8;
+    if (rows > 0 && dim > 0) {
+        detail::parallel_for(rows, std::max<int64_t>(1, detail::kElementwiseGrain / dim),
+                             [&](int64_t begin, int64_t end) {
+            with_isa_level([&](auto) {
+                for (int64_t r = begin; r < end; ++r) {
+                    if (r + kAhead < end) {
+                        const char* next =
+                            reinterpret_cast<const char*>(from[0] + index[0][(r + kAhead) % count[0]] * dim);
+                        for (int64_t b = 0; b < dim * static_cast<int64_t>(sizeof(float)); b += 64)
+                            __builtin_prefetch(next + b);
+                    }
+                    float* o = po + r * dim;
+                    std::memcpy(o, from[0] + index[0][r % count[0]] * dim, static_cast<size_t>(dim) * sizeof(float));
+                    // added one table at a time, as add(add(a, b), c) adds them
+                    for (size_t k = 1; k < from.size(); ++k) {
+                        const float* __restrict row = from[k] + index[k][r % count[k]] * dim;
+#pragma omp simd
+                        for (int64_t j = 0; j < dim; ++j) o[j] += row[j];
+                    }
+                }
+            });
+        });
+    }
+    return record(op, out, tables, [ids, tables, dim](const Tensor& g) {
+        std::vector<Tensor> grads;
+        for (size_t k = 0; k < tables.size(); ++k) {
+            Tensor gw = Tensor::zeros(tables[k].shape());
+            const int64_t rows = ids[0].numel(), count = ids[k].numel();
+            const int64_t* pid = ids[k].data();
+            const float* pg = g.data();
+            float* pw = gw.data();
+            for (int64_t r = 0; r < rows; ++r) {
+                float* to = pw + pid[r % count] * dim;
+                const float* row = pg + r * dim;
+                for (int64_t j = 0; j < dim; ++j) to[j] += row[j];
+            }
+            grads.push_back(gw);
+        }
+        return grads;
     });
 }
 

@@ -81,6 +81,11 @@ std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t axis);  // eq
 // ---- indexing (core/ops/indexing.cpp) ----
 // Rows of weight [V, D] for ids of any shape: [..., D]; the gradient scatter-adds into weight.
 Tensor embedding(const Tensor& weight, const IntTensor& ids);
+// The sum of several lookups, embedding(tables[0], ids[0]) + embedding(tables[1], ids[1]) + ...
+// (added in that order), in one pass: tables [V_k, D] of one width; ids[k]'s shape the trailing
+// axes of ids[0]'s, broadcast over the rest (positions [T] beside tokens [B, T]). [..., D]; each
+// table's gradient scatter-adds the rows that used it.
+Tensor embeddings_sum(const std::vector<Tensor>& tables, const std::vector<IntTensor>& ids);
 // x where mask is nonzero, `value` where it is zero (torch.where(mask != 0, x, value)); mask
 // broadcasts to x. Every mask in seqgrad means the same: nonzero = keep (attend to) this element.
 Tensor where(const IntTensor& mask, const Tensor& x, float value);
