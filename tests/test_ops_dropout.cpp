@@ -2,6 +2,7 @@
 #include <cmath>
 #include <limits>
 
+#include "../core/ops/kernels.h"
 #include "helpers.h"
 #include "seqgrad/core/hash.h"
 
@@ -73,21 +74,49 @@ TEST_CASE("dropout's decisions are independent between neighbours and between ca
     }
 }
 
-TEST_CASE("dropout keeps element i when SplitMix64's i-th number from the call's key is at least p 2^64",
-          "[ops][dropout]") {
-    // The mask's definition (kernels.h, DropoutMask), at every kernel level the loop is compiled
-    // for: a run resumed from a checkpoint draws the masks it would have drawn.
+TEST_CASE("dropout keeps element i when its draw from the call's key is at least p 2^32", "[ops][dropout]") {
+    // The mask's definition (hash.h's dropout_draw, kernels.h's DropoutMask), at every kernel level
+    // the loop is compiled for: a run resumed from a checkpoint draws the masks it would have drawn.
     const int64_t n = 5000;
     const float p = 0.3f;
     Generator gen(21), copy(21);
     const uint64_t key = copy.next_u64();
-    const auto threshold = static_cast<uint64_t>(std::ldexp(static_cast<long double>(p), 64));
+    const auto threshold = static_cast<uint32_t>(std::ldexp(static_cast<double>(p), 32));
     const auto y = dropout(Tensor::ones({n}), p, true, gen).to_vector();
     for (int64_t i = 0; i < n; ++i) {
         INFO("element " << i);
         REQUIRE(y[static_cast<size_t>(i)] ==
-                (splitmix64_at(key, static_cast<uint64_t>(i)) >= threshold ? 1 / (1 - p) : 0));
+                (dropout_draw(key, static_cast<uint64_t>(i)) >= threshold ? 1 / (1 - p) : 0));
     }
+}
+
+TEST_CASE("a dropout mask past 2^32 elements draws each element as dropout_draw defines it", "[ops][dropout]") {
+    // Attention counts a mask's elements over [batch, heads, queries, keys], which can pass 2^32:
+    // the stretches on either side of a multiple of 2^32 take their own (a, b).
+    Generator gen(22);
+    const detail::DropoutMask mask(0.5f, gen);
+    const float scale = 2.0f;
+    for (const int64_t first : {int64_t{0}, (int64_t{1} << 32) - 37, (int64_t{3} << 32) - 1, int64_t{5} << 32}) {
+        CAPTURE(first);
+        std::vector<float> factors(100), in(100, 1.0f), out(100);
+        mask.factors(factors.data(), 100, first);
+        mask.apply(in.data(), out.data(), 100, first);
+        int64_t kept = 0;
+        for (int64_t j = 0; j < 100; ++j) {
+            const uint64_t i = static_cast<uint64_t>(first + j);
+            const float expected = dropout_draw(mask.key, i) >= mask.threshold ? scale : 0.0f;
+            CHECK(factors[static_cast<size_t>(j)] == expected);
+            CHECK(out[static_cast<size_t>(j)] == expected);
+            kept += expected != 0;
+        }
+        CHECK(kept > 25);  // about half
+        CHECK(kept < 75);
+    }
+    // the elements after 2^32 are not those of the first 2^32 again
+    std::vector<float> low(64), high(64);
+    mask.factors(low.data(), 64, 0);
+    mask.factors(high.data(), 64, int64_t{1} << 32);
+    CHECK(low != high);
 }
 
 TEST_CASE("dropout's mask does not depend on the number of threads", "[ops][dropout][threads]") {

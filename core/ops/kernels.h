@@ -344,51 +344,62 @@ inline float dot(const float* a, const float* b, int64_t n) {
 // ---- dropout masks (dropout, attention) ----
 
 // A counter-based dropout mask: one draw from the Generator gives a call its key, and element i
-// is kept when the i-th output of SplitMix64 started at that key is at least p * 2^64. Element
-// i's decision depends only on (key, i): loops vectorise, split across threads without changing
-// the result, and a backward pass recomputes the mask instead of storing it.
+// is kept when its draw dropout_draw(key, i) (hash.h) is at least p * 2^32. Element i's decision
+// depends only on (key, i): loops vectorise, split across threads without changing the result,
+// and a backward pass recomputes the mask instead of storing it.
 struct DropoutMask {
     uint64_t key = 0;
-    uint64_t threshold = 0;  // p * 2^64
+    uint32_t threshold = 0;  // p * 2^32
     float scale = 1;         // 1 / (1 - p), or 0 when p = 1 (nothing is kept)
 
     DropoutMask() = default;
     // For 0 < p <= 1.
     DropoutMask(float p, Generator& gen)
         : key(gen.next_u64()),
-          threshold(p < 1 ? static_cast<uint64_t>(std::ldexp(static_cast<long double>(p), 64)) : UINT64_MAX),
+          threshold(p < 1 ? static_cast<uint32_t>(std::ldexp(static_cast<double>(p), 32)) : UINT32_MAX),
           scale(p < 1 ? 1.0f / (1.0f - p) : 0.0f) {}
 
     // out[j] = in[j] times 1 / (1 - p) if element first + j is kept, else times 0, for j < n. The
     // members are copied to locals and the arrays must not overlap, so that the loop vectorises
-    // (64-bit lanes) instead of reloading the members after every store. Every element is read and
-    // multiplied by its factor, never skipped: a select of "in[j] * s or 0" compiles to a masked
-    // load, which on AMD's Zen cores kept the loop at 40% of the speed of plain loads on arrays
-    // larger than the caches (a NaN or infinite input stays NaN where it is dropped, as in PyTorch).
-    // The stream's state for element j is start(first) + j * kSplitMixGamma (splitmix64_at), carried
-    // by adding the increment: without AVX-512's 64-bit multiply each product of the state costs
-    // three 32-bit ones, and the hash's own two are enough.
+    // (32-bit lanes: eight at avx2, sixteen at avx512) instead of reloading the members after every
+    // store. Every element is read and multiplied by its factor, never skipped: a select of "in[j] *
+    // s or 0" compiles to a masked load, which on AMD's Zen cores kept the loop at 40% of the speed
+    // of plain loads on arrays larger than the caches (a NaN or infinite input stays NaN where it is
+    // dropped, as in PyTorch).
     void apply(const float* __restrict in, float* __restrict out, int64_t n, int64_t first) const {
-        const uint64_t t = threshold;
+        const uint32_t t = threshold;
         const float s = scale;
-        uint64_t state = start(first);
-        for (int64_t j = 0; j < n; ++j, state += kSplitMixGamma) out[j] = in[j] * factor(state, t, s);
+        by_streams(n, first, [&](int64_t begin, int64_t end, uint32_t i, uint32_t a, uint32_t b) {
+            for (int64_t j = begin; j < end; ++j, ++i) out[j] = in[j] * factor(i * a + b, t, s);
+        });
     }
     // factors[j] = the factor apply() multiplies element first + j by (1 / (1 - p) or 0), for j < n:
     // for a backward pass that drops two rows with one mask.
     void factors(float* __restrict out, int64_t n, int64_t first) const {
-        const uint64_t t = threshold;
+        const uint32_t t = threshold;
         const float s = scale;
-        uint64_t state = start(first);
-        for (int64_t j = 0; j < n; ++j, state += kSplitMixGamma) out[j] = factor(state, t, s);
+        by_streams(n, first, [&](int64_t begin, int64_t end, uint32_t i, uint32_t a, uint32_t b) {
+            for (int64_t j = begin; j < end; ++j, ++i) out[j] = factor(i * a + b, t, s);
+        });
     }
 
 private:
-    // The state splitmix64_at(key, first) mixes.
-    uint64_t start(int64_t first) const { return key + (static_cast<uint64_t>(first) + 1) * kSplitMixGamma; }
-    // An element's factor from its state: scale s if kept (its draw at least the threshold t), else
-    // 0. Static, on the members' local copies, so that the loops above vectorise.
-    static float factor(uint64_t state, uint64_t t, float s) { return splitmix64_mix(state) >= t ? s : 0.0f; }
+    // f(begin, end, i, a, b) for each stretch [begin, end) of j < n whose elements first + j share
+    // their high 32 bits (one stretch but past 2^32 elements): element first + begin's low 32 bits
+    // i, and the stretch's a and b (dropout_draw).
+    template <typename F>
+    void by_streams(int64_t n, int64_t first, F&& f) const {
+        for (int64_t j = 0; j < n;) {
+            const uint64_t index = static_cast<uint64_t>(first + j), high = index >> 32;
+            const int64_t end = std::min<int64_t>(n, j + static_cast<int64_t>(((high + 1) << 32) - index));
+            const uint64_t ab = splitmix64_mix(key ^ (high * kSplitMixGamma));
+            f(j, end, static_cast<uint32_t>(index), static_cast<uint32_t>(ab) | 1u, static_cast<uint32_t>(ab >> 32));
+            j = end;
+        }
+    }
+    // An element's factor from its step value: scale s if kept (its draw at least the threshold t),
+    // else 0. Static, on the members' local copies, so that the loops above vectorise.
+    static float factor(uint32_t step, uint32_t t, float s) { return mix32(step) >= t ? s : 0.0f; }
 };
 
 }  // namespace seqgrad::detail

@@ -1,7 +1,8 @@
-// The two small hashes seqgrad uses, each written once: SplitMix64 (Steele, Lea and Flood, 2014),
-// which seeds the Generator, draws dropout masks and derives per-epoch and per-rank seeds; and
-// FNV-1a (Fowler, Noll and Vo), which splits a corpus by a hash of each source and fingerprints
-// what every rank of a data-parallel run has read.
+// The small hashes seqgrad uses, each written once: SplitMix64 (Steele, Lea and Flood, 2014),
+// which seeds the Generator and derives per-epoch and per-rank seeds and each dropout call's
+// stream; a 32-bit xor-shift-multiply mix, which draws the dropout masks' elements; and FNV-1a
+// (Fowler, Noll and Vo), which splits a corpus by a hash of each source and fingerprints what
+// every rank of a data-parallel run has read.
 #pragma once
 
 #include <cstdint>
@@ -22,9 +23,23 @@ constexpr uint64_t splitmix64_mix(uint64_t z) {
 // The next number of the SplitMix64 stream whose state is `state` (advanced).
 constexpr uint64_t splitmix64_next(uint64_t& state) { return splitmix64_mix(state += kSplitMixGamma); }
 
-// The i-th number (from 0) of the stream that starts at state `key`, without walking the stream:
-// counter-based, so that element i of a dropout mask depends on (key, i) alone.
-constexpr uint64_t splitmix64_at(uint64_t key, uint64_t i) { return splitmix64_mix(key + (i + 1) * kSplitMixGamma); }
+// A well-mixed 32-bit hash of a 32-bit value: two rounds of xor-shift and multiply, then a last
+// xor-shift (the constants of C. Wellons's "lowbias32"); every output bit depends on every input
+// bit. In 32-bit lanes it vectorises without 64-bit multiplies, which AVX2 lacks.
+constexpr uint32_t mix32(uint32_t x) {
+    x = (x ^ (x >> 16)) * 0x7FEB352Du;
+    x = (x ^ (x >> 15)) * 0x846CA68Bu;
+    return x ^ (x >> 16);
+}
+
+// Element i's draw in the dropout mask of key `key`: mix32 of a step through the 32-bit integers,
+// i * a + b, where the odd a and the b are SplitMix64's hash of the key and of i's high 32 bits.
+// Calls (keys) thus walk distinct sequences (no two are shifted copies of each other), and the
+// draws of a mask's first 2^32 elements share one (a, b).
+constexpr uint32_t dropout_draw(uint64_t key, uint64_t i) {
+    const uint64_t ab = splitmix64_mix(key ^ ((i >> 32) * kSplitMixGamma));
+    return mix32(static_cast<uint32_t>(i) * (static_cast<uint32_t>(ab) | 1u) + static_cast<uint32_t>(ab >> 32));
+}
 
 // FNV-1a over bytes, 32 bits (offset basis 0x811C9DC5, prime 0x01000193).
 constexpr uint32_t fnv1a_32(std::string_view bytes) {
