@@ -227,7 +227,7 @@ struct Problem {
     template <typename F>
     void with_mask_row(int64_t p, int64_t i, F&& f) const {
         if (!mask) return f([](int64_t) { return false; });
-        const int64_t* row = mask + mask_slice(p) + i * mask_strides[2];
+        const int64_t* row = mask_row(p, i);
         if (mask_strides[3] == 1) return f([row](int64_t j) { return row[j] == 0; });
         return f([row, step = mask_strides[3]](int64_t j) { return row[j * step] == 0; });
     }

@@ -116,19 +116,14 @@ Tensor embeddings_sum(const std::vector<Tensor>& tables, const std::vector<IntTe
             });
         });
     }
-    return record(op, out, tables, [ids, tables, dim](const Tensor& g) {
+    return record(op, out, tables, [ids, tables, rows, dim](const Tensor& g) {
         std::vector<Tensor> grads;
         for (size_t k = 0; k < tables.size(); ++k) {
+            // g's rows in order, each stretch of ids[k]'s count scattered by its ids (embedding's)
             Tensor gw = Tensor::zeros(tables[k].shape());
-            const int64_t rows = ids[0].numel(), count = ids[k].numel();
-            const int64_t* pid = ids[k].data();
-            const float* pg = g.data();
-            float* pw = gw.data();
-            for (int64_t r = 0; r < rows; ++r) {
-                float* to = pw + pid[r % count] * dim;
-                const float* row = pg + r * dim;
-                for (int64_t j = 0; j < dim; ++j) to[j] += row[j];
-            }
+            const int64_t count = ids[k].numel();
+            for (int64_t first = 0; first < rows; first += count)
+                scatter_add_blocks(g.data() + first * dim, gw.data(), ids[k].data(), count, 1, tables[k].size(0), dim);
             grads.push_back(gw);
         }
         return grads;
