@@ -97,14 +97,14 @@ Tensor Bert::encode(const IntTensor& tokens, const IntTensor& segments, bool fir
               segments.shape());
         check_token_ids(segments, keys().type_vocab, kOp, "segments");
     }
-    // Texts are independent through the encoder: many of them run as a slice per thread.
-    if (split_batch_pays(*this, batch, batch * length))
-        return split_batch(batch, [&](int64_t begin, int64_t end) {
-            std::vector<int64_t> rows(static_cast<size_t>(end - begin));
-            std::iota(rows.begin(), rows.end(), begin);
-            return encode_rows(select_rows(tokens, rows), given ? select_rows(segments, rows) : IntTensor(),
-                               first_only);
-        });
+    // Texts are independent through the encoder: many of them run as a slice per thread, a piece
+    // of the slice at a time.
+    const auto texts = [&](int64_t begin, int64_t end) {
+        std::vector<int64_t> rows(static_cast<size_t>(end - begin));
+        std::iota(rows.begin(), rows.end(), begin);
+        return encode_rows(select_rows(tokens, rows), given ? select_rows(segments, rows) : IntTensor(), first_only);
+    };
+    if (split_batch_pays(*this, batch, batch * length)) return split_batch(batch, texts, piece_sequences(length));
     return encode_rows(tokens, segments, first_only);
 }
 

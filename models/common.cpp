@@ -91,23 +91,29 @@ Tensor decode_with_teacher_forcing(const IntTensor& tgt_in, float ratio, Generat
 
 bool split_batch_pays(const Model& model, int64_t batch, int64_t tokens) {
     const int64_t threads = get_num_threads();
-    return threads > 1 && batch >= threads && tokens >= threads * kSplitTokens && !grad_enabled() &&
-           !model.is_training() && !nn::tracing() && detail::active_op_profile == nullptr;
+    return batch >= threads && tokens >= threads * kSplitTokens && !grad_enabled() && !model.is_training() &&
+           !nn::tracing() && detail::active_op_profile == nullptr;
 }
 
-Tensor split_batch(int64_t batch, const std::function<Tensor(int64_t begin, int64_t end)>& forward) {
+int64_t piece_sequences(int64_t length) { return std::max<int64_t>(1, kPieceTokens / std::max<int64_t>(1, length)); }
+
+Tensor split_batch(int64_t batch, const std::function<Tensor(int64_t begin, int64_t end)>& forward, int64_t piece) {
     check(batch >= 1, "split_batch", "a batch of ", batch, " sequences");
+    check(piece >= 1, "split_batch", "pieces of ", piece, " sequences");
     std::mutex mutex;
     std::exception_ptr failure;
     std::vector<std::pair<int64_t, Tensor>> slices;
     parallel_for(batch, 1, [&](int64_t begin, int64_t end) {
         try {
             const NoGradGuard no_grad;  // the mode is the thread's own: the caller's does not reach here
-            Tensor y = forward(begin, end);
-            check(y.defined() && y.dim() >= 1 && y.size(0) == end - begin, "split_batch", "a slice of ", end - begin,
-                  " rows gave ", y.defined() ? y.shape() : Shape{});
-            const std::lock_guard<std::mutex> lock(mutex);
-            slices.emplace_back(begin, std::move(y));
+            for (int64_t first = begin; first < end; first += std::min(piece, end - first)) {
+                const int64_t last = first + std::min(piece, end - first);
+                Tensor y = forward(first, last);
+                check(y.defined() && y.dim() >= 1 && y.size(0) == last - first, "split_batch", "a slice of ",
+                      last - first, " rows gave ", y.defined() ? y.shape() : Shape{});
+                const std::lock_guard<std::mutex> lock(mutex);
+                slices.emplace_back(first, std::move(y));
+            }
         } catch (...) {
             const std::lock_guard<std::mutex> lock(mutex);
             if (!failure) failure = std::current_exception();

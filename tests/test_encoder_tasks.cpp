@@ -4,9 +4,11 @@
 // model (init_from), with the refusals of each.
 #include "helpers.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <mutex>
 
 #include "seqgrad/core/ops.h"
 #include "seqgrad/core/packed.h"
@@ -536,7 +538,7 @@ TEST_CASE("forward_first is forward's first position, with its gradients, the la
     }
 }
 
-TEST_CASE("many texts without a gradient run a slice per thread, with the values of one thread's run",
+TEST_CASE("many texts without a gradient run a slice per thread in pieces, with each text's values alone",
           "[encoder][threads]") {
     Generator init(8);
     ModelConfig c = tiny_bert(40);
@@ -567,22 +569,46 @@ TEST_CASE("many texts without a gradient run a slice per thread, with the values
         set_num_threads(before);
         return hidden;
     };
+    // Each text alone (40 tokens: too few to split), the texts' results one after another.
+    const auto one_by_one = [&](bool first_only) {
+        const NoGradGuard no_grad;
+        std::vector<float> values;
+        for (int64_t b = 0; b < batch; ++b) {
+            const IntTensor t = select_rows(tokens, {b}), s = select_rows(segments, {b});
+            const Tensor hidden = first_only ? encoder.forward_first(t, s) : encoder.forward(t, s);
+            const std::vector<float> v = hidden.to_vector();
+            values.insert(values.end(), v.begin(), v.end());
+        }
+        return values;
+    };
     for (const char* precision : {"float32", "int8"}) {
         CAPTURE(precision);
         if (std::string(precision) == "int8") model->pack_weights(Precision::int8);
         {
             const NoGradGuard no_grad;
-            REQUIRE(split_batch_pays(*model, batch, batch * length) == (before > 1));
+            for (const int threads : {1, 2}) {
+                set_num_threads(threads);
+                CHECK(split_batch_pays(*model, batch, batch * length));
+            }
+            set_num_threads(before);
         }
+        // Pieces of 6 texts (piece_sequences(40)): 6 x 6 and 1 on one thread; 6, 6, 6, 1 and
+        // 6, 6, 6 on two.
+        REQUIRE(piece_sequences(length) == 6);
         for (const bool first_only : {true, false}) {
             CAPTURE(first_only);
-            const Tensor split = run(2, first_only), serial = run(1, first_only);
-            REQUIRE(split.shape() == Shape{batch, first_only ? 1 : length, 16});
-            // The same values: int8's sums are exact integers, float32's products may round a few
-            // ulps apart with the rows in one call (OpenBLAS's Haswell kernels: 5e-7 at most here).
-            const std::vector<float> a = split.to_vector(), b = serial.to_vector();
-            if (std::string(precision) == "int8") CHECK(a == b);
-            for (size_t i = 0; i < a.size(); ++i) REQUIRE(a[i] == Approx(b[i]).margin(2e-6));
+            const std::vector<float> b = one_by_one(first_only);
+            for (const int threads : {1, 2}) {
+                CAPTURE(threads);
+                const Tensor split = run(threads, first_only);
+                REQUIRE(split.shape() == Shape{batch, first_only ? 1 : length, 16});
+                // The same values: int8's sums are exact integers, float32's products may round a
+                // few ulps apart with the rows in one call (OpenBLAS's Haswell kernels: 5e-7 at most
+                // here).
+                const std::vector<float> a = split.to_vector();
+                if (std::string(precision) == "int8") CHECK(a == b);
+                for (size_t i = 0; i < a.size(); ++i) REQUIRE(a[i] == Approx(b[i]).margin(2e-6));
+            }
         }
     }
     // Nothing is split where something records, draws or must see each operation.
@@ -606,6 +632,19 @@ TEST_CASE("split_batch joins its slices in order and throws a slice's error", "[
     const Tensor joined = split_batch(5, rows);
     CHECK(joined.shape() == Shape{5, 2});
     CHECK(joined.to_vector() == std::vector<float>{0, 0, 1, -1, 2, -2, 3, -3, 4, -4});
+    // Slices [0, 3) and [3, 5), taken in pieces of at most two sequences.
+    std::mutex mutex;
+    std::vector<std::pair<int64_t, int64_t>> pieces;
+    const auto recorded = [&](int64_t begin, int64_t end) {
+        const std::lock_guard<std::mutex> lock(mutex);
+        pieces.emplace_back(begin, end);
+        return rows(begin, end);
+    };
+    const Tensor in_pieces = split_batch(5, recorded, 2);
+    CHECK(in_pieces.to_vector() == joined.to_vector());
+    std::sort(pieces.begin(), pieces.end());
+    CHECK(pieces == std::vector<std::pair<int64_t, int64_t>>{{0, 2}, {2, 3}, {3, 5}});
+    CHECK_THAT(error_of([&] { split_batch(5, rows, 0); }), Contains("pieces of 0 sequences"));
     CHECK_THAT(error_of([&] {
                    split_batch(6, [&](int64_t begin, int64_t end) {
                        check(begin == 0, "a slice", "refused rows ", begin, " to ", end);

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <vector>
 
 #include "seqgrad/core/random.h"
@@ -35,20 +36,30 @@ Tensor select_rows(const Tensor& x, int64_t axis, const std::vector<int64_t>& ro
 IntTensor select_rows(const IntTensor& x, const std::vector<int64_t>& rows);  // along axis 0
 
 // Whether a forward pass over `batch` independent sequences of `tokens` tokens in all runs faster
-// as split_batch's slices: with more than one thread, at least kSplitTokens tokens for each, and
-// nothing that must see every operation on the calling thread: no gradient (nothing records), the
-// model in eval mode (dropout draws nothing) and no trace or operation profile installed.
+// as split_batch's slices: at least kSplitTokens tokens for each thread, at least a sequence for
+// each, and nothing that must see every operation on the calling thread: no gradient (nothing
+// records), the model in eval mode (dropout draws nothing) and no trace or operation profile
+// installed. On one thread too: its slice still runs a piece at a time.
 constexpr int64_t kSplitTokens = 512;
 bool split_batch_pays(const Model& model, int64_t batch, int64_t tokens);
 
+// Sequences of `length` tokens in one of split_batch's pieces: about kPieceTokens tokens, at least
+// one sequence. At a model width of 128 a piece's activations are 128 KB, its queries, keys and
+// values 384 KB: with the weights, all in a core's L2 cache from one operation to the next.
+constexpr int64_t kPieceTokens = 256;
+int64_t piece_sequences(int64_t length);
+
 // forward(begin, end) for slices [begin, end) of a batch of `batch` independent sequences, each slice
 // wholly on one of seqgrad's threads (the operations inside it serial there, without a gradient),
-// the slices' results (each [end - begin, ...], the same trailing shape) joined along axis 0. An
-// exception on any slice is thrown here. Each thread then has its sequences' tensors in its own
-// core's cache from the first operation to the last and waits for the other threads only once,
-// where operations split one at a time hand rows between the cores and wait at each (a BERT
-// classifying 64 texts of 64 tokens on two threads: about 6% less time).
-Tensor split_batch(int64_t batch, const std::function<Tensor(int64_t begin, int64_t end)>& forward);
+// taken through forward a piece of at most `piece` sequences at a time; the pieces' results (each
+// [end - begin, ...], the same trailing shape) joined along axis 0. An exception on any piece is
+// thrown here. Each thread then has its sequences' tensors in its own core's cache from the first
+// operation to the last and waits for the other threads only once, where operations split one at
+// a time hand rows between the cores and wait at each (a BERT classifying 64 texts of 64 tokens on
+// two threads: about 6% less time); pieces keep the tensors in the core's L2 cache rather than
+// its share of L3 (the same, in int8: about 10% less again).
+Tensor split_batch(int64_t batch, const std::function<Tensor(int64_t begin, int64_t end)>& forward,
+                   int64_t piece = std::numeric_limits<int64_t>::max());
 
 // The teacher-forced logits [B, T, V] of a model that decodes one step at a time, when the
 // teacher forcing ratio is below 1: each step after the first reads the true token with
