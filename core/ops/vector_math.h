@@ -4,6 +4,7 @@
 #pragma once
 
 #include <bit>
+#include <cmath>
 #include <cstdint>
 
 #include <immintrin.h>
@@ -210,10 +211,10 @@ inline GeluSlope gelu_with_slope(float x) {
     constexpr float inv_sqrt2 = 0.70710678118654752f;
     constexpr float inv_sqrt_2pi = 0.39894228040143268f;
     const float z = x * inv_sqrt2;
-    const float az = z < 0 ? -z : z;
+    const float az = std::fabs(z);
     const float e = fast_exp_nonpositive(-az * az);  // x NaN: e finite, x * cdf NaN
     const float r = erf_nonnegative(az, e);
-    const float cdf = 0.5f * (1 + (z < 0 ? -r : r));
+    const float cdf = 0.5f * (1 + std::copysign(r, z));
     return {x * cdf, cdf + x * (inv_sqrt_2pi * e)};
 }
 
