@@ -334,11 +334,38 @@ inline float exp_sum(const float* x, float m, int64_t n) {
     return exp_accumulate<L, false>(x, m, nullptr, n);
 }
 
+// A row's sum, in one order at every level: kLanes interleaved partial sums (partial l takes the
+// terms l, l + kLanes, l + 2 kLanes, ...; the compiler keeps them in vector registers), then
+// combined pairwise (8 + 8, 4 + 4, 2 + 2, 1 + 1); `term(j)` gives element j's term. An `omp simd`
+// reduction ends instead with its lanes added one after another through memory: on rows of 64 to
+// 512 floats (layer norm's, the gradients of softmax and of attention's weights) that chain of 16
+// dependent adds, not the arithmetic, set the pace.
+constexpr int kLanes = 16;
+
+// Every loop over the lanes has a constant count, so that the compiler unrolls it and keeps the
+// partial sums in registers.
+inline float combine_lanes(float (&lanes)[kLanes]) {
+    for (int l = 0; l < 8; ++l) lanes[l] += lanes[l + 8];
+    for (int l = 0; l < 4; ++l) lanes[l] += lanes[l + 4];
+    for (int l = 0; l < 2; ++l) lanes[l] += lanes[l + 2];
+    return lanes[0] + lanes[1];
+}
+
+template <typename Term>
+inline float row_sum(int64_t n, Term term) {
+    float lanes[kLanes] = {};
+    int64_t j = 0;
+    for (; j + kLanes <= n; j += kLanes)
+        for (int l = 0; l < kLanes; ++l) lanes[l] += term(j + l);
+    if (j < n)  // the last n % kLanes terms
+        for (int l = 0; l < kLanes; ++l)
+            if (j + l < n) lanes[l] += term(j + l);
+    return combine_lanes(lanes);
+}
+
+// sum of a[j] b[j], as row_sum adds it
 inline float dot(const float* a, const float* b, int64_t n) {
-    float total = 0;
-#pragma omp simd reduction(+ : total)
-    for (int64_t j = 0; j < n; ++j) total += a[j] * b[j];
-    return total;
+    return row_sum(n, [=](int64_t j) { return a[j] * b[j]; });
 }
 
 // ---- dropout masks (dropout, attention) ----

@@ -16,35 +16,6 @@ namespace {
 // instead, the pointers live behind references and GCC's `omp simd` loops reload them per lane
 // (gathers), several times slower.
 
-// A row's sums, in one order at every level: kLanes interleaved partial sums (partial l takes
-// the terms l, l + kLanes, l + 2 kLanes, ...; the compiler keeps them in vector registers), then
-// combined pairwise (8 + 8, 4 + 4, 2 + 2, 1 + 1). An `omp simd` reduction ends instead with its
-// lanes added one after another through memory: on rows of 128 that chain of 16 dependent adds,
-// twice a row, set layer norm's pace, not the arithmetic. `term(j)` gives the terms of element j
-// of the row.
-constexpr int kLanes = 16;
-
-// Every loop over the lanes has a constant count, so that the compiler unrolls it and keeps the
-// partial sums in registers.
-inline float combine_lanes(float (&lanes)[kLanes]) {
-    for (int l = 0; l < 8; ++l) lanes[l] += lanes[l + 8];
-    for (int l = 0; l < 4; ++l) lanes[l] += lanes[l + 4];
-    for (int l = 0; l < 2; ++l) lanes[l] += lanes[l + 2];
-    return lanes[0] + lanes[1];
-}
-
-template <typename Term>
-inline float row_sum(int64_t n, Term term) {
-    float lanes[kLanes] = {};
-    int64_t j = 0;
-    for (; j + kLanes <= n; j += kLanes)
-        for (int l = 0; l < kLanes; ++l) lanes[l] += term(j + l);
-    if (j < n)  // the last n % kLanes terms
-        for (int l = 0; l < kLanes; ++l)
-            if (j + l < n) lanes[l] += term(j + l);
-    return combine_lanes(lanes);
-}
-
 // dx for rows [begin, end): dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)).
 void input_gradient_rows(const float* __restrict x, const float* __restrict g, const float* __restrict gamma,
                          const float* __restrict mean, const float* __restrict rstd, float* __restrict dx,
@@ -53,9 +24,9 @@ void input_gradient_rows(const float* __restrict x, const float* __restrict g, c
         const float* row = x + r * d;
         const float* grow = g + r * d;
         const float mean_r = mean[r], rstd_r = rstd[r];
-        const float sum_dxhat = row_sum(d, [=](int64_t j) { return grow[j] * gamma[j]; });
+        const float sum_dxhat = detail::row_sum(d, [=](int64_t j) { return grow[j] * gamma[j]; });
         const float sum_dxhat_xhat =
-            row_sum(d, [=](int64_t j) { return grow[j] * gamma[j] * (row[j] - mean_r) * rstd_r; });
+            detail::row_sum(d, [=](int64_t j) { return grow[j] * gamma[j] * (row[j] - mean_r) * rstd_r; });
         const float mean_dxhat = sum_dxhat / static_cast<float>(d);
         const float mean_dxhat_xhat = sum_dxhat_xhat / static_cast<float>(d);
         float* out = dx + r * d;
@@ -89,9 +60,9 @@ void forward_rows(const float* __restrict x, const float* __restrict gamma, cons
                   int64_t d, float eps) {
     for (int64_t r = begin; r < end; ++r) {
         const float* row = x + r * d;
-        const float m = row_sum(d, [=](int64_t j) { return row[j]; }) / static_cast<float>(d);
+        const float m = detail::row_sum(d, [=](int64_t j) { return row[j]; }) / static_cast<float>(d);
         // the second pass over the centred values keeps the variance accurate
-        const float sq = row_sum(d, [=](int64_t j) { return (row[j] - m) * (row[j] - m); });
+        const float sq = detail::row_sum(d, [=](int64_t j) { return (row[j] - m) * (row[j] - m); });
         const float inv = 1.0f / std::sqrt(sq / static_cast<float>(d) + eps);
         mean[r] = m;
         rstd[r] = inv;
