@@ -106,8 +106,8 @@ Tensor split_batch(int64_t batch, const std::function<Tensor(int64_t begin, int6
     parallel_for(batch, 1, [&](int64_t begin, int64_t end) {
         try {
             const NoGradGuard no_grad;  // the mode is the thread's own: the caller's does not reach here
-            for (int64_t first = begin; first < end; first += std::min(piece, end - first)) {
-                const int64_t last = first + std::min(piece, end - first);
+            for (int64_t first = begin, last; first < end; first = last) {
+                last = first + std::min(piece, end - first);
                 Tensor y = forward(first, last);
                 check(y.defined() && y.dim() >= 1 && y.size(0) == last - first, "split_batch", "a slice of ",
                       last - first, " rows gave ", y.defined() ? y.shape() : Shape{});

@@ -57,7 +57,7 @@ int64_t piece_sequences(int64_t length);
 // operation to the last and waits for the other threads only once, where operations split one at
 // a time hand rows between the cores and wait at each (a BERT classifying 64 texts of 64 tokens on
 // two threads: about 6% less time); pieces keep the tensors in the core's L2 cache rather than
-// its share of L3 (the same, in int8: about 10% less again).
+// its share of L3 (the same batch in int8: 7-11% less again).
 Tensor split_batch(int64_t batch, const std::function<Tensor(int64_t begin, int64_t end)>& forward,
                    int64_t piece = std::numeric_limits<int64_t>::max());
 
