@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <string>
 #include <vector>
 
 namespace seqgrad {
@@ -34,16 +35,25 @@ void scatter_add_blocks(const float* g, float* gx, const int64_t* index, int64_t
         }
 }
 
+// Every id within the table's rows, else an error naming the id, its place and the table (the
+// message calls the ids `ids_name` and the table `table_name`).
+void check_ids(const char* op, const IntTensor& ids, const std::string& ids_name, const Tensor& table,
+               const char* table_name) {
+    const int64_t vocab = table.size(0);
+    const int64_t* pid = ids.data();
+    for (int64_t i = 0; i < ids.numel(); ++i)
+        check(pid[i] >= 0 && pid[i] < vocab, op, "id ", pid[i], " at position ", i, " of ", ids_name, " ", ids.shape(),
+              " is outside the vocabulary of ", vocab, " (", table_name, " ", table.shape(), ")");
+}
+
 }  // namespace
 
 Tensor embedding(const Tensor& weight, const IntTensor& ids) {
     check(weight.defined(), "embedding", "the weight is undefined");
     check(weight.dim() == 2, "embedding", "weight must be [vocab, dim], got ", weight.shape());
     const int64_t vocab = weight.size(0), dim = weight.size(1);
+    check_ids("embedding", ids, "ids", weight, "weight");
     const int64_t* pid = ids.data();
-    for (int64_t i = 0; i < ids.numel(); ++i)
-        check(pid[i] >= 0 && pid[i] < vocab, "embedding", "id ", pid[i], " at position ", i, " of ids ", ids.shape(),
-              " is outside the vocabulary of ", vocab, " (weight ", weight.shape(), ")");
     Shape out_shape = ids.shape();
     out_shape.push_back(dim);
     Tensor out = Tensor::empty(out_shape);
@@ -72,11 +82,7 @@ Tensor embeddings_sum(const std::vector<Tensor>& tables, const std::vector<IntTe
         check(s.size() <= shape.size() &&
                   std::equal(s.begin(), s.end(), shape.end() - static_cast<ptrdiff_t>(s.size())),
               op, "ids ", k, " ", s, " are not the trailing axes of the first ids' ", shape);
-        const int64_t vocab = t.size(0);
-        const int64_t* pid = ids[k].data();
-        for (int64_t i = 0; i < ids[k].numel(); ++i)
-            check(pid[i] >= 0 && pid[i] < vocab, op, "id ", pid[i], " at position ", i, " of ids ", k, " ", s,
-                  " is outside the vocabulary of ", vocab, " (table ", t.shape(), ")");
+        check_ids(op, ids[k], "ids " + std::to_string(k), t, "table");
     }
     const int64_t rows = ids[0].numel();
     // an id tensor broadcasts over the first's leading axes: row r takes its entry r % count

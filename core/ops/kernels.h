@@ -413,14 +413,14 @@ struct DropoutMask {
 private:
     // f(begin, end, i, a, b) for each stretch [begin, end) of j < n whose elements first + j share
     // their high 32 bits (one stretch but past 2^32 elements): element first + begin's low 32 bits
-    // i, and the stretch's a and b (dropout_draw).
+    // i, and the stretch's a and b (dropout_step).
     template <typename F>
     void by_streams(int64_t n, int64_t first, F&& f) const {
         for (int64_t j = 0; j < n;) {
             const uint64_t index = static_cast<uint64_t>(first + j), high = index >> 32;
             const int64_t end = std::min<int64_t>(n, j + static_cast<int64_t>(((high + 1) << 32) - index));
-            const uint64_t ab = splitmix64_mix(key ^ (high * kSplitMixGamma));
-            f(j, end, static_cast<uint32_t>(index), static_cast<uint32_t>(ab) | 1u, static_cast<uint32_t>(ab >> 32));
+            const DropoutStep step = dropout_step(key, high);
+            f(j, end, static_cast<uint32_t>(index), step.a, step.b);
             j = end;
         }
     }

@@ -32,13 +32,23 @@ constexpr uint32_t mix32(uint32_t x) {
     return x ^ (x >> 16);
 }
 
+// The step of the dropout draws of key `key` for the elements whose index has high 32 bits `high`:
+// the odd a and the b of dropout_draw, SplitMix64's hash of the key and of `high`.
+struct DropoutStep {
+    uint32_t a, b;
+};
+constexpr DropoutStep dropout_step(uint64_t key, uint64_t high) {
+    const uint64_t ab = splitmix64_mix(key ^ (high * kSplitMixGamma));
+    return {static_cast<uint32_t>(ab) | 1u, static_cast<uint32_t>(ab >> 32)};
+}
+
 // Element i's draw in the dropout mask of key `key`: mix32 of a step through the 32-bit integers,
-// i * a + b, where the odd a and the b are SplitMix64's hash of the key and of i's high 32 bits.
-// Calls (keys) thus walk distinct sequences (no two are shifted copies of each other), and the
-// draws of a mask's first 2^32 elements share one (a, b).
+// i * a + b, with dropout_step's a and b for i's high 32 bits. Calls (keys) thus walk distinct
+// sequences (no two are shifted copies of each other), and the draws of a mask's first 2^32
+// elements share one (a, b).
 constexpr uint32_t dropout_draw(uint64_t key, uint64_t i) {
-    const uint64_t ab = splitmix64_mix(key ^ ((i >> 32) * kSplitMixGamma));
-    return mix32(static_cast<uint32_t>(i) * (static_cast<uint32_t>(ab) | 1u) + static_cast<uint32_t>(ab >> 32));
+    const DropoutStep step = dropout_step(key, i >> 32);
+    return mix32(static_cast<uint32_t>(i) * step.a + step.b);
 }
 
 // FNV-1a over bytes, 32 bits (offset basis 0x811C9DC5, prime 0x01000193).
