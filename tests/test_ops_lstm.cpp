@@ -88,6 +88,15 @@ TEST_CASE("an LSTM cell unrolled over steps backpropagates through time", "[ops]
         inputs_of(cell));
 }
 
+TEST_CASE("the LSTM cell runs without biases, as with biases of zero", "[ops][lstm]") {
+    Cell c = make_cell(3);
+    const Tensor zeros = Tensor::zeros(c.b_ih.shape());
+    const LstmState without = lstm_cell(c.x, {c.h, c.c}, c.w_ih, c.w_hh, Tensor(), Tensor());
+    const LstmState with_zeros = lstm_cell(c.x, {c.h, c.c}, c.w_ih, c.w_hh, zeros, zeros);
+    CHECK(without.h.to_vector() == with_zeros.h.to_vector());
+    CHECK(without.c.to_vector() == with_zeros.c.to_vector());
+}
+
 TEST_CASE("the LSTM cell rejects weights that do not fit", "[ops][lstm][errors]") {
     Cell c = make_cell(60);
     CHECK_THROWS_WITH(lstm_cell(c.x, {c.h, c.c}, Tensor::zeros({20, 3}), c.w_hh, c.b_ih, c.b_hh),

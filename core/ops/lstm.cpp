@@ -77,8 +77,8 @@ LstmState lstm_cell(const Tensor& x, const LstmState& state, const Tensor& w_ih,
     check(w_hh.shape() == Shape{4 * hidden, hidden}, "lstm_cell", "w_hh ", w_hh.shape(), " should be [", 4 * hidden,
           ", ", hidden, "]");
     for (const Tensor* b : {&b_ih, &b_hh})
-        check(!b->defined() || b->shape() == Shape{4 * hidden}, "lstm_cell", "bias ", b->shape(), " should be [",
-              4 * hidden, "]");
+        check(!b->defined() || b->shape() == Shape{4 * hidden}, "lstm_cell", "bias ",
+              b->defined() ? b->shape() : Shape{}, " should be [", 4 * hidden, "]");
 
     const int64_t g4 = 4 * hidden;
     // The two biases as one vector, added in the nonlinearity pass below.
