@@ -136,6 +136,15 @@ void run_backward(const Tensor& self, const Tensor& grad_output, bool retain_gra
                   const std::function<void(const Tensor& leaf)>* leaf_ready);
 }  // namespace
 
+GradInto grad_into(const Tensor& t) {
+    TensorImpl* impl = t.impl();
+    if (impl != nullptr && !impl->grad_fn && t.requires_grad() && impl->grad.defined() && exclusively_owned(impl->grad))
+        return {Tensor(), impl->grad.data(), true};
+    Tensor fresh = Tensor::empty(t.shape());
+    float* data = fresh.data();
+    return {std::move(fresh), data, false};
+}
+
 void Tensor::backward(bool retain_graph) const {
     check(defined(), "Tensor::backward", "the tensor is undefined");
     check(numel() == 1, "Tensor::backward", "without a gradient argument the output must have one element, got shape ",

@@ -5,6 +5,8 @@
 #include "helpers.h"
 
 using namespace seqgrad;
+using seqgrad::testing::max_abs_diff;
+using seqgrad::testing::random_tensor;
 
 TEST_CASE("gradients accumulate across backward calls until zero_grad", "[autograd]") {
     auto x = Tensor::from_vector({1, 2, 3}, {3}, true);
@@ -175,4 +177,50 @@ TEST_CASE("the leaf hook names each reached leaf once, when its gradient is fina
     CHECK(named.front() == w2.impl());  // the last operations' leaf comes first
     CHECK_FALSE(w3.grad().defined());
     CHECK(std::find(named.begin(), named.end(), w3.impl()) == named.end());
+}
+
+TEST_CASE("a weight used at several steps gets every step's product added into its grad", "[autograd]") {
+    // The decoder's shape of use: the same weights at each step of a recurrence (linear, lstm_cell,
+    // a one-step lstm_sequence). From the second step on, the products add into grad() itself.
+    // Each step is compared with a graph where the step has its own copy of the weights.
+    const int64_t batch = 3, in = 5, hidden = 4, steps = 3;
+    const Tensor w = random_tensor({4 * hidden, in}, 1);
+    const Tensor w_hh = random_tensor({4 * hidden, hidden}, 2);
+    const Tensor w_out = random_tensor({2, hidden}, 3);
+    std::vector<Tensor> xs;
+    for (int64_t t = 0; t < steps; ++t) xs.push_back(random_tensor({batch, in}, 10 + t, -1, 1, false));
+    const auto copy = [](const Tensor& t) { return Tensor::from_vector(t.to_vector(), t.shape(), true); };
+    // Step t's loss, its weights given: a cell step, then a one-step layer over linear's gates.
+    const auto run = [&](std::vector<Tensor> weights) {  // w, w_hh, w_out per step, 3 * steps of them
+        LstmState state{Tensor::zeros({batch, hidden}), Tensor::zeros({batch, hidden})};
+        Tensor loss = Tensor::zeros({});
+        for (int64_t t = 0; t < steps; ++t) {
+            const Tensor* mine = &weights[static_cast<size_t>(3 * t)];
+            state = lstm_cell(xs[static_cast<size_t>(t)], state, mine[0], mine[1], Tensor(), Tensor());
+            const Tensor gates = reshape(linear(xs[static_cast<size_t>(t)], mine[0], Tensor()), {batch, 1, 4 * hidden});
+            const LstmSequence layer = lstm_sequence(gates, state.h, state.c, mine[1], {}, false);
+            state = {layer.h, layer.c};
+            loss = loss + (linear(layer.h, mine[2], Tensor()) * static_cast<float>(t + 1)).sum();
+        }
+        loss.backward();
+    };
+    run({w, w_hh, w_out, w, w_hh, w_out, w, w_hh, w_out});
+    std::vector<Tensor> copies;
+    for (int64_t t = 0; t < steps; ++t)
+        for (const Tensor* t_ : {&w, &w_hh, &w_out}) copies.push_back(copy(*t_));
+    run(copies);
+    for (int k = 0; k < 3; ++k) {
+        const Tensor& shared = k == 0 ? w : k == 1 ? w_hh : w_out;
+        Tensor expected = Tensor::zeros(shared.shape());
+        for (int64_t t = 0; t < steps; ++t) expected = expected + copies[static_cast<size_t>(3 * t + k)].grad();
+        REQUIRE(shared.grad().defined());
+        CHECK(max_abs_diff(shared.grad(), expected) < 1e-5f);
+    }
+
+    // A grad() the caller holds is a value: the next backward's sum goes into a new tensor.
+    const Tensor held = w.grad();
+    const std::vector<float> before = held.to_vector();
+    run({w, w_hh, w_out, w, w_hh, w_out, w, w_hh, w_out});
+    CHECK(held.to_vector() == before);
+    for (size_t i = 0; i < before.size(); ++i) CHECK(w.grad().data()[i] == Approx(2 * before[i]).margin(1e-5));
 }

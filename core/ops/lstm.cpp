@@ -143,12 +143,14 @@ LstmState lstm_cell(const Tensor& x, const LstmState& state, const Tensor& w_ih,
             detail::gemm_weights(false, false, batch, hidden, g4, pd, w_hh.data(), dh_prev.data(), false);
         }
         if (w_ih.requires_grad()) {
-            dw_ih = Tensor::empty(w_ih.shape());
-            detail::gemm_weights(true, false, g4, in, batch, pd, x.data(), dw_ih.data(), false);
+            const GradInto into = grad_into(w_ih);
+            detail::gemm_weights(true, false, g4, in, batch, pd, x.data(), into.data, into.add);
+            dw_ih = into.fresh;
         }
         if (w_hh.requires_grad()) {
-            dw_hh = Tensor::empty(w_hh.shape());
-            detail::gemm_weights(true, false, g4, hidden, batch, pd, h.data(), dw_hh.data(), false);
+            const GradInto into = grad_into(w_hh);
+            detail::gemm_weights(true, false, g4, hidden, batch, pd, h.data(), into.data, into.add);
+            dw_hh = into.fresh;
         }
         if (b_ih.requires_grad() || b_hh.requires_grad()) db = sum(dgates, {0});
         return std::vector<Tensor>{dx,
@@ -270,9 +272,10 @@ LstmSequence lstm_sequence(const Tensor& input_gates, const Tensor& h0, const Te
             detail::gemm_weights(false, false, batch, hidden, g4, dg, w_hh.data(), pdh, true);
         }
         // W_hh's gradient over every step at once: sum_s d gates_s^T h_s.
-        Tensor d_w_hh = Tensor::empty(w_hh.shape());
-        detail::gemm_weights(true, false, g4, hidden, steps * batch, d_steps.data(), hs.data(), d_w_hh.data(), false);
-        return std::vector<Tensor>{d_gates, dh, dc, d_w_hh};
+        const GradInto d_w_hh = grad_into(w_hh);
+        detail::gemm_weights(true, false, g4, hidden, steps * batch, d_steps.data(), hs.data(), d_w_hh.data,
+                             d_w_hh.add);
+        return std::vector<Tensor>{d_gates, dh, dc, d_w_hh.fresh};
     });
     return {results[0], results[1], results[2]};
 }

@@ -76,6 +76,20 @@ Tensor record(const char* name, Tensor output, std::vector<Tensor> inputs, F&& b
     return record(name, std::move(outputs), std::move(inputs), std::move(single))[0];
 }
 
+// Where a backward function has a product write the gradient of input `t` (a weight's dW = dY^T X):
+// `data`, with `add` telling the product to add into it (beta = 1) or to overwrite it, and
+// `fresh`, the gradient to return for t. When t is a leaf whose grad() is already defined and held
+// by nothing else (a weight used again: at every step of a recurrence, or over micro-batches), the
+// product adds straight into grad() and `fresh` is undefined, so the engine has nothing to add;
+// the tensor of the weight's size it would otherwise write, and the pass adding it in, are saved.
+// Otherwise `fresh` is a new uninitialised tensor of t's shape and `add` is false.
+struct GradInto {
+    Tensor fresh;
+    float* data;
+    bool add;
+};
+GradInto grad_into(const Tensor& t);
+
 // backward() of a one-element output that also calls `leaf_ready(leaf)` for each leaf requiring
 // grad as soon as its gradient is final: right after the last node that uses the leaf has run, so
 // while the rest of the graph is still to go. (Data-parallel training starts summing a bucket of
