@@ -4,10 +4,12 @@
 // closure and edges as soon as it has run (unless the graph is retained).
 #include "seqgrad/core/autograd.h"
 
+#include <algorithm>
 #include <functional>
 #include <unordered_map>
 #include <unordered_set>
 
+#include "blas.h"
 #include "seqgrad/core/ops.h"
 #include "seqgrad/core/profile.h"
 
@@ -32,6 +34,72 @@ void accumulate(Tensor& into, const Tensor& g) {
         NoGradGuard no_grad;
         into = add(into, g);
     }
+}
+
+// Where a product writes a weight's gradient: into grad() itself (add) when it is defined and held
+// by nothing else, else into `fresh`, a new tensor for the caller to hand on.
+struct GradInto {
+    Tensor fresh;
+    float* data;
+    bool add;
+};
+GradInto grad_into(const Tensor& w) {
+    Tensor& grad = w.impl()->grad;
+    if (grad.defined() && exclusively_owned(grad)) return {Tensor(), grad.data(), true};
+    Tensor fresh = Tensor::empty(w.shape());
+    float* data = fresh.data();
+    return {std::move(fresh), data, false};
+}
+
+// The rows of dW = dy^T x that weight_gradient kept for a leaf until its last use in the pass.
+struct PendingRows {
+    Tensor dy, x;
+    int64_t rows;
+};
+struct PendingWeight {
+    Tensor weight;
+    std::vector<PendingRows> parts;
+};
+
+// The pass under way on this thread: how many edges still to run lead to each leaf, and the
+// weight gradients kept for later.
+struct BackwardPass {
+    std::unordered_map<TensorImpl*, int64_t> uses_left;
+    std::unordered_map<TensorImpl*, PendingWeight> pending;
+};
+thread_local BackwardPass* active_pass = nullptr;
+
+class ActivePass {
+public:
+    explicit ActivePass(BackwardPass& pass) : previous_(active_pass) { active_pass = &pass; }
+    ~ActivePass() { active_pass = previous_; }
+    ActivePass(const ActivePass&) = delete;
+    ActivePass& operator=(const ActivePass&) = delete;
+
+private:
+    BackwardPass* previous_;
+};
+
+// One product over every kept part of a weight's gradient, added into its grad().
+void run_pending(PendingWeight& pending) {
+    const Tensor& w = pending.weight;
+    const int64_t out = w.size(0), in = w.size(1);
+    int64_t rows = 0;
+    for (const PendingRows& part : pending.parts) rows += part.rows;
+    Tensor dy = pending.parts.front().dy, x = pending.parts.front().x;
+    if (pending.parts.size() > 1) {  // the parts' rows one after another
+        dy = Tensor::empty({rows, out});
+        x = Tensor::empty({rows, in});
+        int64_t at = 0;
+        for (const PendingRows& part : pending.parts) {
+            std::copy_n(part.dy.data(), part.rows * out, dy.data() + at * out);
+            std::copy_n(part.x.data(), part.rows * in, x.data() + at * in);
+            at += part.rows;
+        }
+    }
+    const GradInto into = grad_into(w);
+    detail::gemm_weights(true, false, out, in, rows, dy.data(), x.data(), into.data, into.add);
+    if (into.fresh.defined()) accumulate(w.impl()->grad, into.fresh);
 }
 
 // Moves the node behind `edge` onto `stack` when `edge` holds its last reference.
@@ -136,13 +204,25 @@ void run_backward(const Tensor& self, const Tensor& grad_output, bool retain_gra
                   const std::function<void(const Tensor& leaf)>* leaf_ready);
 }  // namespace
 
-GradInto grad_into(const Tensor& t) {
-    TensorImpl* impl = t.impl();
-    if (impl != nullptr && !impl->grad_fn && t.requires_grad() && impl->grad.defined() && exclusively_owned(impl->grad))
-        return {Tensor(), impl->grad.data(), true};
-    Tensor fresh = Tensor::empty(t.shape());
-    float* data = fresh.data();
-    return {std::move(fresh), data, false};
+Tensor weight_gradient(const Tensor& w, const Tensor& dy, const Tensor& x, int64_t rows) {
+    const int64_t out = w.size(0), in = w.size(1);
+    check(dy.numel() >= rows * out && x.numel() >= rows * in, "weight_gradient", "internal error: ", rows,
+          " rows of dy ", dy.shape(), " and x ", x.shape(), " for a weight ", w.shape());
+    TensorImpl* const impl = w.impl();
+    if (active_pass != nullptr && !impl->grad_fn && w.requires_grad()) {
+        auto kept = active_pass->pending.find(impl);
+        const auto uses = active_pass->uses_left.find(impl);
+        const bool used_again = uses != active_pass->uses_left.end() && uses->second > 1;
+        if (kept == active_pass->pending.end() && used_again && rows * (out + in) < out * in)
+            kept = active_pass->pending.emplace(impl, PendingWeight{w, {}}).first;
+        if (kept != active_pass->pending.end()) {
+            kept->second.parts.push_back({dy, x, rows});
+            return Tensor();
+        }
+    }
+    const GradInto into = grad_into(w);
+    detail::gemm_weights(true, false, out, in, rows, dy.data(), x.data(), into.data, into.add);
+    return into.fresh;
 }
 
 void Tensor::backward(bool retain_graph) const {
@@ -198,13 +278,13 @@ void run_backward(const Tensor& self, const Tensor& grad_output, bool retain_gra
         }
     }
 
-    // With a hook: how many edges of the graph still lead to each leaf. A leaf's gradient is final
-    // once the last node that uses it has run.
-    std::unordered_map<TensorImpl*, int64_t> uses_left;
-    if (leaf_ready)
-        for (const auto& node : order)
-            for (const Tensor& input : node->inputs)
-                if (input.defined() && input.requires_grad() && !input.impl()->grad_fn) ++uses_left[input.impl()];
+    // How many edges of the graph still lead to each leaf. A leaf's gradient is final once the last
+    // node that uses it has run (and the weight gradients kept for it are summed).
+    BackwardPass pass;
+    const ActivePass active(pass);
+    for (const auto& node : order)
+        for (const Tensor& input : node->inputs)
+            if (input.defined() && input.requires_grad() && !input.impl()->grad_fn) ++pass.uses_left[input.impl()];
 
     root->grad_fn->grad_outputs.resize(root->grad_fn->output_shapes.size());
     accumulate(root->grad_fn->grad_outputs[static_cast<size_t>(root->output_nr)], grad_output.detach());
@@ -240,11 +320,18 @@ void run_backward(const Tensor& self, const Tensor& grad_output, bool retain_gra
             }
         }
         if (profile != nullptr) profile->note_accumulate(profile->now() - accumulating);
-        if (leaf_ready)
-            for (const Tensor& input : node.inputs)
-                if (input.defined() && input.requires_grad() && !input.impl()->grad_fn &&
-                    --uses_left[input.impl()] == 0)
-                    (*leaf_ready)(input);
+        for (const Tensor& input : node.inputs) {
+            if (!input.defined() || !input.requires_grad() || input.impl()->grad_fn ||
+                --pass.uses_left[input.impl()] != 0)
+                continue;
+            if (const auto kept = pass.pending.find(input.impl()); kept != pass.pending.end()) {
+                const double summing = profile != nullptr ? profile->now() : 0.0;
+                run_pending(kept->second);
+                pass.pending.erase(kept);
+                if (profile != nullptr) profile->note_backward("weight_gradients", profile->now() - summing);
+            }
+            if (leaf_ready) (*leaf_ready)(input);
+        }
         if (!retain_graph) {
             node.backward = nullptr;
             node.inputs.clear();

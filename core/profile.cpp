@@ -77,6 +77,7 @@ const char* op_kind(const std::string& name) {
     static constexpr Kind kKinds[] = {
         {"linear", "products"},
         {"matmul", "products"},
+        {"weight_gradients", "products"},
         {"attention", "attention"},
         {"gathered_attention", "attention"},
         {"layer_norm", "layer_norm"},

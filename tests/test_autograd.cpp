@@ -179,10 +179,11 @@ TEST_CASE("the leaf hook names each reached leaf once, when its gradient is fina
     CHECK(std::find(named.begin(), named.end(), w3.impl()) == named.end());
 }
 
-TEST_CASE("a weight used at several steps gets every step's product added into its grad", "[autograd]") {
-    // The decoder's shape of use: the same weights at each step of a recurrence (linear, lstm_cell,
-    // a one-step lstm_sequence). From the second step on, the products add into grad() itself.
-    // Each step is compared with a graph where the step has its own copy of the weights.
+TEST_CASE("a weight used at several steps gets the sum of every step's gradient", "[autograd]") {
+    // The decoder's shape of use: the same weights at each step of a recurrence (lstm_cell, linear,
+    // a one-step lstm_sequence). w and w_hh have more numbers than a step's rows, so their
+    // gradients are kept and summed in one product after their last use; w_out's are added into
+    // grad() as each step comes. Each is compared with a graph where every step has its own copy.
     const int64_t batch = 3, in = 5, hidden = 4, steps = 3;
     const Tensor w = random_tensor({4 * hidden, in}, 1);
     const Tensor w_hh = random_tensor({4 * hidden, hidden}, 2);
@@ -190,37 +191,54 @@ TEST_CASE("a weight used at several steps gets every step's product added into i
     std::vector<Tensor> xs;
     for (int64_t t = 0; t < steps; ++t) xs.push_back(random_tensor({batch, in}, 10 + t, -1, 1, false));
     const auto copy = [](const Tensor& t) { return Tensor::from_vector(t.to_vector(), t.shape(), true); };
-    // Step t's loss, its weights given: a cell step, then a one-step layer over linear's gates.
-    const auto run = [&](std::vector<Tensor> weights) {  // w, w_hh, w_out per step, 3 * steps of them
+    const auto loss_of = [&](std::vector<Tensor> weights) {  // w, w_hh, w_out for each step
         LstmState state{Tensor::zeros({batch, hidden}), Tensor::zeros({batch, hidden})};
         Tensor loss = Tensor::zeros({});
         for (int64_t t = 0; t < steps; ++t) {
             const Tensor* mine = &weights[static_cast<size_t>(3 * t)];
-            state = lstm_cell(xs[static_cast<size_t>(t)], state, mine[0], mine[1], Tensor(), Tensor());
-            const Tensor gates = reshape(linear(xs[static_cast<size_t>(t)], mine[0], Tensor()), {batch, 1, 4 * hidden});
+            const Tensor& x = xs[static_cast<size_t>(t)];
+            state = lstm_cell(x, state, mine[0], mine[1], Tensor(), Tensor());
+            const Tensor gates = reshape(linear(x, mine[0], Tensor()), {batch, 1, 4 * hidden});
             const LstmSequence layer = lstm_sequence(gates, state.h, state.c, mine[1], {}, false);
             state = {layer.h, layer.c};
             loss = loss + (linear(layer.h, mine[2], Tensor()) * static_cast<float>(t + 1)).sum();
         }
-        loss.backward();
+        return loss;
     };
-    run({w, w_hh, w_out, w, w_hh, w_out, w, w_hh, w_out});
+    const std::vector<Tensor> shared{w, w_hh, w_out, w, w_hh, w_out, w, w_hh, w_out};
     std::vector<Tensor> copies;
     for (int64_t t = 0; t < steps; ++t)
-        for (const Tensor* t_ : {&w, &w_hh, &w_out}) copies.push_back(copy(*t_));
-    run(copies);
+        for (const Tensor* one : {&w, &w_hh, &w_out}) copies.push_back(copy(*one));
+    loss_of(copies).backward();
+    std::map<const TensorImpl*, Tensor> expected;
     for (int k = 0; k < 3; ++k) {
-        const Tensor& shared = k == 0 ? w : k == 1 ? w_hh : w_out;
-        Tensor expected = Tensor::zeros(shared.shape());
-        for (int64_t t = 0; t < steps; ++t) expected = expected + copies[static_cast<size_t>(3 * t + k)].grad();
-        REQUIRE(shared.grad().defined());
-        CHECK(max_abs_diff(shared.grad(), expected) < 1e-5f);
+        Tensor sum = Tensor::zeros(shared[static_cast<size_t>(k)].shape());
+        for (int64_t t = 0; t < steps; ++t) sum = sum + copies[static_cast<size_t>(3 * t + k)].grad();
+        expected[shared[static_cast<size_t>(k)].impl()] = sum;
+    }
+
+    loss_of(shared).backward();
+    for (int k = 0; k < 3; ++k) {
+        const Tensor& weight = shared[static_cast<size_t>(k)];
+        INFO("weight " << k);
+        REQUIRE(weight.grad().defined());
+        CHECK(max_abs_diff(weight.grad(), expected.at(weight.impl())) < 1e-5f);
     }
 
     // A grad() the caller holds is a value: the next backward's sum goes into a new tensor.
     const Tensor held = w.grad();
     const std::vector<float> before = held.to_vector();
-    run({w, w_hh, w_out, w, w_hh, w_out, w, w_hh, w_out});
+    loss_of(shared).backward();
     CHECK(held.to_vector() == before);
     for (size_t i = 0; i < before.size(); ++i) CHECK(w.grad().data()[i] == Approx(2 * before[i]).margin(1e-5));
+
+    // With the leaf hook, a weight is named once its kept rows have been summed into grad().
+    for (Tensor weight : {w, w_hh, w_out}) weight.zero_grad();
+    int named = 0;
+    backward_with_leaf_hook(loss_of(shared), [&](const Tensor& leaf) {
+        ++named;
+        REQUIRE(leaf.grad().defined());
+        CHECK(max_abs_diff(leaf.grad(), expected.at(leaf.impl())) < 1e-5f);
+    });
+    CHECK(named == 3);
 }

@@ -142,16 +142,8 @@ LstmState lstm_cell(const Tensor& x, const LstmState& state, const Tensor& w_ih,
             dh_prev = Tensor::empty(h.shape());
             detail::gemm_weights(false, false, batch, hidden, g4, pd, w_hh.data(), dh_prev.data(), false);
         }
-        if (w_ih.requires_grad()) {
-            const GradInto into = grad_into(w_ih);
-            detail::gemm_weights(true, false, g4, in, batch, pd, x.data(), into.data, into.add);
-            dw_ih = into.fresh;
-        }
-        if (w_hh.requires_grad()) {
-            const GradInto into = grad_into(w_hh);
-            detail::gemm_weights(true, false, g4, hidden, batch, pd, h.data(), into.data, into.add);
-            dw_hh = into.fresh;
-        }
+        if (w_ih.requires_grad()) dw_ih = weight_gradient(w_ih, dgates, x, batch);
+        if (w_hh.requires_grad()) dw_hh = weight_gradient(w_hh, dgates, h, batch);
         if (b_ih.requires_grad() || b_hh.requires_grad()) db = sum(dgates, {0});
         return std::vector<Tensor>{dx,
                                    dh_prev,
@@ -272,10 +264,8 @@ LstmSequence lstm_sequence(const Tensor& input_gates, const Tensor& h0, const Te
             detail::gemm_weights(false, false, batch, hidden, g4, dg, w_hh.data(), pdh, true);
         }
         // W_hh's gradient over every step at once: sum_s d gates_s^T h_s.
-        const GradInto d_w_hh = grad_into(w_hh);
-        detail::gemm_weights(true, false, g4, hidden, steps * batch, d_steps.data(), hs.data(), d_w_hh.data,
-                             d_w_hh.add);
-        return std::vector<Tensor>{d_gates, dh, dc, d_w_hh.fresh};
+        const Tensor d_w_hh = w_hh.requires_grad() ? weight_gradient(w_hh, d_steps, hs, steps * batch) : Tensor();
+        return std::vector<Tensor>{d_gates, dh, dc, d_w_hh};
     });
     return {results[0], results[1], results[2]};
 }

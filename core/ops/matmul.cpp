@@ -110,9 +110,7 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
                                  false);
         }
         if (weight.requires_grad()) {  // dW = dY^T X
-            const GradInto dw = grad_into(weight);
-            detail::gemm_weights(true, false, out_features, in_features, rows, g.data(), x.data(), dw.data, dw.add);
-            gw = dw.fresh;
+            gw = weight_gradient(weight, g, x, rows);
         }
         if (bias.defined() && bias.requires_grad()) gb = sum(reshape(g, {rows, out_features}), {0});
         return std::vector<Tensor>{gx, gw, gb};

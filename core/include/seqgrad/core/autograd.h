@@ -76,19 +76,17 @@ Tensor record(const char* name, Tensor output, std::vector<Tensor> inputs, F&& b
     return record(name, std::move(outputs), std::move(inputs), std::move(single))[0];
 }
 
-// Where a backward function has a product write the gradient of input `t` (a weight's dW = dY^T X):
-// `data`, with `add` telling the product to add into it (beta = 1) or to overwrite it, and
-// `fresh`, the gradient to return for t. When t is a leaf whose grad() is already defined and held
-// by nothing else (a weight used again: at every step of a recurrence, or over micro-batches), the
-// product adds straight into grad() and `fresh` is undefined, so the engine has nothing to add;
-// the tensor of the weight's size it would otherwise write, and the pass adding it in, are saved.
-// Otherwise `fresh` is a new uninitialised tensor of t's shape and `add` is false.
-struct GradInto {
-    Tensor fresh;
-    float* data;
-    bool add;
-};
-GradInto grad_into(const Tensor& t);
+// A backward function's gradient of the weight w [out, in] of a product y = x w^T: dW = dy^T x
+// over `rows` rows of dy [rows, out] and x [rows, in] (contiguous, row-major). Returns the
+// gradient to hand back for w, or an undefined tensor when the engine has taken the sum over:
+//   - w is a leaf that nodes still to run in this pass use too (a weight at every step of a
+//     recurrence), and dy's and x's rows hold fewer numbers than dW: the engine keeps the rows,
+//     and after w's last use one product over all of them adds into grad(), so dW is written
+//     once rather than once a step;
+//   - w's grad() is already defined and held by nothing else (the second of two micro-batches):
+//     the product adds straight into it, with no tensor of dW's size to write and add in.
+// Otherwise a new tensor holding the product.
+Tensor weight_gradient(const Tensor& w, const Tensor& dy, const Tensor& x, int64_t rows);
 
 // backward() of a one-element output that also calls `leaf_ready(leaf)` for each leaf requiring
 // grad as soon as its gradient is final: right after the last node that uses the leaf has run, so
