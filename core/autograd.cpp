@@ -10,6 +10,7 @@
 #include <unordered_set>
 
 #include "blas.h"
+#include "ops/kernels.h"
 #include "seqgrad/core/ops.h"
 #include "seqgrad/core/profile.h"
 
@@ -26,10 +27,16 @@ bool exclusively_owned(const Tensor& t) { return t.impl_ptr().use_count() == 1 &
 void accumulate(Tensor& into, const Tensor& g) {
     if (!into.defined()) {
         into = g;
-    } else if (exclusively_owned(into)) {
-        float* p = into.data();
-        const float* q = g.data();
-        for (int64_t i = 0, n = into.numel(); i < n; ++i) p[i] += q[i];
+    } else if (exclusively_owned(into)) {  // so g's storage is another: the pointers do not alias
+        float* const p = into.data();
+        const float* const q = g.data();
+        detail::parallel_for(into.numel(), detail::kElementwiseGrain, [=](int64_t begin, int64_t end) {
+            with_isa_level([&](auto) {
+                float* __restrict to = p;
+                const float* __restrict from = q;
+                for (int64_t i = begin; i < end; ++i) to[i] += from[i];
+            });
+        });
     } else {
         NoGradGuard no_grad;
         into = add(into, g);

@@ -25,6 +25,17 @@ TEST_CASE("a tensor used twice receives the sum of both paths", "[autograd]") {
     CHECK(x.grad().item() == Approx(4 + 3 + std::exp(2.0f)));
 }
 
+TEST_CASE("a large tensor used twice receives the sum of both paths in every element", "[autograd]") {
+    // Large enough that the sum runs in pieces on the threads.
+    const int64_t n = 300001;
+    auto x = Tensor::ones({n}, true);
+    (x * 2.0f + x * 3.0f).sum().backward();
+    const float* g = x.grad().data();
+    int64_t wrong = 0;
+    for (int64_t i = 0; i < n; ++i) wrong += g[i] != 5.0f;
+    CHECK(wrong == 0);
+}
+
 TEST_CASE("gradients shared between inputs are not changed under one of them", "[autograd]") {
     // add gives its incoming gradient to both inputs; accumulating into one must not touch the other.
     auto a = Tensor::from_vector({1, 1}, {2}, true);
