@@ -20,7 +20,7 @@
 //                                token reads per second (weights_GB_per_second; memory/sweep is a
 //                                plain read's rate); `/bf16` with bfloat16 weights
 //                                (`seqgrad generate --bf16`)
-//   phases/transformer/<shape>, phases/gpt/<cpu|baby>   the same steps timed by phase (zero_grad,
+//   phases/<model>/<shape>, phases/gpt/<cpu|baby>   the same steps timed by phase (zero_grad,
 //                                forward, backward, clipping and the optimizer) and by operation
 //                                inside the passes (core/profile.h); bench/phases.py prints the
 //                                table of where the time goes
@@ -760,9 +760,10 @@ void register_model_benchmarks() {
             ->UseRealTime()
             ->Unit(benchmark::kMillisecond);
     };
-    for (const BenchShape& shape : kShapes)
-        register_phases(std::string("phases/transformer/") + shape.name,
-                        [&shape] { return seq2seq_step("transformer", shape); });
+    for (const char* model : {"transformer", "attn_seq2seq", "seq2seq"})
+        for (const BenchShape& shape : kShapes)
+            register_phases(std::string("phases/") + model + "/" + shape.name,
+                            [model, &shape] { return seq2seq_step(model, shape); });
     for (const GptShape& shape : kGptShapes)
         register_phases(std::string("phases/gpt/") + shape.name, [&shape] { return gpt_step(shape); });
     for (const BertShape& shape : kBertShapes)

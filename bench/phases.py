@@ -5,20 +5,23 @@ Runs phases/<model>/<shape> (bench/model_bench.cpp: the train_step benchmarks' s
 phase and, inside the forward and backward passes, by operation) and prints, for each, the
 milliseconds per step and their share of it:
 
-    products         linear and matmul, forward and backward (sgemm, or oneDNN in bf16)
+    products         linear and matmul, forward and backward (sgemm, or oneDNN in bf16), and
+                     the weight gradients the engine sums after a weight's last use
     attention        the fused attention (its per-head products, softmax, masking, dropout)
+    LSTM cells       lstm_sequence and lstm_cell: their recurrent products and their gates
     layer_norm, dropout, elementwise (add, relu, ...), softmax_loss, embedding, shape, reduce
     gradient sums    the backward pass adding gradients that meet at a tensor
     optimizer        clipping (the GPT) and Adam/AdamW
     zero_grad, unattributed (the engine's own walk, the loss's last steps)
 
 and two lines on MFU: the step's, and what it would be if everything but the products took no
-time (the products' own rate against the sgemm peak, attention's products aside). With --ops,
-a second table lists each operation's forward and backward time.
+time (the products' own rate against the sgemm peak; attention and the LSTM layers count with
+them, as their own products are inside them). With --ops, a second table lists each operation's
+forward and backward time.
 
     cmake --build build --target seqgrad_bench
     /usr/bin/python3 bench/phases.py [--bench build/bench/seqgrad_bench] [--threads 2]
-                                     [--min-time 3] [--filter 'phases/transformer/g2p'] [--ops]
+                                     [--min-time 3] [--filter 'phases/attn_seq2seq/g2p'] [--ops]
                                      [--json saved-output.json]
 """
 import argparse
@@ -111,8 +114,9 @@ def main():
     row("unattributed", [
         f"{sum(v for (_, k, _), v in ops.items() if k in ('other',)):.1f}" for ops in per])
     row("MFU of the step", [f"{100 * b['mfu']:.1f}%" for b in benches])
-    products = [sum(v for (_, k, _), v in ops.items() if k in ("products", "attention")) for ops in per]
-    row("MFU if only products and attention took time",
+    # The LSTM layers' time holds their recurrent products (and their gates' nonlinearities).
+    products = [sum(v for (_, k, _), v in ops.items() if k in ("products", "attention", "lstm")) for ops in per]
+    row("MFU if only products, attention and LSTM layers took time",
         [f"{100 * b['mfu'] * step / p:.1f}%" for b, step, p in zip(benches, steps, products)])
 
     if args.ops:
