@@ -186,10 +186,18 @@ LstmSequence lstm_sequence(const Tensor& input_gates, const Tensor& h0, const Te
     std::copy_n(h0.data(), batch * hidden, hs.data());
     std::copy_n(c0.data(), batch * hidden, cs.data());
     const float* px = input_gates.data();
+    // Step s's input gates, [B, 4H] from [B, T, 4H], into acts[s], where the step's product adds
+    // to them: step 0's here, each next step's by the threads of the step before, row by row.
+    const auto take_inputs = [=, &acts](int64_t s, int64_t b) {
+        const int64_t t = reverse ? steps - 1 - s : s;
+        std::copy_n(px + (b * steps + t) * g4, g4, acts.data() + (s * batch + b) * g4);
+    };
+    detail::parallel_for(batch, row_grain, [&](int64_t begin, int64_t end) {
+        for (int64_t b = begin; b < end; ++b) take_inputs(0, b);
+    });
     for (int64_t s = 0; s < steps; ++s) {
         const int64_t t = reverse ? steps - 1 - s : s;
         float* a = acts.data() + s * batch * g4;
-        for (int64_t b = 0; b < batch; ++b) std::copy_n(px + (b * steps + t) * g4, g4, a + b * g4);
         detail::gemm_weights(false, true, batch, g4, hidden, hs.data() + s * batch * hidden, w_hh.data(), a, true);
         const float* h_prev = hs.data() + s * batch * hidden;
         const float* c_prev = cs.data() + s * batch * hidden;
@@ -213,6 +221,8 @@ LstmSequence lstm_sequence(const Tensor& input_gates, const Tensor& h0, const Te
                     gates_forward<false>(a + b * g4, nullptr, cp, cn, hn, hidden);
                     std::copy_n(hn, hidden, y);
                 }
+                if (s + 1 < steps)
+                    for (int64_t b = begin; b < end; ++b) take_inputs(s + 1, b);
             });
         });
     }
