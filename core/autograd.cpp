@@ -43,8 +43,10 @@ void accumulate(Tensor& into, const Tensor& g) {
     }
 }
 
-// Where a product writes a weight's gradient: into grad() itself (add) when it is defined and held
-// by nothing else, else into `fresh`, a new tensor for the caller to hand on.
+// Where a product writes a weight's gradient: into grad() itself (add) when w is a leaf whose
+// grad() is defined and held by nothing else, else into `fresh`, a new tensor for the caller to
+// hand on. (A weight made by an operation passes its gradient on to that operation, whatever
+// grad() holds.)
 struct GradInto {
     Tensor fresh;
     float* data;
@@ -52,7 +54,7 @@ struct GradInto {
 };
 GradInto grad_into(const Tensor& w) {
     Tensor& grad = w.impl()->grad;
-    if (grad.defined() && exclusively_owned(grad)) return {Tensor(), grad.data(), true};
+    if (!w.impl()->grad_fn && grad.defined() && exclusively_owned(grad)) return {Tensor(), grad.data(), true};
     Tensor fresh = Tensor::empty(w.shape());
     float* data = fresh.data();
     return {std::move(fresh), data, false};

@@ -36,6 +36,18 @@ TEST_CASE("a large tensor used twice receives the sum of both paths in every ele
     CHECK(wrong == 0);
 }
 
+TEST_CASE("a weight made by an operation passes its gradient on, whatever its grad() holds", "[autograd]") {
+    // linear's weight gradient adds into grad() only for a leaf: a computed weight's belongs to
+    // the operation that made it.
+    auto w0 = Tensor::from_vector({1, 2, 3, 4}, {2, 2}, true);
+    auto w = w0 * 2.0f;
+    w.set_grad(Tensor::zeros({2, 2}));
+    const auto x = Tensor::from_vector({1, 1}, {1, 2});
+    linear(x, w, Tensor()).sum().backward();
+    CHECK(w0.grad().to_vector() == std::vector<float>{2, 2, 2, 2});
+    CHECK(w.grad().to_vector() == std::vector<float>{0, 0, 0, 0});
+}
+
 TEST_CASE("gradients shared between inputs are not changed under one of them", "[autograd]") {
     // add gives its incoming gradient to both inputs; accumulating into one must not touch the other.
     auto a = Tensor::from_vector({1, 1}, {2}, true);
