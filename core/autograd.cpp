@@ -1,7 +1,9 @@
 // The reverse-mode engine. backward() sorts the graph topologically with an explicit stack,
 // walks it from the output back to the leaves calling each node's backward function, sums the
 // gradients that meet at a tensor, accumulates into the leaves' grad(), and frees each node's
-// closure and edges as soon as it has run (unless the graph is retained).
+// closure and edges as soon as it has run (unless the graph is retained). It also counts each
+// leaf's uses still to run, for the leaf hook and for weight_gradient, which keeps a weight's
+// per-step gradient rows until its last use and then sums them in one product.
 #include "seqgrad/core/autograd.h"
 
 #include <algorithm>
