@@ -37,10 +37,14 @@ Tensor sum_block(const Tensor& x, int64_t outer, int64_t reduced, int64_t inner,
             const int64_t o = c / inner, i0 = c % inner;
             const int64_t i1 = std::min(inner, i0 + (end - c));
             acc.assign(static_cast<size_t>(i1 - i0), 0.0);
-            for (int64_t r = 0; r < reduced; ++r) {
-                const float* row = px + (o * reduced + r) * inner;
-                for (int64_t i = i0; i < i1; ++i) acc[static_cast<size_t>(i - i0)] += row[i];
-            }
+            // Each column's sum in row order, the columns side by side in vectors of the CPU's level.
+            with_isa_level([&](auto) {
+                double* __restrict sums = acc.data();
+                for (int64_t r = 0; r < reduced; ++r) {
+                    const float* __restrict row = px + (o * reduced + r) * inner + i0;
+                    for (int64_t i = 0; i < i1 - i0; ++i) sums[i] += row[i];
+                }
+            });
             for (int64_t i = i0; i < i1; ++i) po[o * inner + i] = static_cast<float>(acc[static_cast<size_t>(i - i0)]);
             c += i1 - i0;
         }
