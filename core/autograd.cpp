@@ -45,21 +45,20 @@ void accumulate(Tensor& into, const Tensor& g) {
     }
 }
 
-// Where a product writes a weight's gradient: into grad() itself (add) when w is a leaf whose
-// grad() is defined and held by nothing else, else into `fresh`, a new tensor for the caller to
-// hand on. (A weight made by an operation passes its gradient on to that operation, whatever
-// grad() holds.)
-struct GradInto {
-    Tensor fresh;
-    float* data;
-    bool add;
-};
-GradInto grad_into(const Tensor& w) {
+// dW = dy^T x over `rows` rows, added into w's grad() itself when w is a leaf whose grad() is
+// defined and held by nothing else (then an undefined tensor is returned), else written into a new
+// tensor returned for the caller to hand on. (A weight made by an operation passes its gradient on
+// to that operation, whatever grad() holds.)
+Tensor weight_product(const Tensor& w, const float* dy, const float* x, int64_t rows) {
+    const int64_t out = w.size(0), in = w.size(1);
     Tensor& grad = w.impl()->grad;
-    if (!w.impl()->grad_fn && grad.defined() && exclusively_owned(grad)) return {Tensor(), grad.data(), true};
+    if (!w.impl()->grad_fn && grad.defined() && exclusively_owned(grad)) {
+        detail::gemm_weights(true, false, out, in, rows, dy, x, grad.data(), true);
+        return Tensor();
+    }
     Tensor fresh = Tensor::empty(w.shape());
-    float* data = fresh.data();
-    return {std::move(fresh), data, false};
+    detail::gemm_weights(true, false, out, in, rows, dy, x, fresh.data(), false);
+    return fresh;
 }
 
 // The rows of dW = dy^T x that weight_gradient kept for a leaf until its last use in the pass.
@@ -108,9 +107,8 @@ void run_pending(PendingWeight& pending) {
             at += part.rows;
         }
     }
-    const GradInto into = grad_into(w);
-    detail::gemm_weights(true, false, out, in, rows, dy.data(), x.data(), into.data, into.add);
-    if (into.fresh.defined()) accumulate(w.impl()->grad, into.fresh);
+    const Tensor fresh = weight_product(w, dy.data(), x.data(), rows);
+    if (fresh.defined()) accumulate(w.impl()->grad, fresh);
 }
 
 // Moves the node behind `edge` onto `stack` when `edge` holds its last reference.
@@ -231,9 +229,7 @@ Tensor weight_gradient(const Tensor& w, const Tensor& dy, const Tensor& x, int64
             return Tensor();
         }
     }
-    const GradInto into = grad_into(w);
-    detail::gemm_weights(true, false, out, in, rows, dy.data(), x.data(), into.data, into.add);
-    return into.fresh;
+    return weight_product(w, dy.data(), x.data(), rows);
 }
 
 void Tensor::backward(bool retain_graph) const {
