@@ -19,24 +19,28 @@ namespace {
 
 constexpr int64_t kUpdateGrain = 1 << 15;  // elements per thread before an update goes parallel
 
-// The sum of squares of t's elements, in double, over fixed blocks summed in order: the same
-// result for any number of threads.
-double squared_norm(const Tensor& t) {
-    constexpr int64_t kBlock = 1 << 14;
-    const float* data = t.data();
-    const int64_t n = t.numel(), blocks = (n + kBlock - 1) / kBlock;
-    std::vector<double> partial(static_cast<size_t>(blocks));
-    parallel_for(blocks, 4, [&](int64_t begin, int64_t end) {
-        for (int64_t block = begin; block < end; ++block) {
-            double total = 0;
-            const int64_t stop = std::min(n, (block + 1) * kBlock);
-            for (int64_t j = block * kBlock; j < stop; ++j) total += static_cast<double>(data[j]) * data[j];
-            partial[static_cast<size_t>(block)] = total;
-        }
-    });
-    double total = 0;
-    for (double p : partial) total += p;
-    return total;
+// Elements [begin, end) of a sequence of arrays laid end to end: body(array, first, last) for each
+// array's part, in order. `ends` holds each array's end in the joint numbering.
+template <typename Body>
+void for_each_part(const std::vector<int64_t>& ends, int64_t begin, int64_t end, const Body& body) {
+    size_t i = static_cast<size_t>(std::upper_bound(ends.begin(), ends.end(), begin) - ends.begin());
+    for (; i < ends.size() && begin < end; ++i) {
+        const int64_t start = i == 0 ? 0 : ends[i - 1];
+        const int64_t stop = std::min(end, ends[i]);
+        if (begin < stop) body(i, begin - start, stop - start);
+        begin = stop;
+    }
+}
+
+// The sum of squares of x[0, n) in double, in eight fixed lanes (element j in lane j % 8) added
+// together at the end: the same order at every level and for any number of threads.
+double sum_of_squares(const float* __restrict x, int64_t n) {
+    double lane[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    int64_t j = 0;
+    for (; j + 8 <= n; j += 8)
+        for (int l = 0; l < 8; ++l) lane[l] += static_cast<double>(x[j + l]) * static_cast<double>(x[j + l]);
+    for (int l = 0; j < n; ++j, ++l) lane[l] += static_cast<double>(x[j]) * static_cast<double>(x[j]);
+    return ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
 }
 
 Tensor copy_of(const Tensor& t) { return Tensor::from_vector(t.to_vector(), t.shape()); }
@@ -207,6 +211,18 @@ void Adam::step() {
     const float eps = static_cast<float>(options_.eps);
     const float weight_decay = static_cast<float>(options_.weight_decay);
     const float decay = static_cast<float>(1.0 - lr_ * options_.weight_decay);  // AdamW's p *= 1 - lr wd
+    // Each parameter's arrays and constants; then one pass over all their elements laid end to end,
+    // so that a model of many small tensors wakes the threads once, not once a tensor. Each
+    // element's update reads only that element, so the split across threads changes nothing.
+    struct Update {
+        float *p, *m, *v;
+        const float* g;
+        AdamScalars c;
+        bool l2, decoupled;
+    };
+    std::vector<Update> updates;
+    std::vector<int64_t> ends;
+    int64_t total = 0;
     for (size_t i = 0; i < params_.size(); ++i) {
         Tensor param = params_[i].second;
         const Tensor grad = param.grad();
@@ -217,25 +233,28 @@ void Adam::step() {
         const double t = step;
         const float minus_step_size = static_cast<float>(-(lr_ / (1.0 - std::pow(b1, t))));
         const float bias_correction2_sqrt = static_cast<float>(std::sqrt(1.0 - std::pow(b2, t)));
-        const AdamScalars c{beta1,        beta2, one_minus_beta1, one_minus_beta2,      eps,
-                            weight_decay, decay, minus_step_size, bias_correction2_sqrt};
-        float* const p = param.data();
-        float* const m = s[1].data();
-        float* const v = s[2].data();
-        const float* const g = grad.data();
         const bool decays = weight_decay != 0 && (!options_.decay_matrices_only || param.dim() >= 2);
-        const bool l2 = decays && !decoupled_weight_decay_;
-        const bool decoupled = decays && decoupled_weight_decay_;
-        // Each element's update reads only that element, so the split across threads changes
-        // nothing.
-        parallel_for(param.numel(), kUpdateGrain, [=](int64_t begin, int64_t end) {
-            with_isa_level([&](auto) {  // at the CPU's level (isa_dispatch.h)
-                if (l2) adam_update<true, false>(p, m, v, g, begin, end, c);
-                else if (decoupled) adam_update<false, true>(p, m, v, g, begin, end, c);
-                else adam_update<false, false>(p, m, v, g, begin, end, c);
+        updates.push_back({param.data(),
+                           s[1].data(),
+                           s[2].data(),
+                           grad.data(),
+                           {beta1, beta2, one_minus_beta1, one_minus_beta2, eps, weight_decay, decay, minus_step_size,
+                            bias_correction2_sqrt},
+                           decays && !decoupled_weight_decay_,
+                           decays && decoupled_weight_decay_});
+        total += param.numel();
+        ends.push_back(total);
+    }
+    parallel_for(total, kUpdateGrain, [&](int64_t begin, int64_t end) {
+        with_isa_level([&](auto) {  // at the CPU's level (isa_dispatch.h)
+            for_each_part(ends, begin, end, [&](size_t i, int64_t first, int64_t last) {
+                const Update& u = updates[i];
+                if (u.l2) adam_update<true, false>(u.p, u.m, u.v, u.g, first, last, u.c);
+                else if (u.decoupled) adam_update<false, true>(u.p, u.m, u.v, u.g, first, last, u.c);
+                else adam_update<false, false>(u.p, u.m, u.v, u.g, first, last, u.c);
             });
         });
-    }
+    });
 }
 
 // ---- weight averaging ----
@@ -322,19 +341,56 @@ void WeightAverage::load_state(const std::map<std::string, Tensor>& state) {
 
 float clip_grad_norm(const std::vector<Tensor>& params, float max_norm) {
     check(max_norm > 0, "clip_grad_norm", "max_norm must be positive, got ", max_norm);
-    double sum_of_squares = 0;
+    std::vector<Tensor> grads;
+    std::vector<int64_t> ends;
+    int64_t total = 0;
     for (const Tensor& p : params) {
-        const Tensor g = p.grad();
-        if (g.defined()) sum_of_squares += squared_norm(g);
+        Tensor g = p.grad();
+        if (!g.defined()) continue;
+        total += g.numel();
+        ends.push_back(total);
+        grads.push_back(std::move(g));
     }
-    const float total_norm = static_cast<float>(std::sqrt(sum_of_squares));
+    // The sum of squares over fixed blocks of each gradient, the blocks' sums added in order: the
+    // same result for any number of threads. One pass over all gradients, not one per tensor.
+    constexpr int64_t kBlock = 1 << 14;
+    struct Block {
+        const float* x;
+        int64_t n;
+    };
+    std::vector<Block> blocks;
+    for (const Tensor& g : grads)
+        for (int64_t start = 0; start < g.numel(); start += kBlock)
+            blocks.push_back({g.data() + start, std::min(kBlock, g.numel() - start)});
+    std::vector<double> partial(blocks.size());
+    parallel_for(static_cast<int64_t>(blocks.size()), 4, [&](int64_t begin, int64_t end) {
+        with_isa_level([&](auto) {
+            for (int64_t b = begin; b < end; ++b)
+                partial[static_cast<size_t>(b)] =
+                    sum_of_squares(blocks[static_cast<size_t>(b)].x, blocks[static_cast<size_t>(b)].n);
+        });
+    });
+    double sum = 0;
+    for (double p : partial) sum += p;
+    const float total_norm = static_cast<float>(std::sqrt(sum));
     const float coefficient = max_norm / (total_norm + 1e-6f);
     if (coefficient < 1) {
-        NoGradGuard no_grad;
-        // A new gradient tensor rather than scaling in place: two parameters' gradients may share
+        // New gradient tensors rather than scaling in place: two parameters' gradients may share
         // storage (backward can hand the same tensor to both inputs of an addition).
+        std::vector<Tensor> scaled;
+        for (const Tensor& g : grads) scaled.push_back(Tensor::empty(g.shape()));
+        parallel_for(total, kUpdateGrain, [&](int64_t begin, int64_t end) {
+            with_isa_level([&](auto) {
+                for_each_part(ends, begin, end, [&](size_t i, int64_t first, int64_t last) {
+                    const float* __restrict from = grads[i].data();
+                    float* __restrict to = scaled[i].data();
+                    for (int64_t j = first; j < last; ++j) to[j] = from[j] * coefficient;
+                });
+            });
+        });
+        size_t next = 0;
         for (Tensor p : params)
-            if (p.grad().defined()) p.set_grad(mul(p.grad(), coefficient));
+            if (p.grad().defined()) p.set_grad(scaled[next++]);
     }
     return total_norm;
 }

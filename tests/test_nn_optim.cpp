@@ -3,6 +3,8 @@
 #include "helpers.h"
 
 #include <functional>
+#include <memory>
+#include <string>
 
 #include "seqgrad/nn.h"
 
@@ -106,6 +108,50 @@ TEST_CASE("Adam's update of a large parameter is the same on one thread and on t
     const auto two = run(2);
     set_num_threads(before);
     CHECK(one == two);
+}
+
+TEST_CASE("Adam updates many parameters in one pass exactly as it updates each alone", "[nn][optim][threads]") {
+    // Sizes that put the threads' chunk boundaries inside parameters and next to tiny ones, a
+    // parameter without a gradient in the middle, and matrices and vectors (decay_matrices_only).
+    const std::vector<Shape> shapes{{1}, {200, 201}, {7}, {150, 220}, {3}, {5, 5}, {40000}};
+    const int before = get_num_threads();
+    AdamOptions options;
+    options.lr = 0.01;
+    options.weight_decay = 0.1;
+    options.decay_matrices_only = true;
+    auto make = [&] {
+        NamedTensors params;
+        for (size_t i = 0; i < shapes.size(); ++i)
+            params.emplace_back("p" + std::to_string(i), testing::random_tensor(shapes[i], 40 + i));
+        return params;
+    };
+    auto gradients = [&](const NamedTensors& params, int step) {
+        for (size_t i = 0; i < params.size(); ++i) {
+            Tensor p = params[i].second;
+            if (i == 2) continue;  // no gradient: skipped, its state never made
+            p.set_grad(testing::random_tensor(shapes[i], 100 * step + i));
+        }
+    };
+    for (int threads : {1, 2, 3}) {
+        set_num_threads(threads);
+        const NamedTensors together = make(), alone = make();
+        AdamW joint(together, options);
+        std::vector<std::unique_ptr<AdamW>> each;
+        for (const auto& named : alone) each.push_back(std::make_unique<AdamW>(NamedTensors{named}, options));
+        for (int step = 1; step <= 3; ++step) {
+            gradients(together, step);
+            gradients(alone, step);
+            joint.step();
+            for (auto& optimizer : each) optimizer->step();
+        }
+        for (size_t i = 0; i < shapes.size(); ++i) {
+            INFO(threads << " threads, parameter " << i);
+            CHECK(together[i].second.to_vector() == alone[i].second.to_vector());
+        }
+        CHECK(joint.state().at("exp_avg_sq.p6").to_vector() == each[6]->state().at("exp_avg_sq.p6").to_vector());
+        CHECK(joint.state().count("exp_avg.p2") == 0);
+    }
+    set_num_threads(before);
 }
 
 TEST_CASE("Adam's weight decay is L2 on the gradient and AdamW's is decoupled", "[nn][optim]") {
@@ -272,6 +318,49 @@ TEST_CASE("clip_grad_norm returns the total norm and scales only when it exceeds
     CHECK(b.grad().to_vector()[0] == Approx(4 * coefficient));
     CHECK_FALSE(none.grad().defined());
     CHECK(clip_grad_norm({a, b}, 1.0f) == Approx(1.0f).epsilon(1e-5));
+}
+
+TEST_CASE("clip_grad_norm over many gradients: the norm in double, the same on any number of threads",
+          "[nn][optim][threads]") {
+    const std::vector<Shape> shapes{{3}, {100, 170}, {1}, {40000}, {9, 9}};
+    const int before = get_num_threads();
+    std::vector<std::vector<float>> scaled;
+    std::vector<float> norms;
+    for (int threads : {1, 2, 3}) {
+        set_num_threads(threads);
+        std::vector<Tensor> params;
+        double sum = 0;
+        for (size_t i = 0; i < shapes.size(); ++i) {
+            Tensor p = Tensor::zeros(shapes[i], true);
+            p.set_grad(testing::random_tensor(shapes[i], 70 + i));
+            for (float g : p.grad().to_vector()) sum += static_cast<double>(g) * g;
+            params.push_back(p);
+        }
+        params.push_back(Tensor::zeros({4}, true));  // no gradient: left out, left undefined
+        const std::vector<std::vector<float>> before_clip = [&] {
+            std::vector<std::vector<float>> out;
+            for (size_t i = 0; i < shapes.size(); ++i) out.push_back(params[i].grad().to_vector());
+            return out;
+        }();
+        const float norm = clip_grad_norm(params, 1.0f);
+        CHECK(norm == Approx(std::sqrt(sum)).epsilon(1e-7));
+        const float coefficient = 1.0f / (norm + 1e-6f);
+        std::vector<float> all;
+        for (size_t i = 0; i < shapes.size(); ++i) {
+            const auto after = params[i].grad().to_vector();
+            REQUIRE(after.size() == before_clip[i].size());
+            for (size_t j = 0; j < after.size(); ++j) REQUIRE(after[j] == before_clip[i][j] * coefficient);
+            all.insert(all.end(), after.begin(), after.end());
+        }
+        CHECK_FALSE(params.back().grad().defined());
+        scaled.push_back(all);
+        norms.push_back(norm);
+    }
+    set_num_threads(before);
+    CHECK(norms[0] == norms[1]);
+    CHECK(norms[0] == norms[2]);
+    CHECK(scaled[0] == scaled[1]);
+    CHECK(scaled[0] == scaled[2]);
 }
 
 TEST_CASE("clip_grad_norm scales each gradient once even when backward made them share storage", "[nn][optim]") {
