@@ -101,12 +101,7 @@ def main():
     parser.add_argument("--min-time", type=float, default=2.0, help="seconds of timed decoding per benchmark")
     torch_settings.add_argument(parser)
     args = parser.parse_args()
-    try:
-        import torch  # noqa: F401
-    except ImportError:
-        sys.exit("compare_decode.py: PyTorch is missing (apt-get install python3-torch; run /usr/bin/python3)")
-    if not os.path.exists(args.bench):
-        sys.exit(f"compare_decode.py: {args.bench} is missing (cmake --build build --target seqgrad_bench)")
+    torch_settings.preflight("compare_decode.py", args.bench)
 
     settings = list(dict.fromkeys(args.torch_settings))
     measured = {}  # threads -> (best, torch_best, infos)

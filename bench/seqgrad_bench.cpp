@@ -42,7 +42,11 @@
 //
 // At start-up the program prints (and records in the benchmark context) OpenBLAS's core name,
 // the thread count, and OPENBLAS_CORETYPE. OPENBLAS_CORETYPE=Haswell forces OpenBLAS's AVX2
-// kernels, about half the sgemm speed of its AVX-512 ones on this machine: unset it.
+// kernels, about half the sgemm speed of its AVX-512 ones on an AVX-512 machine: unset it. Where
+// OpenBLAS does not recognise the CPU (Debian's on an Intel Xeon with AMX) and would run its generic
+// kernels, the program starts itself again with the CPU's core named, as `seqgrad` does
+// (restart_with_blas_core, threads.h). `--print-blas-core` prints the OPENBLAS_CORETYPE it runs
+// with (empty: OpenBLAS's own choice) and exits: the comparison scripts hand PyTorch the same.
 //
 // How to run:
 //   cmake -S . -B build -DCMAKE_BUILD_TYPE=Release && cmake --build build --target seqgrad_bench
@@ -551,7 +555,7 @@ void configure_and_describe(int requested_threads) {
 
     std::fprintf(stderr, "%s\nseqgrad_bench: %d thread(s), OPENBLAS_CORETYPE %s, sgemm peak %.0f GFLOP/s (2048^3)\n",
                  seqgrad::nn::runtime_line().c_str(), threads, coretype_text.c_str(), peak_gflops);
-    if (coretype)
+    if (coretype && !seqgrad::blas_core_set_by_restart())
         std::fprintf(stderr,
                      "seqgrad_bench: warning: OPENBLAS_CORETYPE=%s overrides OpenBLAS's own choice of kernels "
                      "(Haswell = AVX2, about half the sgemm speed here); run with `env -u OPENBLAS_CORETYPE`\n",
@@ -570,6 +574,12 @@ public:
 
 int main(int argc, char** argv) {
     using namespace seqgrad_bench;
+    seqgrad::restart_with_blas_core(argv);  // before MPI or OpenBLAS's threads start
+    if (argc == 2 && std::strcmp(argv[1], "--print-blas-core") == 0) {
+        const char* core = std::getenv("OPENBLAS_CORETYPE");
+        std::printf("%s\n", core ? core : "");
+        return 0;
+    }
     seqgrad::nn::Distributed group(&argc, &argv);  // under mpirun: the distributed/ benchmarks' ranks
     const std::vector<std::string> argv_copy(argv, argv + argc);
     const int requested_threads = take_threads_flag(argc, argv);

@@ -31,6 +31,7 @@ pick the denominator with best().
 """
 import ctypes
 import os
+import subprocess
 import sys
 import time
 
@@ -177,6 +178,16 @@ def preflight(script, bench):
     if os.environ.get("OPENBLAS_CORETYPE"):
         print(f"warning: OPENBLAS_CORETYPE={os.environ['OPENBLAS_CORETYPE']} is set and overrides OpenBLAS's "
               "choice of kernels for both sides; unset it to measure what users get", file=sys.stderr)
+    else:
+        # Where OpenBLAS does not recognise the CPU, seqgrad_bench starts itself again with the
+        # CPU's core (as the seqgrad program does); PyTorch, on the same OpenBLAS, gets that core too.
+        core = subprocess.run([bench, "--print-blas-core"], capture_output=True, text=True,
+                              check=True).stdout.strip()
+        if core:
+            os.environ["OPENBLAS_CORETYPE"] = core
+            os.environ["SEQGRAD_BLAS_CORE_RESTART"] = core
+            print(f"OpenBLAS does not recognise this CPU and would run its generic kernels: both sides run "
+                  f"with OPENBLAS_CORETYPE={core}", file=sys.stderr)
     return torch.__version__
 
 

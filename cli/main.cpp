@@ -1,7 +1,6 @@
 // The seqgrad program: parses the subcommand, runs it, and turns errors into a message and a
 // non-zero exit status. Started by mpirun as several processes, `train` trains data-parallel;
 // an error on any rank ends them all.
-#include <unistd.h>
 
 #include <csignal>
 #include <cstdio>
@@ -32,25 +31,14 @@ int fail(const seqgrad::nn::Distributed* group, const char* kind, const char* wh
     return status;
 }
 
-// OpenBLAS reads OPENBLAS_CORETYPE once, as it loads. Where it did not recognise the CPU and runs
-// its generic x86-64 kernels (Debian's 0.3.21 on an Intel Xeon with AMX: products several times
-// slower) and the environment names no core, the program starts itself again with the CPU's core
-// named, before anything else (MPI included) has begun. A core the environment names is kept, and
-// if starting again fails the program runs on (the computing commands' warning says what to set).
-void restart_with_blas_core(char** argv) {
-    const char* set = std::getenv("OPENBLAS_CORETYPE");
-    if (set != nullptr && *set != '\0') return;
-    const std::string core = seqgrad::blas_core_for_cpu();
-    if (core.empty()) return;
-    setenv("OPENBLAS_CORETYPE", core.c_str(), 1);
-    execv("/proc/self/exe", argv);
-    unsetenv("OPENBLAS_CORETYPE");
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
-    restart_with_blas_core(argv);
+    // OpenBLAS reads OPENBLAS_CORETYPE once, as it loads. Where it did not recognise the CPU and runs
+    // its generic x86-64 kernels (Debian's 0.3.21 on an Intel Xeon with AMX: products several times
+    // slower) and the environment names no core, the program starts itself again with the CPU's core
+    // named (threads.h); the computing commands' warning below covers a core the environment forces.
+    seqgrad::restart_with_blas_core(argv);
     std::optional<seqgrad::nn::Distributed> group;
     try {
         group.emplace(&argc, &argv);

@@ -3,6 +3,8 @@
 // the two never compete for the cores.
 #include "seqgrad/core/threads.h"
 
+#include <unistd.h>
+
 #include <cstdlib>
 #include <set>
 #include <thread>
@@ -68,6 +70,24 @@ std::string blas_kernel_warning() {
            ": matrix products run several times slower than they could; start the program with "
            "OPENBLAS_CORETYPE=" +
            better + " in the environment";
+}
+
+void restart_with_blas_core(char** argv) {
+    const char* set = std::getenv("OPENBLAS_CORETYPE");
+    if (set != nullptr && *set != '\0') return;
+    const std::string core = blas_core_for_cpu();
+    if (core.empty()) return;
+    setenv("OPENBLAS_CORETYPE", core.c_str(), 1);
+    setenv("SEQGRAD_BLAS_CORE_RESTART", core.c_str(), 1);
+    execv("/proc/self/exe", argv);
+    unsetenv("OPENBLAS_CORETYPE");
+    unsetenv("SEQGRAD_BLAS_CORE_RESTART");
+}
+
+bool blas_core_set_by_restart() {
+    const char* set = std::getenv("OPENBLAS_CORETYPE");
+    const char* restart = std::getenv("SEQGRAD_BLAS_CORE_RESTART");
+    return set != nullptr && restart != nullptr && *set != '\0' && std::string(set) == restart;
 }
 
 }  // namespace seqgrad

@@ -29,5 +29,14 @@ std::string blas_core_for_cpu();
 // the OPENBLAS_CORETYPE setting that gives the right ones (products 4-5x faster); empty otherwise.
 // OPENBLAS_CORETYPE is read when OpenBLAS loads, so it must be set before the program starts.
 std::string blas_kernel_warning();
+// For a program's main(), before anything else (MPI included) has begun: where OpenBLAS runs
+// generic kernels (blas_core_for_cpu() names a better core) and the environment names no core, starts
+// the program again (execv of /proc/self/exe with argv) with OPENBLAS_CORETYPE set to the CPU's core
+// and SEQGRAD_BLAS_CORE_RESTART set to the same name, so that the new process can tell the setting
+// was made for it. A core the environment names is kept; if starting again fails, returns and the
+// program runs on with the kernels it has.
+void restart_with_blas_core(char** argv);
+// Whether this process was started again by restart_with_blas_core (and runs the core it named).
+bool blas_core_set_by_restart();
 
 }  // namespace seqgrad
