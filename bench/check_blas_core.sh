@@ -28,5 +28,6 @@ grep -q "warning: OPENBLAS_CORETYPE=Haswell overrides" <<< "$out" || fail "no wa
 out=$(OPENBLAS_CORETYPE=Haswell SEQGRAD_BLAS_CORE_RESTART=Haswell "$bench" --benchmark_list_tests 2>&1 | head -5)
 grep -q "overrides" <<< "$out" && fail "a warning for the core a start-again named: $out"
 out=$(OPENBLAS_CORETYPE=Haswell SEQGRAD_BLAS_CORE_RESTART=SkylakeX "$bench" --benchmark_list_tests 2>&1 | head -5)
-grep -q "warning: OPENBLAS_CORETYPE=Haswell overrides" <<< "$out" || fail "no warning for a core other than the start-again's: $out"
+grep -q "warning: OPENBLAS_CORETYPE=Haswell overrides" <<< "$out" \
+  || fail "no warning for a core other than the start-again's: $out"
 echo "seqgrad_bench's OpenBLAS core behaves"
