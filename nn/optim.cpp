@@ -78,9 +78,14 @@ void adam_update(float* __restrict p, float* __restrict m, float* __restrict v, 
 Optimizer::Optimizer(NamedTensors params, double lr, std::vector<std::string> kinds)
     : params_(std::move(params)), lr_(lr), kinds_(std::move(kinds)), state_(params_.size()) {
     std::set<std::string> names;
+    // A tensor under two names would be updated twice a step, by two threads at once in one pass.
+    std::map<const float*, std::string> tensors;
     for (const auto& [name, p] : params_) {
         check(p.defined() && p.is_leaf(), "Optimizer", "parameter '", name, "' is undefined or not a leaf");
         check(names.insert(name).second, "Optimizer", "parameter name '", name, "' appears twice");
+        if (p.numel() == 0) continue;
+        const auto [other, inserted] = tensors.emplace(p.data(), name);
+        check(inserted, "Optimizer", "parameters '", other->second, "' and '", name, "' are the same tensor");
     }
     set_lr(lr);
 }

@@ -154,6 +154,18 @@ TEST_CASE("Adam updates many parameters in one pass exactly as it updates each a
     set_num_threads(before);
 }
 
+TEST_CASE("an optimizer refuses a name twice and a tensor under two names", "[nn][optim][errors]") {
+    Tensor w = Tensor::zeros({2, 2}, true), b = Tensor::zeros({2}, true);
+    CHECK_THROWS_WITH(Adam({{"w", w}, {"w", b}}, AdamOptions{}), Contains("parameter name 'w' appears twice"));
+    CHECK_THROWS_WITH(AdamW({{"w", w}, {"b", b}, {"tied", w}}, AdamOptions{}),
+                      Contains("parameters 'w' and 'tied' are the same tensor"));
+    CHECK_THROWS_WITH(SGD({{"w", w}, {"alias", w.detach()}}, SGDOptions{}),
+                      Contains("parameters 'w' and 'alias' are the same tensor"));
+    const Adam fine({{"w", w}, {"b", b}, {"empty", Tensor::zeros({0}, true)}, {"also_empty", Tensor::zeros({0}, true)}},
+                    AdamOptions{});
+    CHECK(fine.params().size() == 4);
+}
+
 TEST_CASE("Adam's weight decay is L2 on the gradient and AdamW's is decoupled", "[nn][optim]") {
     const double lr = 0.05, wd = 0.2, b1 = 0.9, b2 = 0.999, eps = 1e-8;
     AdamOptions options;
