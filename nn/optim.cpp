@@ -32,6 +32,28 @@ void for_each_part(const std::vector<int64_t>& ends, int64_t begin, int64_t end,
     }
 }
 
+// Each tensor's end when they are laid end to end, for for_each_part.
+std::vector<int64_t> part_ends(const NamedTensors& tensors) {
+    std::vector<int64_t> ends;
+    int64_t total = 0;
+    for (const auto& [name, t] : tensors) ends.push_back(total += t.numel());
+    return ends;
+}
+
+// Names once each, and no tensor under two of them (or sharing its storage): the updates run as one
+// pass over all the tensors' elements on the pool, where a tensor listed twice would have two
+// stretches updated by two threads at once.
+void check_distinct(const NamedTensors& tensors, const char* who) {
+    std::set<std::string> names;
+    std::map<const float*, std::string> storage;
+    for (const auto& [name, t] : tensors) {
+        check(names.insert(name).second, who, "parameter name '", name, "' appears twice");
+        if (!t.defined() || t.numel() == 0) continue;
+        const auto [other, inserted] = storage.emplace(t.data(), name);
+        check(inserted, who, "parameters '", other->second, "' and '", name, "' are the same tensor");
+    }
+}
+
 // The sum of squares of x[0, n) in double, in eight fixed lanes (element j in lane j % 8) added
 // together at the end: the same order at every level and for any number of threads.
 double sum_of_squares(const float* __restrict x, int64_t n) {
@@ -77,16 +99,9 @@ void adam_update(float* __restrict p, float* __restrict m, float* __restrict v, 
 
 Optimizer::Optimizer(NamedTensors params, double lr, std::vector<std::string> kinds)
     : params_(std::move(params)), lr_(lr), kinds_(std::move(kinds)), state_(params_.size()) {
-    std::set<std::string> names;
-    // A tensor under two names would be updated twice a step, by two threads at once in one pass.
-    std::map<const float*, std::string> tensors;
-    for (const auto& [name, p] : params_) {
+    for (const auto& [name, p] : params_)
         check(p.defined() && p.is_leaf(), "Optimizer", "parameter '", name, "' is undefined or not a leaf");
-        check(names.insert(name).second, "Optimizer", "parameter name '", name, "' appears twice");
-        if (p.numel() == 0) continue;
-        const auto [other, inserted] = tensors.emplace(p.data(), name);
-        check(inserted, "Optimizer", "parameters '", other->second, "' and '", name, "' are the same tensor");
-    }
+    check_distinct(params_, "Optimizer");
     set_lr(lr);
 }
 
@@ -266,6 +281,7 @@ void Adam::step() {
 
 WeightAverage::WeightAverage(NamedTensors params, double decay) : params_(std::move(params)), decay_(decay) {
     check(decay > 0 && decay < 1, "WeightAverage", "decay must be in (0, 1), got ", decay);
+    check_distinct(params_, "WeightAverage");
     for (const auto& [name, p] : params_) averages_.push_back(copy_of(p));
 }
 
@@ -273,30 +289,28 @@ void WeightAverage::update() {
     const double n = static_cast<double>(updates_);
     const float d = static_cast<float>(std::min(decay_, (1 + n) / (10 + n)));
     const float one_minus_d = 1 - d;
-    for (size_t i = 0; i < params_.size(); ++i) {
-        const float* const pp = params_[i].second.data();
-        float* const ap = averages_[i].data();
-        parallel_for(params_[i].second.numel(), kUpdateGrain, [=](int64_t begin, int64_t end) {
-            with_isa_level([&](auto) {
-                const float* __restrict p = pp;  // local restrict pointers vectorise (see Adam::step)
-                float* __restrict a = ap;
-                for (int64_t j = begin; j < end; ++j) a[j] = d * a[j] + one_minus_d * p[j];
+    const std::vector<int64_t> ends = part_ends(params_);
+    parallel_for(ends.empty() ? 0 : ends.back(), kUpdateGrain, [&](int64_t begin, int64_t end) {
+        with_isa_level([&](auto) {
+            for_each_part(ends, begin, end, [&](size_t i, int64_t first, int64_t last) {
+                const float* __restrict p = params_[i].second.data();  // restrict: vectorises
+                float* __restrict a = averages_[i].data();
+                for (int64_t j = first; j < last; ++j) a[j] = d * a[j] + one_minus_d * p[j];
             });
         });
-    }
+    });
     ++updates_;
 }
 
 void WeightAverage::swap() {
-    for (size_t i = 0; i < params_.size(); ++i) {
-        float* const pp = params_[i].second.data();
-        float* const ap = averages_[i].data();
-        parallel_for(params_[i].second.numel(), kUpdateGrain, [=](int64_t begin, int64_t end) {
-            float* __restrict p = pp;
-            float* __restrict a = ap;
-            for (int64_t j = begin; j < end; ++j) std::swap(p[j], a[j]);
+    const std::vector<int64_t> ends = part_ends(params_);
+    parallel_for(ends.empty() ? 0 : ends.back(), kUpdateGrain, [&](int64_t begin, int64_t end) {
+        for_each_part(ends, begin, end, [&](size_t i, int64_t first, int64_t last) {
+            float* __restrict p = params_[i].second.data();
+            float* __restrict a = averages_[i].data();
+            for (int64_t j = first; j < last; ++j) std::swap(p[j], a[j]);
         });
-    }
+    });
 }
 
 std::map<std::string, Tensor> WeightAverage::state() const {

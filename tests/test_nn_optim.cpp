@@ -482,6 +482,40 @@ TEST_CASE("WeightAverage follows its formula, swaps in place and restores its st
     CHECK(average.state().at("average.p").to_vector() == restored.state().at("average.p").to_vector());
 }
 
+TEST_CASE("WeightAverage over many parameters in one pass equals each parameter's own", "[nn][optim][threads]") {
+    const std::vector<Shape> shapes{{1}, {200, 201}, {7}, {150, 220}, {0}, {40000}};
+    const int before = get_num_threads();
+    for (int threads : {1, 2, 3}) {
+        set_num_threads(threads);
+        NamedTensors together, alone;
+        for (size_t i = 0; i < shapes.size(); ++i) {
+            together.emplace_back("p" + std::to_string(i), testing::random_tensor(shapes[i], 60 + i));
+            alone.emplace_back("p" + std::to_string(i), testing::random_tensor(shapes[i], 60 + i));
+        }
+        WeightAverage joint(together, 0.9);
+        std::vector<std::unique_ptr<WeightAverage>> each;
+        for (const auto& named : alone) each.push_back(std::make_unique<WeightAverage>(NamedTensors{named}, 0.9));
+        for (int step = 1; step <= 3; ++step) {
+            for (size_t i = 0; i < shapes.size(); ++i) {  // the same new values on both sides
+                const Tensor next = testing::random_tensor(shapes[i], 1000 * step + i);
+                std::copy_n(next.data(), next.numel(), together[i].second.data());
+                std::copy_n(next.data(), next.numel(), alone[i].second.data());
+            }
+            joint.update();
+            for (auto& average : each) average->update();
+        }
+        joint.swap();
+        for (auto& average : each) average->swap();
+        for (size_t i = 0; i < shapes.size(); ++i) {
+            INFO(threads << " threads, parameter " << i);
+            CHECK(together[i].second.to_vector() == alone[i].second.to_vector());  // the averages, swapped in
+            const std::string key = "average.p" + std::to_string(i);
+            CHECK(joint.state().at(key).to_vector() == each[i]->state().at(key).to_vector());  // the values
+        }
+    }
+    set_num_threads(before);
+}
+
 TEST_CASE("WeightAverage rejects a bad decay and a state that does not fit", "[nn][optim][errors]") {
     Tensor p = Tensor::zeros({3}, true);
     CHECK_THROWS_WITH(WeightAverage({{"p", p}}, 1.0), Contains("decay"));
@@ -494,4 +528,8 @@ TEST_CASE("WeightAverage rejects a bad decay and a state that does not fit", "[n
                                                    Contains("missing: average_updates"));
     CHECK(average.state().at("average.p").to_vector() == before);  // nothing changed
     CHECK(average.updates() == 0);
+    // One update pass over all tensors: a name or a tensor listed twice is refused.
+    CHECK_THROWS_WITH(WeightAverage({{"p", p}, {"p", Tensor::zeros({2})}}, 0.9),
+                      Contains("parameter name 'p' appears twice"));
+    CHECK_THROWS_WITH(WeightAverage({{"p", p}, {"q", p}}, 0.9), Contains("parameters 'p' and 'q' are the same tensor"));
 }
