@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "../blas.h"
+#include "../panels.h"
 #include "kernels.h"
 #include "seqgrad/core/autograd.h"
 #include "seqgrad/core/ops.h"
@@ -195,10 +196,12 @@ LstmSequence lstm_sequence(const Tensor& input_gates, const Tensor& h0, const Te
     detail::parallel_for(batch, row_grain, [&](int64_t begin, int64_t end) {
         for (int64_t b = begin; b < end; ++b) take_inputs(0, b);
     });
+    // h W_hh^T at every step: W_hh^T laid out in panels once for all of them.
+    const detail::WeightPanels recurrent(w_hh.data(), g4, hidden, true, batch, steps);
     for (int64_t s = 0; s < steps; ++s) {
         const int64_t t = reverse ? steps - 1 - s : s;
         float* a = acts.data() + s * batch * g4;
-        detail::gemm_weights(false, true, batch, g4, hidden, hs.data() + s * batch * hidden, w_hh.data(), a, true);
+        recurrent.multiply(batch, hs.data() + s * batch * hidden, a, true);
         const float* h_prev = hs.data() + s * batch * hidden;
         const float* c_prev = cs.data() + s * batch * hidden;
         float* h_new = hs.data() + (s + 1) * batch * hidden;
@@ -240,6 +243,8 @@ LstmSequence lstm_sequence(const Tensor& input_gates, const Tensor& h0, const Te
         Tensor dh = Tensor::empty({batch, hidden}), dc = Tensor::empty({batch, hidden});
         std::copy_n(grads[1].data(), batch * hidden, dh.data());
         std::copy_n(grads[2].data(), batch * hidden, dc.data());
+        // d gates W_hh at every step: W_hh laid out in panels once for all of them.
+        const detail::WeightPanels recurrent(w_hh.data(), hidden, g4, false, batch, steps);
         for (int64_t s = steps - 1; s >= 0; --s) {
             const int64_t t = reverse ? steps - 1 - s : s;
             const float* a = acts.data() + s * batch * g4;
@@ -271,7 +276,7 @@ LstmSequence lstm_sequence(const Tensor& input_gates, const Tensor& h0, const Te
             });
             // dh before the step: d gates W_hh on real rows (padded rows have zero d gates and
             // keep the dh that passed through).
-            detail::gemm_weights(false, false, batch, hidden, g4, dg, w_hh.data(), pdh, true);
+            recurrent.multiply(batch, dg, pdh, true);
         }
         // W_hh's gradient over every step at once: sum_s d gates_s^T h_s.
         const Tensor d_w_hh = w_hh.requires_grad() ? weight_gradient(w_hh, d_steps, hs, steps * batch) : Tensor();

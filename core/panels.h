@@ -1,0 +1,45 @@
+// A weight matrix laid out once in panels for a product met many times with the weight unchanged:
+// an LSTM's recurrent weight, multiplied by the state at every step of a sequence. sgemm copies
+// the weight into its panels at every call (and the rows too); at 32 to 256 rows a step that copy
+// is a large share of the product. Here the weight is laid out once per sequence, each thread of
+// the pool keeps its own columns' panels across the steps, and the rows are read where they lie.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+namespace seqgrad::detail {
+
+class WeightPanels {
+public:
+    // B [k, n] of C = A B: the weight stored [k, n] (transposed false), or its transpose, the
+    // weight stored [n, k] (a linear layer's W for x W^T), for `products` products of `rows` rows
+    // each. The weight must outlive this object and stay unchanged. Where the panels would not run
+    // or would not be faster (the portable level, products of weights on oneDNN or in bf16, more
+    // than 64 rows, fewer than 4 products to share the copy: active() false) nothing is copied,
+    // and multiply() calls gemm_weights.
+    WeightPanels(const float* weight, int64_t n, int64_t k, bool transposed, int64_t rows, int64_t products);
+    ~WeightPanels();
+    WeightPanels(const WeightPanels&) = delete;
+    WeightPanels& operator=(const WeightPanels&) = delete;
+
+    bool active() const { return panels_ != nullptr; }
+
+    // C [m, n] = A [m, k] B, or C += A B when accumulate; A and C row-major and dense. Each of C's
+    // sums runs over k in order, in single-precision multiply-adds, whatever the threads.
+    void multiply(int64_t m, const float* a, float* c, bool accumulate) const;
+
+private:
+    const float* weight_;
+    int64_t n_, k_;
+    bool transposed_;
+    struct Free {
+        void operator()(float* p) const;
+    };
+    std::unique_ptr<float, Free> panels_;  // panel q: columns [16 q, 16 q + 16) as [k][16], zeros past n
+};
+
+// Whether WeightPanels run at this moment (see the constructor); tests compare both sides.
+bool weight_panels_run();
+
+}  // namespace seqgrad::detail
