@@ -43,8 +43,8 @@ GptBlock::GptBlock(const ModelConfig& config, Generator& gen, std::shared_ptr<Ge
 
 template <typename Attend>
 Tensor GptBlock::run(const Tensor& x, Attend&& attend) const {
-    const Tensor h = add(x, dropout->forward(attend(attention_norm->forward(x))));
-    return add(h, dropout->forward(feed_forward->forward(ffn_norm->forward(h))));
+    const Tensor h = dropout->add_to(x, attend(attention_norm->forward(x)));
+    return dropout->add_to(h, feed_forward->forward(ffn_norm->forward(h)));
 }
 
 Tensor GptBlock::forward(const Tensor& x, const IntTensor& causal) const {

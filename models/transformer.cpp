@@ -65,8 +65,8 @@ IntTensor append_column(const IntTensor& ids, const IntTensor& column) {
 template <typename Sublayer>
 Tensor residual(const Tensor& x, const nn::LayerNorm& norm, const nn::Dropout& dropout, bool pre_norm,
                 Sublayer&& sublayer) {
-    if (pre_norm) return add(x, dropout.forward(sublayer(norm.forward(x))));
-    return norm.forward(add(x, dropout.forward(sublayer(x))));
+    if (pre_norm) return dropout.add_to(x, sublayer(norm.forward(x)));
+    return norm.forward(dropout.add_to(x, sublayer(x)));
 }
 
 }  // namespace

@@ -100,6 +100,14 @@ Dropout::Dropout(float p, std::shared_ptr<Generator> generator)
 // Not traced: at inference it is the identity, and a summary reads better without it.
 Tensor Dropout::forward(const Tensor& x) const { return dropout(x, p_, is_training(), *generator_); }
 
+Tensor Dropout::add_to(const Tensor& to, const Tensor& x) const {
+    return add_dropout(to, x, p_, is_training(), *generator_);
+}
+
+Tensor Dropout::after(Activation activation, const Tensor& x) const {
+    return activation_dropout(x, activation == Activation::gelu, p_, is_training(), *generator_);
+}
+
 FeedForward::FeedForward(int64_t dim, int64_t hidden_dim, Generator& gen, Activation activation_, float dropout_p,
                          std::shared_ptr<Generator> dropout_generator, bool bias)
     : activation(activation_) {
@@ -113,7 +121,8 @@ Tensor FeedForward::forward(const Tensor& x) const {
     // layers run as one pair; a trace records the activation's output on its own, below.
     if ((!dropout->is_training() || dropout->p() == 0) && !tracing())
         return Linear::forward_pair(x, *w1, activation, *w2);
-    const Tensor activated = w1->forward(x, activation);  // [..., hidden_dim]
+    if (!tracing()) return w2->forward(dropout->after(activation, w1->forward(x)));  // one pass after w1
+    const Tensor activated = w1->forward(x, activation);                             // [..., hidden_dim]
     trace(*this, activation == Activation::gelu ? "gelu" : "relu", activated);
     return w2->forward(dropout->forward(activated));
 }

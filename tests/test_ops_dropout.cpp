@@ -111,6 +111,9 @@ TEST_CASE("a dropout mask past 2^32 elements draws each element as dropout_draw 
         }
         CHECK(kept > 25);  // about half
         CHECK(kept < 75);
+        // map() hands each element the same factor
+        mask.map(out.data(), 100, first, [](int64_t, float factor) { return factor; });
+        CHECK(out == factors);
     }
     // the elements after 2^32 are not those of the first 2^32 again
     std::vector<float> low(64), high(64);
@@ -166,4 +169,90 @@ TEST_CASE("dropout rejects a probability outside [0, 1]", "[ops][dropout][errors
     Generator gen(7);
     CHECK_THROWS_WITH(dropout(Tensor::ones({2}), 1.5f, true, gen), Catch::Contains("dropout"));
     CHECK_THROWS_AS(dropout(Tensor::ones({2}), -0.1f, true, gen), Error);
+}
+
+// ---- dropout fused with the work around it ----
+
+namespace {
+
+// Inputs away from relu's kink, so that finite differences do not straddle it.
+Tensor away_from_zero(const Shape& shape, uint64_t seed) {
+    std::vector<float> v = testing::random_tensor(shape, seed, -1, 1, false).to_vector();
+    for (float& x : v) x = x < 0 ? x - 0.1f : x + 0.1f;
+    return Tensor::from_vector(v, shape, true);
+}
+
+}  // namespace
+
+TEST_CASE("add_dropout is add(x, dropout(y)): the same values, draws and gradients", "[ops][dropout]") {
+    for (float p : {0.1f, 0.5f}) {
+        for (const Shape& shape : {Shape{1003}, Shape{7, 129}}) {
+            INFO("p " << p << " shape " << shape);
+            const Tensor x1 = testing::random_tensor(shape, 31), y1 = testing::random_tensor(shape, 32);
+            const Tensor x2 = testing::random_tensor(shape, 31), y2 = testing::random_tensor(shape, 32);
+            Generator fused_gen(33), plain_gen(33);
+            const Tensor fused = add_dropout(x1, y1, p, true, fused_gen);
+            const Tensor plain = add(x2, dropout(y2, p, true, plain_gen));
+            CHECK(testing::max_abs_diff(fused, plain) < 1e-6f);
+            CHECK(fused_gen.next_u64() == plain_gen.next_u64());  // one draw each
+            const Tensor r = testing::random_tensor(shape, 34, -1, 1, false);
+            (fused * r).sum().backward();
+            (plain * r).sum().backward();
+            CHECK(x1.grad().to_vector() == x2.grad().to_vector());
+            CHECK(y1.grad().to_vector() == y2.grad().to_vector());
+        }
+    }
+    // evaluation, p = 0, p = 1 and a y broadcast over x: what add and dropout give
+    Generator gen(35), same(35);
+    const Tensor x = testing::random_tensor({3, 4}, 36), y = testing::random_tensor({3, 4}, 37);
+    CHECK(add_dropout(x, y, 0.5f, false, gen).to_vector() == add(x, y).to_vector());
+    CHECK(add_dropout(x, y, 0.0f, true, gen).to_vector() == add(x, y).to_vector());
+    CHECK(add_dropout(x, y, 1.0f, true, gen).to_vector() == x.to_vector());
+    const Tensor row = testing::random_tensor({4}, 38);
+    CHECK(add_dropout(x, row, 0.5f, true, gen).to_vector() == add(x, dropout(row, 0.5f, true, same)).to_vector());
+    CHECK_THROWS_AS(add_dropout(x, y, 1.5f, true, gen), Error);
+}
+
+TEST_CASE("activation_dropout is dropout(relu(x)) and dropout(gelu(x)), gradients too", "[ops][dropout]") {
+    for (bool gelu_activation : {false, true}) {
+        for (float p : {0.1f, 0.5f}) {
+            INFO("gelu " << gelu_activation << " p " << p);
+            const Shape shape{5, 203};
+            const Tensor x1 = testing::random_tensor(shape, 41, -3, 3), x2 = testing::random_tensor(shape, 41, -3, 3);
+            Generator fused_gen(42), plain_gen(42);
+            const Tensor fused = activation_dropout(x1, gelu_activation, p, true, fused_gen);
+            const Tensor plain = dropout(gelu_activation ? gelu(x2) : relu(x2), p, true, plain_gen);
+            CHECK(testing::max_abs_diff(fused, plain) < 1e-6f);
+            CHECK(fused_gen.next_u64() == plain_gen.next_u64());
+            const Tensor r = testing::random_tensor(shape, 43, -1, 1, false);
+            (fused * r).sum().backward();
+            (plain * r).sum().backward();
+            CHECK(testing::max_abs_diff(x1.grad(), x2.grad()) < 1e-6f);
+        }
+        Generator gen(44);
+        const Tensor x = testing::random_tensor({6}, 45);
+        const Tensor activated = gelu_activation ? gelu(x) : relu(x);
+        CHECK(activation_dropout(x, gelu_activation, 0.5f, false, gen).to_vector() == activated.to_vector());
+        CHECK(activation_dropout(x, gelu_activation, 0.0f, true, gen).to_vector() == activated.to_vector());
+        CHECK(activation_dropout(x, gelu_activation, 1.0f, true, gen).to_vector() == std::vector<float>(6, 0.0f));
+    }
+}
+
+TEST_CASE("add_dropout and activation_dropout pass gradcheck", "[ops][dropout][gradcheck]") {
+    // A fixed mask: each call draws its key from a generator seeded the same.
+    testing::require_gradcheck(
+        [](const std::vector<Tensor>& in) {
+        Generator gen(51);
+        return add_dropout(in[0], in[1], 0.4f, true, gen);
+        },
+        {testing::random_tensor({4, 9}, 52), testing::random_tensor({4, 9}, 53)});
+    for (bool gelu_activation : {false, true}) {
+        INFO("gelu " << gelu_activation);
+        testing::require_gradcheck(
+            [&](const std::vector<Tensor>& in) {
+            Generator gen(54);
+            return activation_dropout(in[0], gelu_activation, 0.4f, true, gen);
+            },
+            {away_from_zero({4, 9}, 55)});
+    }
 }

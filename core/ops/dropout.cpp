@@ -3,6 +3,7 @@
 // DropoutMask): one draw from the Generator per call, and backward recomputes it.
 #include "kernels.h"
 #include "seqgrad/core/autograd.h"
+#include "vector_math.h"
 #include "seqgrad/core/ops.h"
 #include "seqgrad/core/random.h"
 
@@ -32,6 +33,75 @@ Tensor dropout(const Tensor& x, float p, bool training, Generator& gen) {
     const detail::DropoutMask mask(p, gen);
     return record("dropout", apply_mask(x, mask), {x},
                   [mask](const Tensor& g) { return std::vector<Tensor>{apply_mask(g, mask)}; });
+}
+
+Tensor add_dropout(const Tensor& x, const Tensor& y, float p, bool training, Generator& gen) {
+    check(x.defined() && y.defined(), "add_dropout", "an operand is undefined");
+    check(p >= 0 && p <= 1, "add_dropout", "probability must be in [0, 1], got ", p);
+    if (!training || p == 0) return add(x, y);
+    if (p == 1 || x.shape() != y.shape()) return add(x, dropout(y, p, training, gen));
+    const detail::DropoutMask mask(p, gen);
+    Tensor out = Tensor::empty(x.shape());
+    const float* px = x.data();
+    const float* py = y.data();
+    float* po = out.data();
+    detail::parallel_for(out.numel(), detail::kElementwiseGrain, [&](int64_t begin, int64_t end) {
+        const float* xb = px + begin;
+        const float* yb = py + begin;
+        with_isa_level([&](auto) {
+            mask.map(po + begin, end - begin, begin, [=](int64_t j, float factor) { return xb[j] + yb[j] * factor; });
+        });
+    });
+    const bool y_needs = y.requires_grad();  // not y itself: held for backward, it would outlive its use
+    return record("add_dropout", out, {x, y}, [mask, y_needs](const Tensor& g) {
+        return std::vector<Tensor>{g, y_needs ? apply_mask(g, mask) : Tensor()};
+    });
+}
+
+Tensor activation_dropout(const Tensor& x, bool gelu_activation, float p, bool training, Generator& gen) {
+    const char* op = gelu_activation ? "gelu_dropout" : "relu_dropout";
+    check(x.defined(), op, "the operand is undefined");
+    check(p >= 0 && p <= 1, op, "probability must be in [0, 1], got ", p);
+    const auto activated = [&] { return gelu_activation ? gelu(x) : relu(x); };
+    if (!training || p == 0) return activated();
+    if (p == 1) return dropout(activated(), p, training, gen);
+    const detail::DropoutMask mask(p, gen);
+    Tensor out = Tensor::empty(x.shape());
+    const float* px = x.data();
+    float* po = out.data();
+    detail::parallel_for(out.numel(), detail::kElementwiseGrain, [&](int64_t begin, int64_t end) {
+        const float* xb = px + begin;
+        with_isa_level([&](auto) {
+            if (gelu_activation)
+                mask.map(po + begin, end - begin, begin,
+                         [=](int64_t j, float factor) { return detail::gelu_with_slope(xb[j]).value * factor; });
+            else
+                mask.map(po + begin, end - begin, begin,
+                         [=](int64_t j, float factor) { return (xb[j] > 0 ? xb[j] : 0.0f) * factor; });
+        });
+    });
+    // Backward: g times the mask's factor, then relu's or gelu's slope at x, in the order the two
+    // operations' backward passes take.
+    return record(op, out, {x}, [mask, x, gelu_activation](const Tensor& g) {
+        Tensor dx = Tensor::empty(x.shape());
+        const float* pg = g.data();
+        const float* px = x.data();
+        float* pd = dx.data();
+        detail::parallel_for(dx.numel(), detail::kElementwiseGrain, [&](int64_t begin, int64_t end) {
+            const float* gb = pg + begin;
+            const float* xb = px + begin;
+            with_isa_level([&](auto) {
+                if (gelu_activation)
+                    mask.map(pd + begin, end - begin, begin, [=](int64_t j, float factor) {
+                        return (gb[j] * factor) * detail::gelu_with_slope(xb[j]).slope;
+                    });
+                else
+                    mask.map(pd + begin, end - begin, begin,
+                             [=](int64_t j, float factor) { return xb[j] > 0 ? gb[j] * factor : 0.0f; });
+            });
+        });
+        return std::vector<Tensor>{dx};
+    });
 }
 
 }  // namespace seqgrad

@@ -410,6 +410,20 @@ struct DropoutMask {
         });
     }
 
+    // out[j] = f(j, factor) for j < n, factor the one apply() multiplies element first + j by: for
+    // the operations that fuse dropout with the work around it (add_dropout, activation_dropout).
+    // f must read nothing out writes.
+    template <typename F>
+    void map(float* __restrict out, int64_t n, int64_t first, F&& f) const {
+        const uint32_t t = threshold;
+        const float s = scale;
+        by_streams(n, first, [&](int64_t begin, int64_t end, uint32_t i, uint32_t a, uint32_t b) {
+#pragma omp simd
+            for (int64_t j = begin; j < end; ++j)
+                out[j] = f(j, factor((i + static_cast<uint32_t>(j - begin)) * a + b, t, s));
+        });
+    }
+
 private:
     // f(begin, end, i, a, b) for each stretch [begin, end) of j < n whose elements first + j share
     // their high 32 bits (one stretch but past 2^32 elements): element first + begin's low 32 bits

@@ -73,6 +73,10 @@ class Dropout : public Module {
 public:
     explicit Dropout(float p, std::shared_ptr<Generator> generator = nullptr);
     Tensor forward(const Tensor& x) const;
+    // to + forward(x), and forward(activation(x)), each as one operation (add_dropout,
+    // activation_dropout): the same values and masks.
+    Tensor add_to(const Tensor& to, const Tensor& x) const;
+    Tensor after(Activation activation, const Tensor& x) const;
     float p() const { return p_; }
     Generator& generator() const { return *generator_; }  // where its masks come from
 
