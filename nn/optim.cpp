@@ -93,6 +93,41 @@ void adam_update(float* __restrict p, float* __restrict m, float* __restrict v, 
     }
 }
 
+// The float constants of one SGD update.
+struct SgdScalars {
+    float weight_decay, momentum, damped;  // damped: 1 - dampening
+    float minus_lr;
+};
+
+// SGD's update of elements [begin, end): d = g (+ weight_decay p); with momentum the buffer b is d
+// on its first step, else b momentum + damped d, and d becomes d + momentum b (Nesterov) or b; then
+// p -= lr d. The variants are template arguments, for a loop without branches that vectorises.
+template <bool kDecay, bool kMomentum, bool kFirst, bool kNesterov>
+void sgd_update(float* __restrict p, float* __restrict buf, const float* __restrict g, int64_t begin, int64_t end,
+                const SgdScalars c) {
+    for (int64_t j = begin; j < end; ++j) {
+        float d = g[j];
+        if constexpr (kDecay) d += c.weight_decay * p[j];
+        if constexpr (kMomentum) {
+            buf[j] = kFirst ? d : buf[j] * c.momentum + c.damped * d;
+            d = kNesterov ? d + c.momentum * buf[j] : buf[j];
+        }
+        p[j] += c.minus_lr * d;
+    }
+}
+
+template <bool kDecay>
+void sgd_update_of(float* p, float* buf, const float* g, int64_t begin, int64_t end, const SgdScalars& c, bool first,
+                   bool nesterov) {
+    if (buf == nullptr) return sgd_update<kDecay, false, false, false>(p, buf, g, begin, end, c);
+    if (first) {
+        if (nesterov) return sgd_update<kDecay, true, true, true>(p, buf, g, begin, end, c);
+        return sgd_update<kDecay, true, true, false>(p, buf, g, begin, end, c);
+    }
+    if (nesterov) return sgd_update<kDecay, true, false, true>(p, buf, g, begin, end, c);
+    sgd_update<kDecay, true, false, false>(p, buf, g, begin, end, c);
+}
+
 }  // namespace
 
 // ---- Optimizer: parameters and state ----
@@ -183,29 +218,37 @@ SGD::SGD(NamedTensors params, const SGDOptions& options)
 
 void SGD::step() {
     NoGradGuard no_grad;
-    const float weight_decay = static_cast<float>(options_.weight_decay);
-    const float momentum = static_cast<float>(options_.momentum);
-    const float damped = static_cast<float>(1.0 - options_.dampening);
-    const float minus_lr = static_cast<float>(-lr_);
+    const SgdScalars c{static_cast<float>(options_.weight_decay), static_cast<float>(options_.momentum),
+                       static_cast<float>(1.0 - options_.dampening), static_cast<float>(-lr_)};
+    const bool nesterov = options_.nesterov;
+    // As Adam: each parameter's arrays, then one pass over all their elements laid end to end.
+    struct Update {
+        float* p;
+        float* buf;  // nullptr without momentum
+        const float* g;
+        bool first;  // the buffer's first step
+    };
+    std::vector<Update> updates;
+    std::vector<int64_t> ends;
+    int64_t total = 0;
     for (size_t i = 0; i < params_.size(); ++i) {
         Tensor param = params_[i].second;
         const Tensor grad = param.grad();
         if (!grad.defined()) continue;
-        const bool first_step = !has_state(i);
-        float* buf = momentum != 0 ? state_of(i)[0].data() : nullptr;
-        float* p = param.data();
-        const float* g = grad.data();
-        const int64_t n = param.numel();
-        for (int64_t j = 0; j < n; ++j) {
-            float d = g[j];
-            if (weight_decay != 0) d += weight_decay * p[j];
-            if (buf) {
-                buf[j] = first_step ? d : buf[j] * momentum + damped * d;
-                d = options_.nesterov ? d + momentum * buf[j] : buf[j];
-            }
-            p[j] += minus_lr * d;
-        }
+        const bool first = !has_state(i);
+        updates.push_back({param.data(), c.momentum != 0 ? state_of(i)[0].data() : nullptr, grad.data(), first});
+        total += param.numel();
+        ends.push_back(total);
     }
+    parallel_for(total, kUpdateGrain, [&](int64_t begin, int64_t end) {
+        with_isa_level([&](auto) {
+            for_each_part(ends, begin, end, [&](size_t i, int64_t first, int64_t last) {
+                const Update& u = updates[i];
+                if (c.weight_decay != 0) sgd_update_of<true>(u.p, u.buf, u.g, first, last, c, u.first, nesterov);
+                else sgd_update_of<false>(u.p, u.buf, u.g, first, last, c, u.first, nesterov);
+            });
+        });
+    });
 }
 
 // ---- Adam and AdamW ----

@@ -154,6 +154,57 @@ TEST_CASE("Adam updates many parameters in one pass exactly as it updates each a
     set_num_threads(before);
 }
 
+TEST_CASE("SGD updates many parameters in one pass exactly as it updates each alone", "[nn][optim][threads]") {
+    // As Adam's case: chunk boundaries inside parameters, a parameter without a gradient (its
+    // momentum buffer never made), every variant.
+    const std::vector<Shape> shapes{{1}, {200, 201}, {7}, {150, 220}, {3}, {40000}};
+    const int before = get_num_threads();
+    auto make = [&] {
+        NamedTensors params;
+        for (size_t i = 0; i < shapes.size(); ++i)
+            params.emplace_back("p" + std::to_string(i), testing::random_tensor(shapes[i], 60 + i));
+        return params;
+    };
+    auto gradients = [&](const NamedTensors& params, int step) {
+        for (size_t i = 0; i < params.size(); ++i) {
+            Tensor p = params[i].second;
+            if (i == 2) continue;
+            p.set_grad(testing::random_tensor(shapes[i], 100 * step + i));
+        }
+    };
+    for (double momentum : {0.0, 0.9})
+        for (bool nesterov : {false, true})
+            for (double weight_decay : {0.0, 0.01}) {
+                if (nesterov && momentum == 0) continue;
+                SGDOptions options;
+                options.lr = 0.05;
+                options.momentum = momentum;
+                options.dampening = nesterov ? 0.0 : 0.1;
+                options.nesterov = nesterov;
+                options.weight_decay = weight_decay;
+                for (int threads : {1, 2, 3}) {
+                    set_num_threads(threads);
+                    const NamedTensors together = make(), alone = make();
+                    SGD joint(together, options);
+                    std::vector<std::unique_ptr<SGD>> each;
+                    for (const auto& named : alone) each.push_back(std::make_unique<SGD>(NamedTensors{named}, options));
+                    for (int step = 1; step <= 3; ++step) {
+                        gradients(together, step);
+                        gradients(alone, step);
+                        joint.step();
+                        for (auto& optimizer : each) optimizer->step();
+                    }
+                    for (size_t i = 0; i < shapes.size(); ++i) {
+                        INFO("momentum " << momentum << " nesterov " << nesterov << " weight decay " << weight_decay
+                                         << ", " << threads << " threads, parameter " << i);
+                        CHECK(together[i].second.to_vector() == alone[i].second.to_vector());
+                    }
+                    CHECK(joint.state().count("momentum_buffer.p2") == 0);
+                }
+            }
+    set_num_threads(before);
+}
+
 TEST_CASE("an optimizer refuses a name twice and a tensor under two names", "[nn][optim][errors]") {
     Tensor w = Tensor::zeros({2, 2}, true), b = Tensor::zeros({2}, true);
     CHECK_THROWS_WITH(Adam({{"w", w}, {"w", b}}, AdamOptions{}), Contains("parameter name 'w' appears twice"));
@@ -198,31 +249,34 @@ TEST_CASE("Adam's weight decay is L2 on the gradient and AdamW's is decoupled", 
 }
 
 TEST_CASE("SGD with momentum follows PyTorch: the buffer starts as the first gradient", "[nn][optim]") {
-    for (bool nesterov : {false, true}) {
-        INFO("nesterov " << nesterov);
-        Problem problem;
-        SGDOptions options;
-        options.lr = 0.05;
-        options.momentum = 0.9;
-        options.weight_decay = 0.01;
-        options.nesterov = nesterov;
-        std::vector<double> buf(3, 0.0);
-        const auto expected = reference(problem, 3,
-                                        [&](std::vector<double>& p, const std::vector<double>& grad, int t) {
-            for (size_t i = 0; i < p.size(); ++i) {
-                const double g = grad[i] + 0.01 * p[i];
-                buf[i] = t == 1 ? g : 0.9 * buf[i] + g;
-                p[i] -= 0.05 * (nesterov ? g + 0.9 * buf[i] : buf[i]);
+    for (bool nesterov : {false, true})
+        for (double dampening : {0.0, 0.25}) {
+            if (nesterov && dampening != 0) continue;  // Nesterov momentum takes no dampening
+            INFO("nesterov " << nesterov << " dampening " << dampening);
+            Problem problem;
+            SGDOptions options;
+            options.lr = 0.05;
+            options.momentum = 0.9;
+            options.weight_decay = 0.01;
+            options.dampening = dampening;
+            options.nesterov = nesterov;
+            std::vector<double> buf(3, 0.0);
+            const auto expected = reference(problem, 3,
+                                            [&](std::vector<double>& p, const std::vector<double>& grad, int t) {
+                for (size_t i = 0; i < p.size(); ++i) {
+                    const double g = grad[i] + 0.01 * p[i];
+                    buf[i] = t == 1 ? g : 0.9 * buf[i] + (1 - dampening) * g;
+                    p[i] -= 0.05 * (nesterov ? g + 0.9 * buf[i] : buf[i]);
+                }
+            });
+            SGD sgd(problem.named(), options);
+            for (int step = 0; step < 3; ++step) {
+                problem.backward();
+                sgd.step();
             }
-        });
-        SGD sgd(problem.named(), options);
-        for (int step = 0; step < 3; ++step) {
-            problem.backward();
-            sgd.step();
+            check_close(problem.p, expected);
+            check_close(sgd.state().at("momentum_buffer.layer.p"), buf);
         }
-        check_close(problem.p, expected);
-        check_close(sgd.state().at("momentum_buffer.layer.p"), buf);
-    }
     Problem plain;
     SGDOptions options;
     options.lr = 0.5;
