@@ -1,6 +1,8 @@
 // Inverted dropout: in training, each element is kept with probability 1 - p and scaled by
 // 1 / (1 - p), so evaluation needs no rescaling. The mask is counter-based (kernels.h,
 // DropoutMask): one draw from the Generator per call, and backward recomputes it.
+#include <algorithm>
+
 #include "kernels.h"
 #include "seqgrad/core/autograd.h"
 #include "vector_math.h"
@@ -45,11 +47,20 @@ Tensor add_dropout(const Tensor& x, const Tensor& y, float p, bool training, Gen
     const float* px = x.data();
     const float* py = y.data();
     float* po = out.data();
+    // A block at a time, y dropped into a small buffer and then added: dropout's product rounded
+    // before the sum, as the two operations round it (one expression would let the compiler fuse
+    // them into a multiply-add, which rounds once).
     detail::parallel_for(out.numel(), detail::kElementwiseGrain, [&](int64_t begin, int64_t end) {
-        const float* xb = px + begin;
-        const float* yb = py + begin;
         with_isa_level([&](auto) {
-            mask.map(po + begin, end - begin, begin, [=](int64_t j, float factor) { return xb[j] + yb[j] * factor; });
+            constexpr int64_t kBlock = 1024;
+            alignas(64) float dropped[kBlock];
+            for (int64_t first = begin; first < end; first += kBlock) {
+                const int64_t n = std::min(kBlock, end - first);
+                mask.apply(py + first, dropped, n, first);
+                const float* __restrict xb = px + first;
+                float* __restrict ob = po + first;
+                for (int64_t j = 0; j < n; ++j) ob[j] = xb[j] + dropped[j];
+            }
         });
     });
     const bool y_needs = y.requires_grad();  // not y itself: held for backward, it would outlive its use
