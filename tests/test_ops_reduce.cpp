@@ -1,4 +1,6 @@
 // Reductions: sum, mean, max and argmax over axes.
+#include <cmath>
+
 #include "helpers.h"
 
 using namespace seqgrad;
@@ -33,6 +35,43 @@ TEST_CASE("over no elements, sum is 0 and mean is NaN, as in PyTorch", "[ops][re
 TEST_CASE("sum keeps float32 accuracy over a long axis", "[ops][reduce]") {
     auto x = Tensor::full({1 << 20}, 0.1f);
     CHECK(x.sum().item() == Approx(0.1 * (1 << 20)).epsilon(1e-6));
+}
+
+TEST_CASE("sums over a middle axis: each column in double, the same bits on any number of threads",
+          "[ops][reduce][threads]") {
+    // [outer, reduced, inner] with reduced past a stretch of 64 rows (and exactly one stretch, and
+    // short), inner past a block of 1,024 columns, and a bias gradient's [rows, d]. Each column
+    // against its sum in double over the rows in order: up to 64 rows the same float, beyond within
+    // a float's rounding of it; and the same bits on 1, 2 and 3 threads.
+    const int before = get_num_threads();
+    const std::vector<Shape> shapes{{3, 200, 1100}, {2, 64, 70}, {1, 5, 3000}, {1, 3072, 256}, {4, 129, 1}};
+    for (const Shape& shape : shapes) {
+        INFO("shape " << shape);
+        const Tensor x = random_tensor(shape, 7, -2, 2, false);
+        const int64_t outer = shape[0], reduced = shape[1], inner = shape[2];
+        std::vector<std::vector<float>> by_threads;
+        for (int threads : {1, 2, 3}) {
+            set_num_threads(threads);
+            by_threads.push_back(x.sum({1}).to_vector());
+        }
+        set_num_threads(before);
+        CHECK(by_threads[0] == by_threads[1]);
+        CHECK(by_threads[0] == by_threads[2]);
+        const std::vector<float> values = x.to_vector();
+        double worst = 0;
+        for (int64_t o = 0; o < outer; ++o)
+            for (int64_t i = 0; i < inner; ++i) {
+                double total = 0, scale = 0;
+                for (int64_t r = 0; r < reduced; ++r) {
+                    total += values[static_cast<size_t>((o * reduced + r) * inner + i)];
+                    scale += std::abs(values[static_cast<size_t>((o * reduced + r) * inner + i)]);
+                }
+                const float got = by_threads[0][static_cast<size_t>(o * inner + i)];
+                if (reduced <= 64) REQUIRE(got == static_cast<float>(total));
+                worst = std::max(worst, std::abs(got - total) / std::max(scale, 1e-30));
+            }
+        CHECK(worst < 1e-7);
+    }
 }
 
 TEST_CASE("sum and mean pass gradcheck over any set of axes", "[ops][reduce][gradcheck]") {
