@@ -1,7 +1,9 @@
 // Layer normalisation over the last axis, fused: one pass for the statistics, one for the output,
 // and a backward that needs only the saved mean and reciprocal standard deviation of each row.
 //   y = (x - mean) / sqrt(var + eps) * gamma + beta,  var biased (as nn::LayerNorm)
+#include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "kernels.h"
 #include "seqgrad/core/autograd.h"
@@ -38,16 +40,16 @@ void input_gradient_rows(const float* __restrict x, const float* __restrict g, c
     }
 }
 
-// dgamma and dbeta for columns [j0, j1): sums over the rows of g * xhat and of g.
-void parameter_gradient_columns(const float* __restrict x, const float* __restrict g, const float* __restrict mean,
-                                const float* __restrict rstd, float* __restrict dgamma, float* __restrict dbeta,
-                                int64_t rows, int64_t d, int64_t j0, int64_t j1) {
-    for (int64_t r = 0; r < rows; ++r) {
+// Adds rows [begin, end)'s g * xhat into dgamma and g into dbeta, row after row.
+void parameter_gradient_rows(const float* __restrict x, const float* __restrict g, const float* __restrict mean,
+                             const float* __restrict rstd, float* __restrict dgamma, float* __restrict dbeta,
+                             int64_t begin, int64_t end, int64_t d) {
+    for (int64_t r = begin; r < end; ++r) {
         const float* row = x + r * d;
         const float* grow = g + r * d;
         const float mean_r = mean[r], rstd_r = rstd[r];
 #pragma omp simd
-        for (int64_t j = j0; j < j1; ++j) {
+        for (int64_t j = 0; j < d; ++j) {
             dgamma[j] += grow[j] * (row[j] - mean_r) * rstd_r;
             dbeta[j] += grow[j];
         }
@@ -99,28 +101,50 @@ Tensor layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, floa
         // With xhat = (x - mean) * rstd and dxhat = g * gamma:
         //   dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat))
         //   dgamma = sum over rows of g * xhat,  dbeta = sum over rows of g
-        Tensor gx = Tensor::empty(x.shape());
+        // Stretches of kStretchRows rows, each one task: its rows' dx, and its own sums of g * xhat
+        // and g for dgamma and dbeta while the rows are in the cache; then each column adds its
+        // stretches' sums in order. The stretches are fixed, so every sum's order is the same on
+        // any number of threads (up to kStretchRows rows, the rows' own order).
+        constexpr int64_t kStretchRows = 64;
+        const bool input = x.requires_grad(), parameters = gamma.requires_grad() || beta.requires_grad();
+        const int64_t stretches = (rows + kStretchRows - 1) / kStretchRows;
+        Tensor gx = input ? Tensor::empty(x.shape()) : Tensor();
+        std::vector<float> partial(parameters ? static_cast<size_t>(2 * stretches * d) : 0, 0.0f);
         const float* px = x.data();
         const float* pgo = g.data();
         const float* pgam = gamma.data();
         const float* pm = mean.data();
         const float* pr = rstd.data();
-        float* pdx = gx.data();
-        detail::parallel_for(rows, std::max<int64_t>(1, detail::kElementwiseGrain / std::max<int64_t>(d, 1)),
-                             [&](int64_t begin, int64_t end) {
-            with_isa_level([&](auto) { input_gradient_rows(px, pgo, pgam, pm, pr, pdx, begin, end, d); });
+        float* pdx = input ? gx.data() : nullptr;
+        float* pp = partial.data();
+        const int64_t grain =
+            std::max<int64_t>(1, detail::kElementwiseGrain / (kStretchRows * std::max<int64_t>(d, 1)));
+        detail::parallel_for(stretches, grain, [&](int64_t first, int64_t last) {
+            with_isa_level([&](auto) {
+                for (int64_t st = first; st < last; ++st)
+                    for (int64_t r = st * kStretchRows; r < std::min(rows, (st + 1) * kStretchRows); ++r) {
+                        if (input) input_gradient_rows(px, pgo, pgam, pm, pr, pdx, r, r + 1, d);
+                        if (parameters)
+                            parameter_gradient_rows(px, pgo, pm, pr, pp + 2 * st * d, pp + (2 * st + 1) * d, r, r + 1,
+                                                    d);
+                    }
+            });
         });
         Tensor ggamma, gbeta;
-        if (gamma.requires_grad() || beta.requires_grad()) {
-            // Column sums over the rows; each thread owns a block of columns, so the order of
-            // every sum is fixed.
-            ggamma = Tensor::zeros({d});
-            gbeta = Tensor::zeros({d});
+        if (parameters) {
+            ggamma = Tensor::empty({d});
+            gbeta = Tensor::empty({d});
             float* pgg = ggamma.data();
             float* pgb = gbeta.data();
-            detail::parallel_for(d, 64, [&](int64_t j0, int64_t j1) {
-                with_isa_level([&](auto) { parameter_gradient_columns(px, pgo, pm, pr, pgg, pgb, rows, d, j0, j1); });
-            });
+            for (int64_t j = 0; j < d; ++j) {
+                float sum_gamma = 0.0f, sum_beta = 0.0f;
+                for (int64_t st = 0; st < stretches; ++st) {
+                    sum_gamma += pp[2 * st * d + j];
+                    sum_beta += pp[(2 * st + 1) * d + j];
+                }
+                pgg[j] = sum_gamma;
+                pgb[j] = sum_beta;
+            }
         }
         return std::vector<Tensor>{x.requires_grad() ? gx : Tensor(), ggamma, gbeta};
     });
