@@ -4,6 +4,7 @@
 
 #include <functional>
 #include <memory>
+#include <sstream>
 #include <string>
 
 #include "seqgrad/nn.h"
@@ -110,68 +111,69 @@ TEST_CASE("Adam's update of a large parameter is the same on one thread and on t
     CHECK(one == two);
 }
 
-TEST_CASE("Adam updates many parameters in one pass exactly as it updates each alone", "[nn][optim][threads]") {
-    // Sizes that put the threads' chunk boundaries inside parameters and next to tiny ones, a
-    // parameter without a gradient in the middle, and matrices and vectors (decay_matrices_only).
-    const std::vector<Shape> shapes{{1}, {200, 201}, {7}, {150, 220}, {3}, {5, 5}, {40000}};
+namespace {
+
+// Parameters of `shapes` (sizes that put the threads' chunk boundaries inside parameters and next
+// to tiny ones), three steps of random gradients (none for parameter 2: skipped, its state never
+// made), on 1, 2 and 3 threads: make(params) over all of them in one optimizer and over each alone
+// must leave every parameter the same bits. `also(joint, each)` checks the state after.
+template <typename Make, typename Also>
+void one_pass_equals_each(const std::vector<Shape>& shapes, uint64_t seed, const std::string& what, const Make& make,
+                          const Also& also) {
     const int before = get_num_threads();
-    AdamOptions options;
-    options.lr = 0.01;
-    options.weight_decay = 0.1;
-    options.decay_matrices_only = true;
-    auto make = [&] {
+    auto parameters = [&] {
         NamedTensors params;
         for (size_t i = 0; i < shapes.size(); ++i)
-            params.emplace_back("p" + std::to_string(i), testing::random_tensor(shapes[i], 40 + i));
+            params.emplace_back("p" + std::to_string(i), testing::random_tensor(shapes[i], seed + i));
         return params;
     };
     auto gradients = [&](const NamedTensors& params, int step) {
         for (size_t i = 0; i < params.size(); ++i) {
             Tensor p = params[i].second;
-            if (i == 2) continue;  // no gradient: skipped, its state never made
-            p.set_grad(testing::random_tensor(shapes[i], 100 * step + i));
+            if (i != 2) p.set_grad(testing::random_tensor(shapes[i], 100 * step + i));
         }
     };
     for (int threads : {1, 2, 3}) {
         set_num_threads(threads);
-        const NamedTensors together = make(), alone = make();
-        AdamW joint(together, options);
-        std::vector<std::unique_ptr<AdamW>> each;
-        for (const auto& named : alone) each.push_back(std::make_unique<AdamW>(NamedTensors{named}, options));
+        const NamedTensors together = parameters(), alone = parameters();
+        auto joint = make(together);
+        std::vector<decltype(make(together))> each;
+        for (const auto& named : alone) each.push_back(make(NamedTensors{named}));
         for (int step = 1; step <= 3; ++step) {
             gradients(together, step);
             gradients(alone, step);
-            joint.step();
+            joint->step();
             for (auto& optimizer : each) optimizer->step();
         }
         for (size_t i = 0; i < shapes.size(); ++i) {
-            INFO(threads << " threads, parameter " << i);
+            INFO(what << ", " << threads << " threads, parameter " << i);
             CHECK(together[i].second.to_vector() == alone[i].second.to_vector());
         }
-        CHECK(joint.state().at("exp_avg_sq.p6").to_vector() == each[6]->state().at("exp_avg_sq.p6").to_vector());
-        CHECK(joint.state().count("exp_avg.p2") == 0);
+        also(*joint, each);
     }
     set_num_threads(before);
 }
 
+}  // namespace
+
+TEST_CASE("Adam updates many parameters in one pass exactly as it updates each alone", "[nn][optim][threads]") {
+    // Matrices and vectors: decay_matrices_only decays some and not others.
+    AdamOptions options;
+    options.lr = 0.01;
+    options.weight_decay = 0.1;
+    options.decay_matrices_only = true;
+    one_pass_equals_each(
+        {{1}, {200, 201}, {7}, {150, 220}, {3}, {5, 5}, {40000}}, 40, "AdamW",
+        [&](const NamedTensors& params) { return std::make_unique<AdamW>(params, options); },
+        [](const AdamW& joint, const std::vector<std::unique_ptr<AdamW>>& each) {
+        CHECK(joint.state().at("exp_avg_sq.p6").to_vector() == each[6]->state().at("exp_avg_sq.p6").to_vector());
+        CHECK(joint.state().count("exp_avg.p2") == 0);
+        });
+}
+
 TEST_CASE("SGD updates many parameters in one pass exactly as it updates each alone", "[nn][optim][threads]") {
-    // As Adam's case: chunk boundaries inside parameters, a parameter without a gradient (its
-    // momentum buffer never made), every variant.
-    const std::vector<Shape> shapes{{1}, {200, 201}, {7}, {150, 220}, {3}, {40000}};
-    const int before = get_num_threads();
-    auto make = [&] {
-        NamedTensors params;
-        for (size_t i = 0; i < shapes.size(); ++i)
-            params.emplace_back("p" + std::to_string(i), testing::random_tensor(shapes[i], 60 + i));
-        return params;
-    };
-    auto gradients = [&](const NamedTensors& params, int step) {
-        for (size_t i = 0; i < params.size(); ++i) {
-            Tensor p = params[i].second;
-            if (i == 2) continue;
-            p.set_grad(testing::random_tensor(shapes[i], 100 * step + i));
-        }
-    };
+    // Every variant: with and without momentum (its buffer's first step and the later ones),
+    // Nesterov, dampening, weight decay.
     for (double momentum : {0.0, 0.9})
         for (bool nesterov : {false, true})
             for (double weight_decay : {0.0, 0.01}) {
@@ -182,27 +184,15 @@ TEST_CASE("SGD updates many parameters in one pass exactly as it updates each al
                 options.dampening = nesterov ? 0.0 : 0.1;
                 options.nesterov = nesterov;
                 options.weight_decay = weight_decay;
-                for (int threads : {1, 2, 3}) {
-                    set_num_threads(threads);
-                    const NamedTensors together = make(), alone = make();
-                    SGD joint(together, options);
-                    std::vector<std::unique_ptr<SGD>> each;
-                    for (const auto& named : alone) each.push_back(std::make_unique<SGD>(NamedTensors{named}, options));
-                    for (int step = 1; step <= 3; ++step) {
-                        gradients(together, step);
-                        gradients(alone, step);
-                        joint.step();
-                        for (auto& optimizer : each) optimizer->step();
-                    }
-                    for (size_t i = 0; i < shapes.size(); ++i) {
-                        INFO("momentum " << momentum << " nesterov " << nesterov << " weight decay " << weight_decay
-                                         << ", " << threads << " threads, parameter " << i);
-                        CHECK(together[i].second.to_vector() == alone[i].second.to_vector());
-                    }
+                std::ostringstream what;
+                what << "SGD momentum " << momentum << " nesterov " << nesterov << " weight decay " << weight_decay;
+                one_pass_equals_each(
+                    {{1}, {200, 201}, {7}, {150, 220}, {3}, {40000}}, 60, what.str(),
+                    [&](const NamedTensors& params) { return std::make_unique<SGD>(params, options); },
+                    [](const SGD& joint, const std::vector<std::unique_ptr<SGD>>&) {
                     CHECK(joint.state().count("momentum_buffer.p2") == 0);
-                }
+                    });
             }
-    set_num_threads(before);
 }
 
 TEST_CASE("an optimizer refuses a name twice and a tensor under two names", "[nn][optim][errors]") {
