@@ -1,6 +1,6 @@
 // A weight matrix laid out once in panels for a product met many times with the weight unchanged:
 // an LSTM's recurrent weight, multiplied by the state at every step of a sequence. sgemm copies
-// the weight into its panels at every call (and the rows too); at 32 to 256 rows a step that copy
+// the weight into its panels at every call (and the rows too); at 32 to 64 rows a step that copy
 // is a large share of the product. Here the weight is laid out once per sequence, each thread of
 // the pool keeps its own columns' panels across the steps, and the rows are read where they lie.
 #pragma once

@@ -5,9 +5,9 @@
 
 #include "kernels.h"
 #include "seqgrad/core/autograd.h"
-#include "vector_math.h"
 #include "seqgrad/core/ops.h"
 #include "seqgrad/core/random.h"
+#include "vector_math.h"
 
 namespace seqgrad {
 namespace {
