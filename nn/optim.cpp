@@ -117,10 +117,10 @@ void sgd_update(float* __restrict p, float* __restrict buf, const float* __restr
 }
 
 template <bool kDecay>
-void sgd_update_of(float* p, float* buf, const float* g, int64_t begin, int64_t end, const SgdScalars& c, bool first,
-                   bool nesterov) {
+void sgd_update_of(float* p, float* buf, const float* g, int64_t begin, int64_t end, const SgdScalars& c,
+                   bool first_step, bool nesterov) {
     if (buf == nullptr) return sgd_update<kDecay, false, false, false>(p, buf, g, begin, end, c);
-    if (first) {
+    if (first_step) {
         if (nesterov) return sgd_update<kDecay, true, true, true>(p, buf, g, begin, end, c);
         return sgd_update<kDecay, true, true, false>(p, buf, g, begin, end, c);
     }
@@ -226,7 +226,7 @@ void SGD::step() {
         float* p;
         float* buf;  // nullptr without momentum
         const float* g;
-        bool first;  // the buffer's first step
+        bool first_step;  // the momentum buffer's first
     };
     std::vector<Update> updates;
     std::vector<int64_t> ends;
@@ -235,8 +235,8 @@ void SGD::step() {
         Tensor param = params_[i].second;
         const Tensor grad = param.grad();
         if (!grad.defined()) continue;
-        const bool first = !has_state(i);
-        updates.push_back({param.data(), c.momentum != 0 ? state_of(i)[0].data() : nullptr, grad.data(), first});
+        const bool first_step = !has_state(i);
+        updates.push_back({param.data(), c.momentum != 0 ? state_of(i)[0].data() : nullptr, grad.data(), first_step});
         total += param.numel();
         ends.push_back(total);
     }
@@ -244,8 +244,8 @@ void SGD::step() {
         with_isa_level([&](auto) {
             for_each_part(ends, begin, end, [&](size_t i, int64_t first, int64_t last) {
                 const Update& u = updates[i];
-                if (c.weight_decay != 0) sgd_update_of<true>(u.p, u.buf, u.g, first, last, c, u.first, nesterov);
-                else sgd_update_of<false>(u.p, u.buf, u.g, first, last, c, u.first, nesterov);
+                if (c.weight_decay != 0) sgd_update_of<true>(u.p, u.buf, u.g, first, last, c, u.first_step, nesterov);
+                else sgd_update_of<false>(u.p, u.buf, u.g, first, last, c, u.first_step, nesterov);
             });
         });
     });

@@ -3,8 +3,8 @@
 //   y = (x - mean) / sqrt(var + eps) * gamma + beta,  var biased (as nn::LayerNorm)
 #include <algorithm>
 #include <cmath>
-#include <vector>
 
+#include "../scratch.h"
 #include "kernels.h"
 #include "seqgrad/core/autograd.h"
 #include "seqgrad/core/ops.h"
@@ -109,14 +109,15 @@ Tensor layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, floa
         const bool input = x.requires_grad(), parameters = gamma.requires_grad() || beta.requires_grad();
         const int64_t stretches = (rows + kStretchRows - 1) / kStretchRows;
         Tensor gx = input ? Tensor::empty(x.shape()) : Tensor();
-        std::vector<float> partial(parameters ? static_cast<size_t>(2 * stretches * d) : 0, 0.0f);
+        thread_local detail::Scratch<float> partial;  // each stretch's sums, from zero
+        float* pp = parameters ? partial.get(2 * stretches * d) : nullptr;
+        if (parameters) std::fill_n(pp, 2 * stretches * d, 0.0f);
         const float* px = x.data();
         const float* pgo = g.data();
         const float* pgam = gamma.data();
         const float* pm = mean.data();
         const float* pr = rstd.data();
         float* pdx = input ? gx.data() : nullptr;
-        float* pp = partial.data();
         const int64_t grain =
             std::max<int64_t>(1, detail::kElementwiseGrain / (kStretchRows * std::max<int64_t>(d, 1)));
         detail::parallel_for(stretches, grain, [&](int64_t first, int64_t last) {
@@ -146,7 +147,7 @@ Tensor layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, floa
                 pgb[j] = sum_beta;
             }
         }
-        return std::vector<Tensor>{x.requires_grad() ? gx : Tensor(), ggamma, gbeta};
+        return std::vector<Tensor>{gx, ggamma, gbeta};
     });
 }
 

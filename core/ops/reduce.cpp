@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <memory>
 
+#include "../scratch.h"
 #include "kernels.h"
 #include "seqgrad/core/autograd.h"
 #include "seqgrad/core/ops.h"
@@ -42,8 +43,8 @@ Tensor sum_block(const Tensor& x, int64_t outer, int64_t reduced, int64_t inner,
     }
     const int64_t stretches = (reduced + kStretchRows - 1) / kStretchRows;
     const int64_t blocks = (inner + kColumnBlock - 1) / kColumnBlock;
-    std::unique_ptr<double[]> partial(new double[static_cast<size_t>(outer * stretches * inner)]);
-    double* pp = partial.get();
+    thread_local detail::Scratch<double> partial;  // each task sets its own sums before adding
+    double* pp = partial.get(outer * stretches * inner);
     const int64_t task_elements = std::min(reduced, kStretchRows) * std::min(inner, kColumnBlock);
     detail::parallel_for(outer * stretches * blocks, std::max<int64_t>(1, detail::kElementwiseGrain / task_elements),
                          [&](int64_t begin, int64_t end) {
