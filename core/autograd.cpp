@@ -7,12 +7,14 @@
 #include "seqgrad/core/autograd.h"
 
 #include <algorithm>
+#include <atomic>
 #include <functional>
 #include <unordered_map>
 #include <unordered_set>
 
 #include "blas.h"
 #include "ops/kernels.h"
+#include "panels.h"
 #include "seqgrad/core/ops.h"
 #include "seqgrad/core/profile.h"
 
@@ -74,10 +76,12 @@ struct PendingWeight {
 // The pass under way on this thread: how many edges still to run lead to each leaf, and the
 // weight gradients kept for later.
 struct BackwardPass {
+    uint64_t number = 0;  // see detail::backward_pass_number()
     std::unordered_map<TensorImpl*, int64_t> uses_left;
     std::unordered_map<TensorImpl*, PendingWeight> pending;
 };
 thread_local BackwardPass* active_pass = nullptr;
+std::atomic<uint64_t> passes_begun{0};
 
 class ActivePass {
 public:
@@ -134,6 +138,8 @@ Node::~Node() {
         // `node` is destroyed here with no edges left: nothing recurses.
     }
 }
+
+uint64_t detail::backward_pass_number() { return active_pass != nullptr ? active_pass->number : 0; }
 
 bool grad_enabled() { return grad_mode; }
 
@@ -288,6 +294,7 @@ void run_backward(const Tensor& self, const Tensor& grad_output, bool retain_gra
     // How many edges of the graph still lead to each leaf. A leaf's gradient is final once the last
     // node that uses it has run (and the weight gradients kept for it are summed).
     BackwardPass pass;
+    pass.number = ++passes_begun;
     const ActivePass active(pass);
     for (const auto& node : order)
         for (const Tensor& input : node->inputs)

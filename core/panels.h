@@ -7,6 +7,10 @@
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
+
+#include "seqgrad/core/allocator.h"
+#include "seqgrad/core/tensor.h"
 
 namespace seqgrad::detail {
 
@@ -23,7 +27,7 @@ public:
     WeightPanels(const WeightPanels&) = delete;
     WeightPanels& operator=(const WeightPanels&) = delete;
 
-    bool active() const { return panels_ != nullptr; }
+    bool active() const { return block_.data != nullptr; }
 
     // C [m, n] = A [m, k] B, or C += A B when accumulate; A and C row-major and dense. Each of C's
     // sums runs over k in order, in single-precision multiply-adds, whatever the threads.
@@ -33,13 +37,37 @@ private:
     const float* weight_;
     int64_t n_, k_;
     bool transposed_;
-    struct Free {
-        void operator()(float* p) const;
-    };
-    std::unique_ptr<float, Free> panels_;  // panel q: columns [16 q, 16 q + 16) as [k][16], zeros past n
+    // Panel q: columns [16 q, 16 q + 16) as [k][16], zeros past n, cut into stretches of inputs laid
+    // out one stretch of every panel after another (panels.cpp). From the caching allocator, so
+    // that each sequence's layout takes the last one's memory back rather than fresh pages.
+    Block block_;
 };
 
 // Whether WeightPanels run at this moment (see the constructor); tests compare both sides.
 bool weight_panels_run();
+
+// The backward pass under way on this thread, numbered from 1 across the process; 0 outside one.
+// (Defined in autograd.cpp.)
+uint64_t backward_pass_number();
+
+// A weight's panels for the products of one backward pass (an LSTM's dY W at every step): laid
+// out at the pass's first product and kept for the rest of it. A later pass lays the weight out
+// again, since an optimizer may have changed it in between; outside a pass, every call does.
+class PassPanels {
+public:
+    // As WeightPanels; holds the weight's tensor.
+    PassPanels(Tensor weight, int64_t n, int64_t k, bool transposed, int64_t rows, int64_t products);
+
+    // C [m, n] = A [m, k] B, or C += A B when accumulate.
+    void multiply(int64_t m, const float* a, float* c, bool accumulate);
+
+private:
+    Tensor weight_;
+    int64_t n_, k_, rows_, products_;
+    bool transposed_;
+    std::mutex mutex_;
+    uint64_t pass_ = 0;
+    std::shared_ptr<const WeightPanels> panels_;
+};
 
 }  // namespace seqgrad::detail

@@ -36,6 +36,9 @@ AttnDecoderOutput DecoderWithAttention::forward(const IntTensor& tokens, const A
         split(embedding->forward(tokens), std::vector<int64_t>(static_cast<size_t>(len), 1), 1);
     Tensor hidden = state.hidden, cell = state.cell;
     std::vector<Tensor> outputs, weights;
+    // The LSTM's weights laid out once for the products of every step (sgemm would copy them at
+    // each), and its biases added once.
+    const nn::LSTM::Prepared prepared = rnn->prepare(batch, len);
     for (int64_t t = 0; t < len; ++t) {
         // The query is the previous state's top layer, hidden[-1] (the bridged encoder
         // state at t = 0).
@@ -43,7 +46,7 @@ AttnDecoderOutput DecoderWithAttention::forward(const IntTensor& tokens, const A
         const Tensor a = attention->weights(query, state.encoder_keys, state.src_mask);         // [B, S]
         const Tensor context = matmul(reshape(a, {batch, 1, src_len}), state.encoder_outputs);  // [B, 1, h]
         const nn::LSTMOutput out =
-            rnn->forward(concat({embedded[static_cast<size_t>(t)], context}, 2), {}, hidden, cell);
+            rnn->forward(concat({embedded[static_cast<size_t>(t)], context}, 2), hidden, cell, prepared);
         hidden = out.h_n;
         cell = out.c_n;
         outputs.push_back(out.output);  // [B, 1, h]

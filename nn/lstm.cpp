@@ -51,8 +51,35 @@ std::vector<Tensor> unstack_state(const Tensor& state, int64_t count, int64_t ba
 
 }  // namespace
 
+LSTM::Prepared LSTM::prepare(int64_t batch, int64_t calls) const {
+    check(batch > 0 && calls > 0, "LSTM::prepare", "batch ", batch, " and calls ", calls, " must be positive");
+    Prepared prepared;
+    for (const Weights& w : weights_) {
+        prepared.w_ih.emplace_back(w.w_ih, batch, calls);
+        prepared.w_hh.emplace_back(w.w_hh, batch, calls);
+        prepared.bias.push_back(add(w.b_ih, w.b_hh));
+    }
+    return prepared;
+}
+
 LSTMOutput LSTM::forward(const Tensor& input, const std::vector<int64_t>& lengths, const Tensor& h0,
                          const Tensor& c0) const {
+    return run(input, lengths, h0, c0, nullptr);
+}
+
+LSTMOutput LSTM::forward(const Tensor& input, const Tensor& h0, const Tensor& c0, const Prepared& prepared) const {
+    const size_t count = weights_.size();
+    check(prepared.w_ih.size() == count && prepared.w_hh.size() == count && prepared.bias.size() == count, "LSTM",
+          "the prepared weights are for ", prepared.w_ih.size(), " layers and directions; this LSTM has ", count);
+    for (size_t k = 0; k < count; ++k)
+        check(prepared.w_ih[k].tensor().impl() == weights_[k].w_ih.impl() &&
+                  prepared.w_hh[k].tensor().impl() == weights_[k].w_hh.impl(),
+              "LSTM", "the prepared weights are another LSTM's: make them with this one's prepare()");
+    return run(input, {}, h0, c0, &prepared);
+}
+
+LSTMOutput LSTM::run(const Tensor& input, const std::vector<int64_t>& lengths, const Tensor& h0, const Tensor& c0,
+                     const Prepared* prepared) const {
     check(input.defined() && input.dim() == 3 && input.size(2) == input_size && input.size(1) > 0, "LSTM",
           "input must be [batch, len >= 1, ", input_size, "], got ", input.defined() ? input.shape() : Shape{});
     const int64_t batch = input.size(0), len = input.size(1);
@@ -77,8 +104,15 @@ LSTMOutput LSTM::forward(const Tensor& input, const std::vector<int64_t>& length
             const size_t k = static_cast<size_t>(layer * directions + direction);
             const Weights& w = weights_[k];
             // The input's share of every step's gates as one product, then the recurrence.
-            const Tensor input_gates = linear(layer_input, w.w_ih, add(w.b_ih, w.b_hh));  // [B, T, 4h]
-            const LstmSequence run = lstm_sequence(input_gates, h_init[k], c_init[k], w.w_hh, lengths, direction == 1);
+            const bool reverse = direction == 1;
+            LstmSequence run;
+            if (prepared != nullptr) {
+                const Tensor input_gates = linear(layer_input, prepared->w_ih[k], prepared->bias[k]);  // [B, T, 4h]
+                run = lstm_sequence(input_gates, h_init[k], c_init[k], prepared->w_hh[k], lengths, reverse);
+            } else {
+                const Tensor input_gates = linear(layer_input, w.w_ih, add(w.b_ih, w.b_hh));
+                run = lstm_sequence(input_gates, h_init[k], c_init[k], w.w_hh, lengths, reverse);
+            }
             h_n.push_back(run.h);
             c_n.push_back(run.c);
             direction_outputs.push_back(run.outputs);  // [B, T, h]

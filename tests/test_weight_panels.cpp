@@ -3,7 +3,9 @@
 // adding to C, at row counts that end in every partial tile and widths that end in a partial
 // panel; the same bits on one thread and on two; where it steps aside (more than 64 rows, fewer
 // than four products, the portable level, oneDNN's products) it still computes the product; and
-// lstm_sequence's results and gradients with the panels agree with those through sgemm.
+// lstm_sequence's results and gradients with the panels agree with those through sgemm. A weight
+// laid out for many calls (RepeatedWeight: linear, and nn::LSTM's prepared steps) agrees with its
+// tensor, passes gradcheck, and is laid out again in a new backward pass.
 #include "helpers.h"
 
 #include <cmath>
@@ -11,6 +13,8 @@
 #include <string>
 
 #include "../core/panels.h"
+#include "seqgrad/core/gradcheck.h"
+#include "seqgrad/nn/lstm.h"
 
 using namespace seqgrad;
 using namespace seqgrad::testing;
@@ -73,14 +77,16 @@ TEST_CASE("WeightPanels multiply as sums in double, in both layouts, on one thre
     // k 300: more inputs than a panel's stretch of 256, so the second stretch adds to the first's.
     for (bool transposed : {true, false})
         for (bool accumulate : {false, true})
-            for (int64_t m : {1, 5, 6, 7, 13, 64})
+            for (int64_t m : {1, 5, 6, 7, 13, 64, 130})
                 for (int64_t n : {40, 200})
                     for (int64_t k : {3, 300}) {
                         INFO("transposed " << transposed << " accumulate " << accumulate << " m " << m << " n " << n
                                            << " k " << k);
                         const std::vector<float> w = values(n * k, 1.0), a = values(m * k, 2.0),
                                                  c0 = values(m * n, 3.0);
-                        const detail::WeightPanels panels(w.data(), n, k, transposed, m, 4);
+                        // The rows they are laid out for are a hint: 130 rows (two blocks of
+                        // rows) run on panels laid out for 64.
+                        const detail::WeightPanels panels(w.data(), n, k, transposed, std::min<int64_t>(m, 64), 4);
                         REQUIRE(panels.active());
                         std::vector<float> two = c0, one = c0;
                         set_num_threads(2);
@@ -161,4 +167,106 @@ TEST_CASE("lstm_sequence with its weight in panels agrees with sgemm's products,
             CHECK(max_abs_diff(results[0][i], results[1][i]) < 1e-5f);
         }
     }
+}
+
+namespace {
+
+// `uses` products of rows x [2, 3, in] each by one weight, through a RepeatedWeight laid out for
+// them (repeated) or the tensor, concatenated: [2, 3 * uses, out].
+Tensor products(const std::vector<Tensor>& xs, const Tensor& w, const Tensor& b, bool repeated) {
+    const RepeatedWeight laid_out(w, 6, static_cast<int64_t>(xs.size()));
+    std::vector<Tensor> ys;
+    for (const Tensor& x : xs) ys.push_back(repeated ? linear(x, laid_out, b) : linear(x, w, b));
+    return concat(ys, 1);
+}
+
+}  // namespace
+
+TEST_CASE("linear through a RepeatedWeight agrees with linear and passes gradcheck, its panels active",
+          "[panels][ops][matmul][gradcheck]") {
+    if (!have_avx2()) return;
+    const PanelsScope scope(IsaLevel::avx2);
+    const int64_t in = 37, out = 50;  // 50 outputs: a partial panel
+    const Tensor w = random_tensor({out, in}, 201, -0.5, 0.5);
+    REQUIRE(RepeatedWeight(w, 6, 4).forward_panels().active());
+    CHECK_FALSE(RepeatedWeight(w, 6, 3).forward_panels().active());
+    std::vector<std::vector<Tensor>> results;
+    for (bool repeated : {true, false}) {
+        std::vector<Tensor> xs;
+        for (uint64_t t = 0; t < 4; ++t) xs.push_back(random_tensor({2, 3, in}, 210 + t));
+        const Tensor weight = w.detach().clone().set_requires_grad(true), b = random_tensor({out}, 202);
+        const Tensor y = products(xs, weight, b, repeated);
+        (y * random_tensor(y.shape(), 203, -1, 1, false)).sum().backward();
+        results.push_back({y.detach(), xs[0].grad(), xs[3].grad(), weight.grad(), b.grad()});
+    }
+    for (size_t i = 0; i < results[0].size(); ++i) {
+        INFO("result " << i);
+        CHECK(max_abs_diff(results[0][i], results[1][i]) < 1e-5f);
+    }
+    std::vector<Tensor> inputs;
+    for (uint64_t t = 0; t < 4; ++t) inputs.push_back(random_tensor({2, 3, in}, 220 + t));
+    inputs.push_back(w.detach().clone().set_requires_grad(true));
+    inputs.push_back(random_tensor({out}, 204));
+    require_gradcheck(
+        [](const std::vector<Tensor>& in) {
+        return products({in[0], in[1], in[2], in[3]}, in[4], in[5], true);
+        },
+        inputs);
+}
+
+TEST_CASE("a RepeatedWeight lays its weight out again in each backward pass", "[panels][ops][matmul]") {
+    if (!have_avx2()) return;
+    const PanelsScope scope(IsaLevel::avx2);
+    Tensor w = random_tensor({24, 20}, 231);
+    std::vector<Tensor> xs;
+    for (uint64_t t = 0; t < 4; ++t) xs.push_back(random_tensor({2, 3, 20}, 232 + t));
+    const Tensor y = products(xs, w, Tensor(), true).sum();
+    y.backward(/*retain_graph=*/true);
+    const Tensor first = xs[1].grad().clone();
+    {  // an optimizer's step between the passes: the weight doubled in place
+        float* pw = w.data();
+        for (int64_t i = 0; i < w.numel(); ++i) pw[i] *= 2;
+    }
+    for (Tensor& x : xs) x.zero_grad();
+    y.backward();
+    CHECK(max_abs_diff(xs[1].grad(), mul(first, 2.0f)) < 1e-5f);
+}
+
+TEST_CASE("an LSTM prepared for a decoder's steps agrees with its forward, gradients too", "[panels][nn][lstm]") {
+    if (!have_avx2()) return;
+    const PanelsScope scope(IsaLevel::avx2);
+    const int64_t batch = 5, steps = 6, in = 9, hidden = 20;
+    std::vector<std::vector<Tensor>> results;
+    for (bool prepared : {true, false}) {
+        Generator gen(7);
+        const nn::LSTM lstm(in, hidden, 2, false, gen);
+        Tensor h = random_tensor({2, batch, hidden}, 241), c = random_tensor({2, batch, hidden}, 242);
+        const Tensor x = random_tensor({batch, steps, in}, 243);
+        const nn::LSTM::Prepared ready = lstm.prepare(batch, steps);
+        REQUIRE(ready.w_hh[1].forward_panels().active());
+        Tensor loss = Tensor::scalar(0);
+        for (int64_t t = 0; t < steps; ++t) {
+            const Tensor input = slice(x, 1, t, t + 1);
+            const nn::LSTMOutput out = prepared ? lstm.forward(input, h, c, ready) : lstm.forward(input, {}, h, c);
+            h = out.h_n;
+            c = out.c_n;
+            loss = loss +
+                   (out.output * random_tensor(out.output.shape(), 250 + static_cast<uint64_t>(t), -1, 1, false)).sum();
+        }
+        (loss + c.sum()).backward();
+        std::vector<Tensor> got{h.detach(), c.detach(), x.grad()};
+        for (const auto& [name, p] : lstm.named_parameters()) got.push_back(p.grad());
+        results.push_back(got);
+    }
+    for (size_t i = 0; i < results[0].size(); ++i) {
+        INFO("result " << i);
+        CHECK(max_abs_diff(results[0][i], results[1][i]) < 1e-5f);
+    }
+    Generator gen(8);
+    const nn::LSTM one(in, hidden, 2, false, gen), other(in, hidden, 2, false, gen), single(in, hidden, 1, false, gen);
+    const Tensor input = random_tensor({batch, 1, in}, 260), state = Tensor::zeros({2, batch, hidden});
+    CHECK_THROWS_WITH(one.forward(input, state, state, other.prepare(batch, steps)), Catch::Contains("another LSTM's"));
+    CHECK_THROWS_WITH(one.forward(input, state, state, single.prepare(batch, steps)),
+                      Catch::Contains("1 layers and directions; this LSTM has 2"));
+    CHECK_THROWS_AS(one.prepare(0, steps), Error);
 }

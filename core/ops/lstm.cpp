@@ -161,7 +161,18 @@ LstmState lstm_cell(const Tensor& x, const LstmState& state, const Tensor& w_ih,
 
 LstmSequence lstm_sequence(const Tensor& input_gates, const Tensor& h0, const Tensor& c0, const Tensor& w_hh,
                            const std::vector<int64_t>& lengths, bool reverse) {
+    check(w_hh.defined() && w_hh.dim() == 2, "lstm_sequence", "w_hh must be [4 * hidden, hidden], got ",
+          w_hh.defined() ? w_hh.shape() : Shape{});
+    const bool shaped = input_gates.defined() && input_gates.dim() == 3;
+    // W_hh laid out for this call's steps: h W_hh^T in the forward, d gates W_hh in the backward.
+    const RepeatedWeight recurrent(w_hh, shaped ? input_gates.size(0) : 0, shaped ? input_gates.size(1) : 0);
+    return lstm_sequence(input_gates, h0, c0, recurrent, lengths, reverse);
+}
+
+LstmSequence lstm_sequence(const Tensor& input_gates, const Tensor& h0, const Tensor& c0,
+                           const RepeatedWeight& recurrent, const std::vector<int64_t>& lengths, bool reverse) {
     const char* op = "lstm_sequence";
+    const Tensor& w_hh = recurrent.tensor();
     check(input_gates.defined() && h0.defined() && c0.defined() && w_hh.defined(), op, "an operand is undefined");
     check(input_gates.dim() == 3 && input_gates.size(1) > 0 && input_gates.size(2) > 0 && input_gates.size(2) % 4 == 0,
           op, "input gates must be [batch, steps >= 1, 4 * hidden], got ", input_gates.shape());
@@ -196,12 +207,11 @@ LstmSequence lstm_sequence(const Tensor& input_gates, const Tensor& h0, const Te
     detail::parallel_for(batch, row_grain, [&](int64_t begin, int64_t end) {
         for (int64_t b = begin; b < end; ++b) take_inputs(0, b);
     });
-    // h W_hh^T at every step: W_hh^T laid out in panels once for all of them.
-    const detail::WeightPanels recurrent(w_hh.data(), g4, hidden, true, batch, steps);
+    const detail::WeightPanels& forward_panels = recurrent.forward_panels();  // h W_hh^T at every step
     for (int64_t s = 0; s < steps; ++s) {
         const int64_t t = reverse ? steps - 1 - s : s;
         float* a = acts.data() + s * batch * g4;
-        recurrent.multiply(batch, hs.data() + s * batch * hidden, a, true);
+        forward_panels.multiply(batch, hs.data() + s * batch * hidden, a, true);
         const float* h_prev = hs.data() + s * batch * hidden;
         const float* c_prev = cs.data() + s * batch * hidden;
         float* h_new = hs.data() + (s + 1) * batch * hidden;
@@ -234,8 +244,8 @@ LstmSequence lstm_sequence(const Tensor& input_gates, const Tensor& h0, const Te
     std::copy_n(cs.data() + steps * batch * hidden, batch * hidden, c_n.data());
 
     auto results = record(op, {outputs, h_n, c_n}, {input_gates, h0, c0, w_hh},
-                          [acts, hs, cs, w_hh, length, batch, steps, g4, hidden, reverse,
-                           row_grain](std::span<const Tensor> grads) {
+                          [acts, hs, cs, w_hh, backward_panels = recurrent.backward_panels(), length, batch, steps, g4,
+                           hidden, reverse, row_grain](std::span<const Tensor> grads) {
         const float* g_out = grads[0].data();
         Tensor d_gates = Tensor::empty({batch, steps, g4});
         Tensor d_steps = Tensor::empty({steps, batch, g4});  // the same, in processing order
@@ -243,8 +253,6 @@ LstmSequence lstm_sequence(const Tensor& input_gates, const Tensor& h0, const Te
         Tensor dh = Tensor::empty({batch, hidden}), dc = Tensor::empty({batch, hidden});
         std::copy_n(grads[1].data(), batch * hidden, dh.data());
         std::copy_n(grads[2].data(), batch * hidden, dc.data());
-        // d gates W_hh at every step: W_hh laid out in panels once for all of them.
-        const detail::WeightPanels recurrent(w_hh.data(), hidden, g4, false, batch, steps);
         for (int64_t s = steps - 1; s >= 0; --s) {
             const int64_t t = reverse ? steps - 1 - s : s;
             const float* a = acts.data() + s * batch * g4;
@@ -276,7 +284,7 @@ LstmSequence lstm_sequence(const Tensor& input_gates, const Tensor& h0, const Te
             });
             // dh before the step: d gates W_hh on real rows (padded rows have zero d gates and
             // keep the dh that passed through).
-            recurrent.multiply(batch, dg, pdh, true);
+            backward_panels->multiply(batch, dg, pdh, true);
         }
         // W_hh's gradient over every step at once: sum_s d gates_s^T h_s.
         const Tensor d_w_hh = w_hh.requires_grad() ? weight_gradient(w_hh, d_steps, hs, steps * batch) : Tensor();

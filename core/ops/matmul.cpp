@@ -2,6 +2,7 @@
 // A product whose right operand is one matrix (a layer's weight) folds the left operand's batch
 // axes into its rows: one large sgemm instead of many small ones, forward and backward alike.
 #include "../blas.h"
+#include "../panels.h"
 #include "kernels.h"
 #include "seqgrad/core/autograd.h"
 #include "seqgrad/core/ops.h"
@@ -76,7 +77,12 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool ta, bool tb) {
     });
 }
 
-Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+namespace {
+
+// linear() with its two products of the weight given: forward(rows, x, out, accumulate) writes
+// x W^T into out (adds to it when accumulate), backward(rows, g, gx) writes dY W into gx.
+template <class Forward, class Backward>
+Tensor linear_by(const Tensor& x, const Tensor& weight, const Tensor& bias, Forward forward, Backward backward) {
     check(x.defined() && weight.defined(), "linear", "an operand is undefined");
     check(weight.dim() == 2, "linear", "weight must be [out, in], got ", weight.shape());
     const int64_t out_features = weight.size(0), in_features = weight.size(1);
@@ -99,21 +105,47 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
             for (int64_t r = begin; r < end; ++r) std::copy_n(pb, out_features, po + r * out_features);
         });
     }
-    detail::gemm_weights(false, true, rows, out_features, in_features, x.data(), weight.data(), po, bias.defined());
+    forward(rows, x.data(), po, bias.defined());
 
-    return record("linear", out, {x, weight, bias},
-                  [x, weight, bias, rows, in_features, out_features](const Tensor& g) {
+    return record("linear", out, {x, weight, bias}, [x, weight, bias, rows, out_features, backward](const Tensor& g) {
         Tensor gx, gw, gb;
         if (x.requires_grad()) {  // dX = dY W
             gx = Tensor::empty(x.shape());
-            detail::gemm_weights(false, false, rows, in_features, out_features, g.data(), weight.data(), gx.data(),
-                                 false);
+            backward(rows, g.data(), gx.data());
         }
         if (weight.requires_grad()) {  // dW = dY^T X
             gw = weight_gradient(weight, g, x, rows);
         }
         if (bias.defined() && bias.requires_grad()) gb = sum(reshape(g, {rows, out_features}), {0});
         return std::vector<Tensor>{gx, gw, gb};
+    });
+}
+
+}  // namespace
+
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+    const int64_t out_features = weight.defined() && weight.dim() == 2 ? weight.size(0) : 0;
+    const int64_t in_features = weight.defined() && weight.dim() == 2 ? weight.size(1) : 0;
+    return linear_by(
+        x, weight, bias,
+        [=](int64_t rows, const float* a, float* c, bool accumulate) {
+        detail::gemm_weights(false, true, rows, out_features, in_features, a, weight.data(), c, accumulate);
+        },
+        [=](int64_t rows, const float* g, float* gx) {
+        detail::gemm_weights(false, false, rows, in_features, out_features, g, weight.data(), gx, false);
+    });
+}
+
+Tensor linear(const Tensor& x, const RepeatedWeight& weight, const Tensor& bias) {
+    check(weight.tensor().defined(), "linear", "the repeated weight is empty");
+    const detail::WeightPanels& forward = weight.forward_panels();
+    return linear_by(
+        x, weight.tensor(), bias,
+        [&forward](int64_t rows, const float* a, float* c, bool accumulate) {
+        forward.multiply(rows, a, c, accumulate);
+        },
+        [panels = weight.backward_panels()](int64_t rows, const float* g, float* gx) {
+        panels->multiply(rows, g, gx, false);
     });
 }
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <utility>
 #include <vector>
@@ -13,6 +14,10 @@
 namespace seqgrad {
 
 class Generator;
+namespace detail {
+class WeightPanels;
+class PassPanels;
+}  // namespace detail
 
 // ---- elementwise (core/ops/elementwise.cpp); binary operations broadcast as NumPy does ----
 Tensor add(const Tensor& a, const Tensor& b);
@@ -66,6 +71,34 @@ IntTensor argmax(const Tensor& x, int64_t axis);
 Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_a = false, bool transpose_b = false);
 // x [..., in] W^T + bias, with weight [out, in] and bias [out] (may be undefined), as nn.Linear.
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias);
+
+// A weight [out, in] about to meet many products of a few rows each, unchanged between them: an
+// LSTM's weights in a decoder that runs its layers a step per call. It is laid out once here for
+// the forward products x W^T, and once in each backward pass, at the pass's first product, for
+// dY W (core/panels.h); sgemm would copy the weight at every call. Where the layout would not be
+// faster (more than 64 rows, fewer than 4 uses, the portable level, products of weights on oneDNN
+// or in bfloat16) the products are sgemm's, as with the tensor. Copies share the layouts. The
+// weight must not change while the forward products are made (an optimizer steps after the
+// backward pass).
+class RepeatedWeight {
+public:
+    RepeatedWeight() = default;
+    // For `uses` products of about `rows` rows each.
+    RepeatedWeight(const Tensor& weight, int64_t rows, int64_t uses);
+
+    const Tensor& tensor() const { return weight_; }
+    // The layouts: x W^T's, and dY W's (made in the backward pass).
+    const detail::WeightPanels& forward_panels() const { return *forward_; }
+    const std::shared_ptr<detail::PassPanels>& backward_panels() const { return backward_; }
+
+private:
+    Tensor weight_;
+    std::shared_ptr<const detail::WeightPanels> forward_;
+    std::shared_ptr<detail::PassPanels> backward_;
+};
+// linear() with the weight's products through its layouts; equal to linear(x, weight.tensor(),
+// bias) within float32 rounding (the sums run in another order).
+Tensor linear(const Tensor& x, const RepeatedWeight& weight, const Tensor& bias);
 
 // ---- shapes (core/ops/shape.cpp) ----
 Tensor reshape(const Tensor& x, const Shape& shape);                 // a view; one extent may be -1
@@ -150,6 +183,10 @@ struct LstmSequence {
 // the reverse pass starts at the row's last real token. h0, c0 [B, H]. Equal to a loop of
 // lstm_cell; its backward makes one product for W_hh's gradient rather than one per step.
 LstmSequence lstm_sequence(const Tensor& input_gates, const Tensor& h0, const Tensor& c0, const Tensor& w_hh,
+                           const std::vector<int64_t>& lengths = {}, bool reverse = false);
+// The same with W_hh laid out for many calls (a decoder's steps, each a sequence of one): see
+// RepeatedWeight. The tensor version lays W_hh out for one call's steps.
+LstmSequence lstm_sequence(const Tensor& input_gates, const Tensor& h0, const Tensor& c0, const RepeatedWeight& w_hh,
                            const std::vector<int64_t>& lengths = {}, bool reverse = false);
 
 // ---- attention (core/ops/attention.cpp) ----

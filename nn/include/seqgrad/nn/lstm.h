@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "seqgrad/core/ops.h"
 #include "seqgrad/core/random.h"
 #include "seqgrad/nn/module.h"
 
@@ -33,10 +34,25 @@ public:
     LSTMOutput forward(const Tensor& input, const std::vector<int64_t>& lengths = {}, const Tensor& h0 = {},
                        const Tensor& c0 = {}) const;
 
+    // The layers' weights made ready for a decoder that calls forward once a step, each step's
+    // input made from the step before: every weight laid out once for `calls` calls of `batch`
+    // rows (RepeatedWeight, core/ops.h) and each layer's two biases added once. Make it in the
+    // grad mode of the calls, and drop it once they are made.
+    struct Prepared {
+        std::vector<RepeatedWeight> w_ih, w_hh;  // index layer * D + direction
+        std::vector<Tensor> bias;                // b_ih + b_hh
+    };
+    Prepared prepare(int64_t batch, int64_t calls) const;
+    // forward() through those: the same results within float32 rounding.
+    LSTMOutput forward(const Tensor& input, const Tensor& h0, const Tensor& c0, const Prepared& prepared) const;
+
     int64_t input_size, hidden_size, num_layers;
     bool bidirectional;
 
 private:
+    LSTMOutput run(const Tensor& input, const std::vector<int64_t>& lengths, const Tensor& h0, const Tensor& c0,
+                   const Prepared* prepared) const;
+
     struct Weights {
         Tensor w_ih, w_hh, b_ih, b_hh;
     };
