@@ -28,7 +28,8 @@ DecoderWithAttention::DecoderWithAttention(int64_t vocab_size, int64_t hidden_si
     fc = register_module("fc", std::make_shared<nn::Linear>(hidden_size, vocab_size, gen));
 }
 
-AttnDecoderOutput DecoderWithAttention::forward(const IntTensor& tokens, const AttnSeq2SeqState& state) const {
+AttnDecoderOutput DecoderWithAttention::forward(const IntTensor& tokens, const AttnSeq2SeqState& state,
+                                                const PreparedDecoder* prepared) const {
     const int64_t batch = tokens.size(0), len = tokens.size(1), h = rnn->hidden_size;
     const int64_t layers = rnn->num_layers, src_len = state.encoder_outputs.size(1);
     // Every step's embedding in one lookup: [B, T, h] -> T of [B, 1, h].
@@ -38,7 +39,8 @@ AttnDecoderOutput DecoderWithAttention::forward(const IntTensor& tokens, const A
     std::vector<Tensor> outputs, weights;
     // The LSTM's weights laid out once for the products of every step (sgemm would copy them at
     // each), and its biases added once.
-    const nn::LSTM::Prepared prepared = rnn->prepare(batch, len);
+    const nn::LSTM::Prepared own = prepared == nullptr ? rnn->prepare(batch, len) : nn::LSTM::Prepared();
+    const nn::LSTM::Prepared& laid_out = prepared == nullptr ? own : prepared->rnn;
     for (int64_t t = 0; t < len; ++t) {
         // The query is the previous state's top layer, hidden[-1] (the bridged encoder
         // state at t = 0).
@@ -46,14 +48,15 @@ AttnDecoderOutput DecoderWithAttention::forward(const IntTensor& tokens, const A
         const Tensor a = attention->weights(query, state.encoder_keys, state.src_mask);         // [B, S]
         const Tensor context = matmul(reshape(a, {batch, 1, src_len}), state.encoder_outputs);  // [B, 1, h]
         const nn::LSTMOutput out =
-            rnn->forward(concat({embedded[static_cast<size_t>(t)], context}, 2), hidden, cell, prepared);
+            rnn->forward(concat({embedded[static_cast<size_t>(t)], context}, 2), hidden, cell, laid_out);
         hidden = out.h_n;
         cell = out.c_n;
         outputs.push_back(out.output);  // [B, 1, h]
         weights.push_back(a);
     }
     // fc once over all steps: one [B * T, h] by [h, vocab] product instead of T small ones.
-    return {fc->forward(concat(outputs, 1)), hidden, cell, stack(weights, 1)};
+    const Tensor all = concat(outputs, 1);
+    return {prepared == nullptr ? fc->forward(all) : fc->forward(all, prepared->fc), hidden, cell, stack(weights, 1)};
 }
 
 // ---- AttnSeq2Seq ----
@@ -106,8 +109,10 @@ Tensor AttnSeq2Seq::forward(const IntTensor& src, const IntTensor& tgt_in) {
     if (is_training() && teacher_forcing_ratio() < 1) {
         check_source_and_target(src, tgt_in, config(), "AttnSeq2Seq");
         AttnSeq2SeqState state = encode(src);
+        // A call a step: the decoder's weights laid out once for all of them.
+        const PreparedDecoder prepared = prepare_decoder(*decoder->rnn, *decoder->fc, tgt_in.size(0), tgt_in.size(1));
         return decode_with_teacher_forcing(tgt_in, teacher_forcing_ratio(), random(), [&](const IntTensor& tokens) {
-            AttnSeq2SeqStep next = step(tokens, state);
+            AttnSeq2SeqStep next = step(tokens, state, &prepared);
             state = next.state;
             return next.logits;
         });
@@ -149,14 +154,15 @@ std::vector<Tensor> AttnSeq2Seq::last_attention(const DecodingState& state) cons
     return {decoding.last_weights};
 }
 
-AttnSeq2SeqStep AttnSeq2Seq::step(const IntTensor& prev_tokens, const AttnSeq2SeqState& state) const {
+AttnSeq2SeqStep AttnSeq2Seq::step(const IntTensor& prev_tokens, const AttnSeq2SeqState& state,
+                                  const PreparedDecoder* prepared) const {
     check(state.hidden.defined(), "AttnSeq2Seq::step", "the state is empty: start it with encode(src)");
     const int64_t batch = state.batch_size();
     check(prev_tokens.dim() == 1 && prev_tokens.size(0) == batch, "AttnSeq2Seq::step", "prev_tokens must be [", batch,
           "] (the state's batch), got ", prev_tokens.shape());
     const IntTensor tokens = prev_tokens.reshape({batch, 1});
     check_token_ids(tokens, config().tgt_vocab, "AttnSeq2Seq::step", "prev_tokens");
-    const AttnDecoderOutput out = decoder->forward(tokens, state);
+    const AttnDecoderOutput out = decoder->forward(tokens, state, prepared);
     AttnSeq2SeqState next = state;
     next.hidden = out.hidden;
     next.cell = out.cell;

@@ -75,6 +75,10 @@ IntTensor select_rows(const IntTensor& x, const std::vector<int64_t>& rows) {
     return IntTensor::from_vector(std::move(values), shape);
 }
 
+PreparedDecoder prepare_decoder(const nn::LSTM& rnn, const nn::Linear& fc, int64_t batch, int64_t calls) {
+    return {rnn.prepare(batch, calls), RepeatedWeight(fc.weight, batch, calls)};
+}
+
 Tensor decode_with_teacher_forcing(const IntTensor& tgt_in, float ratio, Generator& gen,
                                    const std::function<Tensor(const IntTensor&)>& step) {
     const int64_t batch = tgt_in.size(0), steps = tgt_in.size(1);

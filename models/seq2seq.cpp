@@ -19,8 +19,8 @@ Decoder::Decoder(int64_t vocab_size, int64_t hidden_size, int64_t num_layers, bo
     fc = register_module("fc", std::make_shared<nn::Linear>(hidden_size, vocab_size, gen));
 }
 
-DecoderOutput Decoder::forward(const IntTensor& tokens, const Tensor& hidden, const Tensor& cell,
-                               const Tensor& context) const {
+DecoderOutput Decoder::forward(const IntTensor& tokens, const Tensor& hidden, const Tensor& cell, const Tensor& context,
+                               const PreparedDecoder* prepared) const {
     const int64_t batch = tokens.size(0), len = tokens.size(1), h = rnn->hidden_size;
     Tensor input = embedding->forward(tokens);  // [B, T, h]
     if (context_input) {
@@ -29,6 +29,10 @@ DecoderOutput Decoder::forward(const IntTensor& tokens, const Tensor& hidden, co
         // The same context at every step, [B, T, h] beside the embeddings.
         const Tensor step_context = reshape(context, {batch, 1, h});
         input = concat({input, concat(std::vector<Tensor>(static_cast<size_t>(len), step_context), 1)}, 2);
+    }
+    if (prepared != nullptr) {
+        const nn::LSTMOutput out = rnn->forward(input, hidden, cell, prepared->rnn);
+        return {fc->forward(out.output, prepared->fc), out.h_n, out.c_n};
     }
     const nn::LSTMOutput out = rnn->forward(input, {}, hidden, cell);  // output [B, T, h]
     return {fc->forward(out.output), out.h_n, out.c_n};
@@ -79,8 +83,10 @@ Tensor Seq2Seq::forward(const IntTensor& src, const IntTensor& tgt_in) {
     const Seq2SeqState start = encode(src);
     if (is_training() && teacher_forcing_ratio() < 1) {
         Seq2SeqState state = start;
+        // A call a step: the decoder's weights laid out once for all of them.
+        const PreparedDecoder prepared = prepare_decoder(*decoder->rnn, *decoder->fc, tgt_in.size(0), tgt_in.size(1));
         return decode_with_teacher_forcing(tgt_in, teacher_forcing_ratio(), random(), [&](const IntTensor& tokens) {
-            Seq2SeqStep next = step(tokens, state);
+            Seq2SeqStep next = step(tokens, state, &prepared);
             state = next.state;
             return next.logits;
         });
@@ -113,14 +119,15 @@ Tensor Seq2Seq::decode_step(DecodingState& state, const IntTensor& tokens) {
     return next.logits;
 }
 
-Seq2SeqStep Seq2Seq::step(const IntTensor& prev_tokens, const Seq2SeqState& state) const {
+Seq2SeqStep Seq2Seq::step(const IntTensor& prev_tokens, const Seq2SeqState& state,
+                          const PreparedDecoder* prepared) const {
     check(state.hidden.defined(), "Seq2Seq::step", "the state is empty: start it with encode(src)");
     const int64_t batch = state.batch_size();
     check(prev_tokens.dim() == 1 && prev_tokens.size(0) == batch, "Seq2Seq::step", "prev_tokens must be [", batch,
           "] (the state's batch), got ", prev_tokens.shape());
     const IntTensor tokens = prev_tokens.reshape({batch, 1});
     check_token_ids(tokens, config().tgt_vocab, "Seq2Seq::step", "prev_tokens");
-    const DecoderOutput out = decoder->forward(tokens, state.hidden, state.cell, state.context);
+    const DecoderOutput out = decoder->forward(tokens, state.hidden, state.cell, state.context, prepared);
     return {reshape(out.logits, {batch, config().tgt_vocab}), {out.hidden, out.cell, state.context}};
 }
 

@@ -33,6 +33,13 @@ Tensor Linear::forward(const Tensor& x) const {
     return y;
 }
 
+Tensor Linear::forward(const Tensor& x, const RepeatedWeight& laid_out) const {
+    check(laid_out.tensor().impl() == weight.impl(), "Linear", "the laid-out weight is another layer's");
+    Tensor y = linear(x, laid_out, bias);
+    trace(*this, y);
+    return y;
+}
+
 Tensor Linear::forward(const Tensor& x, Activation then) const {
     if (packed_weight_ && !grad_enabled() && !tracing()) return linear_packed(x, *packed_weight_, bias, packed(then));
     const Tensor y = forward(x);

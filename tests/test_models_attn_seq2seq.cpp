@@ -217,3 +217,11 @@ TEST_CASE("AttnSeq2Seq refuses bad batches with a clear error", "[attn_seq2seq][
         CHECK_THROWS_WITH(AttnSeq2Seq(small_config("general"), g), Contains("dot or additive"));
     }
 }
+
+TEST_CASE("AttnSeq2Seq's teacher forcing below 1 is step() fed the true or its own token, gradients too",
+          "[attn_seq2seq]") {
+    // Five steps of three rows: the decoder's weights laid out for them where the panels run.
+    Generator gen(5);
+    AttnSeq2Seq model(small_config("dot", 2), gen);
+    testing::check_teacher_forcing(model, kSrc, kTgtIn, 0.5f, 1);
+}

@@ -167,3 +167,10 @@ TEST_CASE("Seq2Seq refuses bad batches with a clear error", "[seq2seq][errors]")
         CHECK_THROWS_WITH(Seq2Seq(small_config("attention"), g), Contains("init_state or context_input"));
     }
 }
+
+TEST_CASE("Seq2Seq's teacher forcing below 1 is step() fed the true or its own token, gradients too", "[seq2seq]") {
+    // Five steps of three rows: the decoder's weights laid out for them where the panels run.
+    Generator gen(5);
+    Seq2Seq model(small_config("init_state", 2), gen);
+    testing::check_teacher_forcing(model, kSrc, kTgtIn, 0.5f, 1);
+}

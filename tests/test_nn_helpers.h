@@ -66,4 +66,50 @@ inline Fixture load_fixture(const std::string& name) {
 // A float leaf with the same values, requiring grad (fixture inputs whose gradients are checked).
 inline Tensor leaf_copy(const Tensor& t) { return Tensor::from_vector(t.to_vector(), t.shape(), true); }
 
+// A recurrent model's training forward with teacher forcing `ratio` < 1 (its decoder's weights
+// laid out once for every step) against the same steps by hand through step(): each next input
+// the true token or the step's own prediction, by the model's draws. Logits and every parameter's
+// gradient agree; the draws (from a generator seeded `seed`) must have taken both branches.
+template <class Model>
+void check_teacher_forcing(Model& model, const IntTensor& src, const IntTensor& tgt_in, float ratio, uint64_t seed) {
+    const int64_t batch = tgt_in.size(0), steps = tgt_in.size(1);
+    model.train();
+    model.set_teacher_forcing_ratio(ratio);
+    const Generator::State draws = Generator(seed).state();
+    model.random().set_state(draws);
+    const Tensor logits = model.forward(src, tgt_in);  // [B, T, V]
+    const Tensor r = random_tensor(logits.shape(), 17, -1, 1, false);
+    (logits * r).sum().backward();
+    std::vector<Tensor> grads;
+    for (auto& [name, p] : model.named_parameters()) {
+        grads.push_back(p.grad().clone());
+        Tensor(p).zero_grad();
+    }
+
+    Generator coin(0);
+    coin.set_state(draws);
+    auto state = model.encode(src);
+    IntTensor tokens = tgt_in.slice_last(0, 1).reshape({batch});
+    std::vector<Tensor> by_hand;
+    bool read_true = false, read_predicted = false;
+    for (int64_t t = 0; t < steps; ++t) {
+        const auto next = model.step(tokens, state);
+        state = next.state;
+        by_hand.push_back(next.logits);
+        if (t + 1 == steps) break;
+        const bool true_token = coin.uniform() < ratio;
+        (true_token ? read_true : read_predicted) = true;
+        tokens = true_token ? tgt_in.slice_last(t + 1, t + 2).reshape({batch}) : argmax(next.logits.detach(), -1);
+    }
+    CHECK((read_true && read_predicted));
+    const Tensor expected = stack(by_hand, 1);
+    CHECK(max_abs_diff(logits.detach(), expected.detach()) <= 1e-5f);
+    (expected * r).sum().backward();
+    size_t i = 0;
+    for (const auto& [name, p] : model.named_parameters()) {
+        INFO(name);
+        CHECK(max_abs_diff(p.grad(), grads[i++]) <= 1e-5f);
+    }
+}
+
 }  // namespace seqgrad::testing

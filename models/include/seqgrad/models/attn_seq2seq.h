@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "seqgrad/models/common.h"
 #include "seqgrad/models/lstm_encoder.h"
 #include "seqgrad/models/model.h"
 #include "seqgrad/models/registry.h"
@@ -63,7 +64,10 @@ public:
                          Generator& gen);
 
     // tokens [B, T], starting from state.hidden and state.cell, attending to state's encoder part.
-    AttnDecoderOutput forward(const IntTensor& tokens, const AttnSeq2SeqState& state) const;
+    // The LSTM's weights are laid out for the T steps; `prepared` (from prepare_decoder over rnn
+    // and fc) lays them out for many such calls instead, fc's too.
+    AttnDecoderOutput forward(const IntTensor& tokens, const AttnSeq2SeqState& state,
+                              const PreparedDecoder* prepared = nullptr) const;
 
     std::shared_ptr<nn::Seq2SeqAttention> attention;
     std::shared_ptr<nn::Embedding> embedding;
@@ -102,7 +106,9 @@ public:
     // The decoder's starting state for src [B, S]: the bridged encoder state and the encoder's outputs.
     AttnSeq2SeqState encode(const IntTensor& src) const;
     // One decoder step: prev_tokens [B] -> logits [B, tgt_vocab], the next state, and the weights.
-    AttnSeq2SeqStep step(const IntTensor& prev_tokens, const AttnSeq2SeqState& state) const;
+    // `prepared`: the decoder's weights laid out for all of a batch's steps (prepare_decoder).
+    AttnSeq2SeqStep step(const IntTensor& prev_tokens, const AttnSeq2SeqState& state,
+                         const PreparedDecoder* prepared = nullptr) const;
 
     // Decoding (model.h) through encode() and step(); last_attention() is the last step's
     // weights over the source, one [N, S] tensor.

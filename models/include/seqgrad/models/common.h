@@ -7,9 +7,12 @@
 #include <limits>
 #include <vector>
 
+#include "seqgrad/core/ops.h"
 #include "seqgrad/core/random.h"
 #include "seqgrad/core/tensor.h"
 #include "seqgrad/models/model.h"
+#include "seqgrad/nn/layers.h"
+#include "seqgrad/nn/lstm.h"
 
 namespace seqgrad::models {
 
@@ -60,6 +63,15 @@ int64_t piece_sequences(int64_t length);
 // its share of L3 (the same batch in int8: 7-11% less again).
 Tensor split_batch(int64_t batch, const std::function<Tensor(int64_t begin, int64_t end)>& forward,
                    int64_t piece = std::numeric_limits<int64_t>::max());
+
+// A recurrent decoder's LSTM and output layer laid out once for `calls` steps of `batch` rows
+// (nn::LSTM::prepare, RepeatedWeight), for training with teacher forcing below 1, where each step
+// is a call of its own (its input may be the step before's prediction).
+struct PreparedDecoder {
+    nn::LSTM::Prepared rnn;
+    RepeatedWeight fc;
+};
+PreparedDecoder prepare_decoder(const nn::LSTM& rnn, const nn::Linear& fc, int64_t batch, int64_t calls);
 
 // The teacher-forced logits [B, T, V] of a model that decodes one step at a time, when the
 // teacher forcing ratio is below 1: each step after the first reads the true token with

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "seqgrad/models/common.h"
 #include "seqgrad/models/lstm_encoder.h"
 #include "seqgrad/models/model.h"
 #include "seqgrad/models/registry.h"
@@ -54,8 +55,9 @@ class Decoder : public nn::Module {
 public:
     Decoder(int64_t vocab_size, int64_t hidden_size, int64_t num_layers, bool context_input, Generator& gen);
     // tokens [B, T], state hidden/cell [num_layers, B, h], context [B, h] (context_input only).
-    DecoderOutput forward(const IntTensor& tokens, const Tensor& hidden, const Tensor& cell,
-                          const Tensor& context) const;
+    // `prepared` (from prepare_decoder over rnn and fc): the weights laid out for many such calls.
+    DecoderOutput forward(const IntTensor& tokens, const Tensor& hidden, const Tensor& cell, const Tensor& context,
+                          const PreparedDecoder* prepared = nullptr) const;
 
     std::shared_ptr<nn::Embedding> embedding;
     std::shared_ptr<nn::LSTM> rnn;
@@ -91,8 +93,10 @@ public:
     // The decoder's starting state for src [B, S].
     Seq2SeqState encode(const IntTensor& src) const;
     // One decoder step: prev_tokens [B] (<s> first, then the last output) -> logits [B, tgt_vocab]
-    // and the next state, which greedy decoding carries from step to step.
-    Seq2SeqStep step(const IntTensor& prev_tokens, const Seq2SeqState& state) const;
+    // and the next state, which greedy decoding carries from step to step. `prepared`: the
+    // decoder's weights laid out for all of a batch's steps (prepare_decoder).
+    Seq2SeqStep step(const IntTensor& prev_tokens, const Seq2SeqState& state,
+                     const PreparedDecoder* prepared = nullptr) const;
 
     // Decoding (model.h) through encode() and step().
     std::unique_ptr<DecodingState> start_decoding(const IntTensor& src) override;

@@ -11,6 +11,7 @@
 #include <memory>
 #include <vector>
 
+#include "seqgrad/core/ops.h"
 #include "seqgrad/core/random.h"
 #include "seqgrad/nn/module.h"
 
@@ -27,6 +28,9 @@ public:
     // relu or gelu of forward(x); with packed weights and no grad, in the product's own pass over
     // its results (linear_packed's activation), unless a trace records the layer's own output.
     Tensor forward(const Tensor& x, Activation then) const;
+    // forward(x) through this layer's weight laid out for many calls (a RepeatedWeight of `weight`:
+    // an output layer a decoder runs once a step).
+    Tensor forward(const Tensor& x, const RepeatedWeight& laid_out) const;
     // forward(x) of each layer, on one x: where all their weights are packed in one precision, without
     // grad and untraced, x is rounded or quantized once for all of them (a self-attention's queries,
     // keys and values), else each layer runs on its own.
