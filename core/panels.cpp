@@ -137,9 +137,20 @@ SEQGRAD_TARGET_AVX2 void panels_avx2(const float* panels, int64_t p0, int64_t p1
                 const int64_t cols = std::min(kPanel, n - p * kPanel);
                 const float* ar = a + i0 * k + k0;
                 float* cr = c + i0 * n + p * kPanel;
+                // Whole tiles of six rows, but a last one, two or three rows join the last whole
+                // tile as two tiles of four or five: a tile's sums are its chains of dependent
+                // multiply-adds, and two rows' four are too few to keep both units busy.
+                const int64_t left = rows % kTileRows, whole = rows / kTileRows;
+                const int64_t six_rows = left >= 1 && left <= 3 && whole > 0 ? (whole - 1) * kTileRows : rows - left;
                 int64_t i = 0;
-                for (; i + kTileRows <= rows; i += kTileRows)
+                for (; i < six_rows; i += kTileRows)
                     tile_any<kTileRows>(w, kc, ar + i * k, k, cr + i * n, n, load, cols);
+                if (rows - i > kTileRows) {  // 7 to 9 rows: four and three, four and four, or five and four
+                    const int64_t first = (rows - i + 1) / 2;
+                    if (first == 5) tile_any<5>(w, kc, ar + i * k, k, cr + i * n, n, load, cols);
+                    else tile_any<4>(w, kc, ar + i * k, k, cr + i * n, n, load, cols);
+                    i += first;
+                }
                 switch (rows - i) {
                     case 1: tile_any<1>(w, kc, ar + i * k, k, cr + i * n, n, load, cols); break;
                     case 2: tile_any<2>(w, kc, ar + i * k, k, cr + i * n, n, load, cols); break;

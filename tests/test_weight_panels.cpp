@@ -77,7 +77,7 @@ TEST_CASE("WeightPanels multiply as sums in double, in both layouts, on one thre
     // k 300: more inputs than a panel's stretch of 256, so the second stretch adds to the first's.
     for (bool transposed : {true, false})
         for (bool accumulate : {false, true})
-            for (int64_t m : {1, 5, 6, 7, 13, 64, 130})
+            for (int64_t m : {1, 5, 6, 7, 9, 13, 32, 64, 130})
                 for (int64_t n : {40, 200})
                     for (int64_t k : {3, 300}) {
                         INFO("transposed " << transposed << " accumulate " << accumulate << " m " << m << " n " << n
