@@ -56,7 +56,7 @@ AttnDecoderOutput DecoderWithAttention::forward(const IntTensor& tokens, const A
     }
     // fc once over all steps: one [B * T, h] by [h, vocab] product instead of T small ones.
     const Tensor all = concat(outputs, 1);
-    return {prepared == nullptr ? fc->forward(all) : fc->forward(all, prepared->fc), hidden, cell, stack(weights, 1)};
+    return {output_layer(*fc, all, prepared), hidden, cell, stack(weights, 1)};
 }
 
 // ---- AttnSeq2Seq ----
@@ -125,7 +125,8 @@ namespace {
 // AttnSeq2Seq's decoding state, and where its last step looked (for pictures).
 struct AttnSeq2SeqDecoding : DecodingState {
     AttnSeq2SeqState state;
-    Tensor last_weights;  // [N, S]
+    PreparedDecoder weights;  // the LSTM's, laid out once for the steps (rows of any number)
+    Tensor last_weights;      // [N, S]
     void select_rows(const std::vector<int64_t>& rows) override {
         state = state.select(rows);
         if (last_weights.defined()) last_weights = models::select_rows(last_weights, 0, rows);
@@ -137,12 +138,13 @@ struct AttnSeq2SeqDecoding : DecodingState {
 std::unique_ptr<DecodingState> AttnSeq2Seq::start_decoding(const IntTensor& src) {
     auto decoding = std::make_unique<AttnSeq2SeqDecoding>();
     decoding->state = encode(src);
+    decoding->weights.rnn = decoder->rnn->prepare(src.size(0), kDecodingSteps);
     return decoding;
 }
 
 Tensor AttnSeq2Seq::decode_step(DecodingState& state, const IntTensor& tokens) {
     auto& decoding = own_state<AttnSeq2SeqDecoding>(state, "AttnSeq2Seq::decode_step");
-    AttnSeq2SeqStep next = step(tokens, decoding.state);
+    AttnSeq2SeqStep next = step(tokens, decoding.state, &decoding.weights);
     decoding.state = next.state;
     decoding.last_weights = next.attention_weights;
     return next.logits;

@@ -79,6 +79,10 @@ PreparedDecoder prepare_decoder(const nn::LSTM& rnn, const nn::Linear& fc, int64
     return {rnn.prepare(batch, calls), RepeatedWeight(fc.weight, batch, calls)};
 }
 
+Tensor output_layer(const nn::Linear& fc, const Tensor& x, const PreparedDecoder* prepared) {
+    return prepared != nullptr && prepared->fc.tensor().defined() ? fc.forward(x, prepared->fc) : fc.forward(x);
+}
+
 Tensor decode_with_teacher_forcing(const IntTensor& tgt_in, float ratio, Generator& gen,
                                    const std::function<Tensor(const IntTensor&)>& step) {
     const int64_t batch = tgt_in.size(0), steps = tgt_in.size(1);

@@ -32,7 +32,7 @@ DecoderOutput Decoder::forward(const IntTensor& tokens, const Tensor& hidden, co
     }
     if (prepared != nullptr) {
         const nn::LSTMOutput out = rnn->forward(input, hidden, cell, prepared->rnn);
-        return {fc->forward(out.output, prepared->fc), out.h_n, out.c_n};
+        return {output_layer(*fc, out.output, prepared), out.h_n, out.c_n};
     }
     const nn::LSTMOutput out = rnn->forward(input, {}, hidden, cell);  // output [B, T, h]
     return {fc->forward(out.output), out.h_n, out.c_n};
@@ -101,6 +101,7 @@ namespace {
 // Seq2Seq's decoding state: the decoder's (h, c) and context, carried step by step.
 struct Seq2SeqDecoding : DecodingState {
     Seq2SeqState state;
+    PreparedDecoder weights;  // the LSTM's, laid out once for the steps (rows of any number)
     void select_rows(const std::vector<int64_t>& rows) override { state = state.select(rows); }
 };
 
@@ -109,12 +110,13 @@ struct Seq2SeqDecoding : DecodingState {
 std::unique_ptr<DecodingState> Seq2Seq::start_decoding(const IntTensor& src) {
     auto decoding = std::make_unique<Seq2SeqDecoding>();
     decoding->state = encode(src);
+    decoding->weights.rnn = decoder->rnn->prepare(src.size(0), kDecodingSteps);
     return decoding;
 }
 
 Tensor Seq2Seq::decode_step(DecodingState& state, const IntTensor& tokens) {
     auto& decoding = own_state<Seq2SeqDecoding>(state, "Seq2Seq::decode_step");
-    Seq2SeqStep next = step(tokens, decoding.state);
+    Seq2SeqStep next = step(tokens, decoding.state, &decoding.weights);
     decoding.state = next.state;
     return next.logits;
 }

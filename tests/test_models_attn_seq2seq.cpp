@@ -225,3 +225,10 @@ TEST_CASE("AttnSeq2Seq's teacher forcing below 1 is step() fed the true or its o
     AttnSeq2Seq model(small_config("dot", 2), gen);
     testing::check_teacher_forcing(model, kSrc, kTgtIn, 0.5f, 1);
 }
+
+TEST_CASE("AttnSeq2Seq's decode_step is step(), its LSTM's weights laid out once for the steps",
+          "[attn_seq2seq][decoding]") {
+    Generator gen(6);
+    AttnSeq2Seq model(small_config("dot", 2), gen);
+    testing::check_decode_steps(model, kSrc, 6);
+}

@@ -174,3 +174,9 @@ TEST_CASE("Seq2Seq's teacher forcing below 1 is step() fed the true or its own t
     Seq2Seq model(small_config("init_state", 2), gen);
     testing::check_teacher_forcing(model, kSrc, kTgtIn, 0.5f, 1);
 }
+
+TEST_CASE("Seq2Seq's decode_step is step(), its LSTM's weights laid out once for the steps", "[seq2seq][decoding]") {
+    Generator gen(6);
+    Seq2Seq model(small_config("init_state", 2), gen);
+    testing::check_decode_steps(model, kSrc, 6);
+}

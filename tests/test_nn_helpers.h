@@ -66,6 +66,36 @@ inline Fixture load_fixture(const std::string& name) {
 // A float leaf with the same values, requiring grad (fixture inputs whose gradients are checked).
 inline Tensor leaf_copy(const Tensor& t) { return Tensor::from_vector(t.to_vector(), t.shape(), true); }
 
+// A recurrent model's decoding (start_decoding, decode_step: its decoder's weights laid out once for
+// the steps) against step() from encode(): the same logits at every step, the next token each
+// step's argmax, with rows reordered midway as a beam search does.
+template <class Model>
+void check_decode_steps(Model& model, const IntTensor& src, int64_t steps) {
+    NoGradGuard no_grad;
+    const int64_t batch = src.size(0);
+    auto decoding = model.start_decoding(src);
+    auto state = model.encode(src);
+    IntTensor tokens = IntTensor::full({batch}, 1);  // <s>
+    for (int64_t t = 0; t < steps; ++t) {
+        INFO("step " << t);
+        const Tensor logits = model.decode_step(*decoding, tokens);
+        const auto next = model.step(tokens, state);
+        CHECK(max_abs_diff(logits, next.logits) <= 1e-5f);
+        state = next.state;
+        tokens = argmax(next.logits, -1);
+        if (t == 1) {  // the rows in reverse, as a beam search reorders hypotheses
+            std::vector<int64_t> rows, reordered;
+            for (int64_t b = batch - 1; b >= 0; --b) {
+                rows.push_back(b);
+                reordered.push_back(tokens.data()[b]);
+            }
+            decoding->select_rows(rows);
+            state = state.select(rows);
+            tokens = IntTensor::from_vector(reordered, {batch});
+        }
+    }
+}
+
 // A recurrent model's training forward with teacher forcing `ratio` < 1 (its decoder's weights
 // laid out once for every step) against the same steps by hand through step(): each next input
 // the true token or the step's own prediction, by the model's draws. Logits and every parameter's

@@ -65,13 +65,19 @@ Tensor split_batch(int64_t batch, const std::function<Tensor(int64_t begin, int6
                    int64_t piece = std::numeric_limits<int64_t>::max());
 
 // A recurrent decoder's LSTM and output layer laid out once for `calls` steps of `batch` rows
-// (nn::LSTM::prepare, RepeatedWeight), for training with teacher forcing below 1, where each step
-// is a call of its own (its input may be the step before's prediction).
+// (nn::LSTM::prepare, RepeatedWeight), for training with teacher forcing below 1 and for decoding,
+// where each step is a call of its own (its input may be the step before's prediction). An empty
+// fc leaves the output layer to its own forward (decoding: its packed weights, when packed).
 struct PreparedDecoder {
     nn::LSTM::Prepared rnn;
     RepeatedWeight fc;
 };
 PreparedDecoder prepare_decoder(const nn::LSTM& rnn, const nn::Linear& fc, int64_t batch, int64_t calls);
+// The decoder's output layer on x: through prepared->fc when there is one, else fc.forward(x).
+Tensor output_layer(const nn::Linear& fc, const Tensor& x, const PreparedDecoder* prepared);
+// The steps a decoding's layouts are made for (a search does not know how many it will take; the
+// panels need at least four to pay back their copy).
+inline constexpr int64_t kDecodingSteps = 16;
 
 // The teacher-forced logits [B, T, V] of a model that decodes one step at a time, when the
 // teacher forcing ratio is below 1: each step after the first reads the true token with
