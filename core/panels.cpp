@@ -187,12 +187,12 @@ WeightPanels::WeightPanels(const float* weight, int64_t n, int64_t k, bool trans
             for (int64_t k0 = 0; k0 < k; k0 += kStretch) {
                 const int64_t kc = std::min(kStretch, k - k0);
                 float* panel = stretch_of(out, q, k0, kc, n);
-                if (transposed && cols == kPanel) {  // weight [n, k]: column c of B is row c of the weight
 #if SEQGRAD_HAVE_ISA_LEVELS
+                if (transposed && cols == kPanel) {  // weight [n, k]: column c of B is row c of the weight
                     lay_out_rows(weight + c0 * k + k0, k, kc, panel);
-#endif
                     continue;
                 }
+#endif
                 if (cols < kPanel) std::fill_n(panel, kc * kPanel, 0.0f);
                 for (int64_t i = 0; i < kc; ++i) {
                     if (!transposed) {  // weight [k, n]
