@@ -161,6 +161,19 @@ std::vector<Tensor> record(const char* name, std::vector<Tensor> outputs, std::v
         detail::active_op_profile->note_forward(name);
     auto node = std::make_shared<Node>();
     node->name = name;
+    // The edges keep what the walk and the gradients' checks read (the producer, the shape), not
+    // an intermediate tensor's data: that stays alive only while a backward function holds it, so
+    // a tensor no backward needs (an activation's input, when its backward reads the output) goes
+    // when its last user handle does. Leaves stay themselves: their gradients accumulate there.
+    for (Tensor& input : inputs) {
+        if (!input.defined() || !input.impl()->grad_fn) continue;
+        auto edge = std::make_shared<TensorImpl>();
+        edge->shape = input.shape();
+        edge->requires_grad = input.impl()->requires_grad;
+        edge->grad_fn = input.impl()->grad_fn;
+        edge->output_nr = input.impl()->output_nr;
+        input = Tensor(std::move(edge));
+    }
     node->inputs = std::move(inputs);
     node->backward = std::move(backward);
     node->unused = unused;

@@ -238,6 +238,46 @@ TEST_CASE("activation_dropout is dropout(relu(x)) and dropout(gelu(x)), gradient
     }
 }
 
+TEST_CASE("relu_dropout's gradient is dropout(relu(x))'s at zeros, infinities and NaNs too", "[ops][dropout]") {
+    // Its backward reads the output, not x: the gradient passes where the output is above zero.
+    // (Where an element above zero is dropped, the gradient is +0 rather than g times 0.)
+    const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+    std::vector<float> values;
+    for (int i = 0; i < 40; ++i)
+        for (float v : {0.0f, -0.0f, inf, -inf, nan, 1e-45f, -1e-45f, 2.5f, -2.5f, 1e-38f})
+            values.push_back(v * (i % 2 == 0 ? 1.0f : 3.0f));
+    const Shape shape{static_cast<int64_t>(values.size())};
+    const Tensor x1 = Tensor::from_vector(values, shape, true), x2 = Tensor::from_vector(values, shape, true);
+    Generator fused_gen(48), plain_gen(48);
+    const Tensor fused = activation_dropout(x1, false, 0.3f, true, fused_gen);
+    const Tensor plain = dropout(relu(x2), 0.3f, true, plain_gen);
+    const Tensor g = testing::random_tensor(shape, 49, -1, 1, false);
+    fused.backward(g);
+    plain.backward(g);
+    const std::vector<float> a = x1.grad().to_vector(), b = x2.grad().to_vector();
+    REQUIRE(a.size() == b.size());
+    for (size_t i = 0; i < a.size(); ++i) {
+        INFO("element " << i << ", x " << values[i]);
+        CHECK(a[i] == b[i]);
+    }
+}
+
+TEST_CASE("relu_dropout lets its input go after the forward pass", "[ops][dropout]") {
+    const Tensor leaf = testing::random_tensor({64, 32}, 50), weight = testing::random_tensor({256, 32}, 52);
+    Generator gen(51);
+    empty_cache();  // blocks of every size are fresh: the counts below are exact
+    const int64_t before = allocator_stats().bytes_in_use;
+    Tensor y;
+    {
+        const Tensor h = linear(leaf, weight, Tensor());  // 64 KB that linear's backward does not hold
+        y = activation_dropout(h, false, 0.1f, true, gen);
+    }
+    // What is left is y (and nothing of h): 64 x 256 floats.
+    CHECK(allocator_stats().bytes_in_use - before == 64 * 256 * static_cast<int64_t>(sizeof(float)));
+    y.sum().backward();
+    CHECK(leaf.grad().defined());
+}
+
 TEST_CASE("add_dropout and activation_dropout pass gradcheck", "[ops][dropout][gradcheck]") {
     // A fixed mask: each call draws its key from a generator seeded the same.
     testing::require_gradcheck(

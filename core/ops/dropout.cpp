@@ -91,9 +91,34 @@ Tensor activation_dropout(const Tensor& x, bool gelu_activation, float p, bool t
                          [=](int64_t j, float factor) { return (xb[j] > 0 ? xb[j] : 0.0f) * factor; });
         });
     });
-    // Backward: g times the mask's factor, then relu's or gelu's slope at x, in the order the two
+    if (!gelu_activation) {
+        // Backward: an element passed g times the factor 1 / (1 - p) exactly where its output is
+        // above zero (x above zero and kept; the factor is at least 1, so no such product rounds
+        // to zero). Reading the output, which the next layer holds anyway, rather than x lets x go
+        // after the forward pass, and no mask is drawn again.
+        return record(op, out, {x}, [out, scale = mask.scale](const Tensor& g) {
+            Tensor dx = Tensor::empty(out.shape());
+            const float* pg = g.data();
+            const float* py = out.data();
+            float* pd = dx.data();
+            detail::parallel_for(dx.numel(), detail::kElementwiseGrain, [=](int64_t begin, int64_t end) {
+                with_isa_level([&](auto) {
+                    const float s = scale;
+                    const float* __restrict gb = pg + begin;
+                    const float* __restrict yb = py + begin;
+                    float* __restrict db = pd + begin;
+                    for (int64_t j = 0; j < end - begin; ++j) {
+                        const float passed = gb[j] * s;
+                        db[j] = yb[j] > 0 ? passed : 0.0f;
+                    }
+                });
+            });
+            return std::vector<Tensor>{dx};
+        });
+    }
+    // Backward: g times the mask's factor, then gelu's slope at x, in the order the two
     // operations' backward passes take.
-    return record(op, out, {x}, [mask, x, gelu_activation](const Tensor& g) {
+    return record(op, out, {x}, [mask, x](const Tensor& g) {
         Tensor dx = Tensor::empty(x.shape());
         const float* pg = g.data();
         const float* px = x.data();
@@ -102,13 +127,9 @@ Tensor activation_dropout(const Tensor& x, bool gelu_activation, float p, bool t
             const float* gb = pg + begin;
             const float* xb = px + begin;
             with_isa_level([&](auto) {
-                if (gelu_activation)
-                    mask.map(pd + begin, end - begin, begin, [=](int64_t j, float factor) {
-                        return (gb[j] * factor) * detail::gelu_with_slope(xb[j]).slope;
-                    });
-                else
-                    mask.map(pd + begin, end - begin, begin,
-                             [=](int64_t j, float factor) { return xb[j] > 0 ? gb[j] * factor : 0.0f; });
+                mask.map(pd + begin, end - begin, begin, [=](int64_t j, float factor) {
+                    return (gb[j] * factor) * detail::gelu_with_slope(xb[j]).slope;
+                });
             });
         });
         return std::vector<Tensor>{dx};

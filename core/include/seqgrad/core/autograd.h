@@ -26,8 +26,11 @@ using BackwardFn = std::function<std::vector<Tensor>(std::span<const Tensor> gra
 enum class UnusedGradients { zeros, undefined };
 
 struct Node {
-    const char* name = "";       // the operation, for error messages
-    std::vector<Tensor> inputs;  // the edges of the graph
+    const char* name = "";  // the operation, for error messages
+    // The edges of the graph: leaves as themselves; an operation's output as a handle with its
+    // producer and shape but no data, so that the graph alone keeps no activation alive (only the
+    // backward functions that hold one do).
+    std::vector<Tensor> inputs;
     std::vector<Shape> output_shapes;
     BackwardFn backward;
     std::vector<Tensor> grad_outputs;  // filled while backward() runs
