@@ -1,4 +1,6 @@
 // Elementwise operations: values, broadcasting, gradients (gradcheck) and errors.
+#include <functional>
+
 #include "helpers.h"
 
 using namespace seqgrad;
@@ -177,4 +179,44 @@ TEST_CASE("exp, sigmoid, tanh, gelu and softmax give NaN for NaN and the limits 
     CHECK(t[2] == -1.0f);
     CHECK(std::isnan(gelu(x).to_vector()[0]));
     for (const float v : softmax(Tensor::from_vector({1.0f, nan, 2.0f}, {3})).to_vector()) CHECK(std::isnan(v));
+}
+
+TEST_CASE("elementwise operations hold only what their derivatives read", "[ops][elementwise]") {
+    // Each operation's operands are fresh 64 KB outputs of linear (whose backward holds its input,
+    // not its output): after the operands' handles go, what is left in use is the result, plus
+    // the operand or result the derivative reads.
+    Tensor x = random_tensor({64, 32}, 60), w = random_tensor({256, 32}, 61);
+    const int64_t one = 64 * 256 * static_cast<int64_t>(sizeof(float));
+    struct Case {
+        const char* name;
+        std::function<Tensor(const Tensor&, const Tensor&)> op;
+        int64_t held;  // blocks of 64 KB in use once only the result's handle is left
+    };
+    const std::vector<Case> cases = {
+        {"add", [](const Tensor& a, const Tensor& b) { return a + b; }, 1},
+        {"sub", [](const Tensor& a, const Tensor& b) { return a - b; }, 1},
+        {"mul", [](const Tensor& a, const Tensor& b) { return a * b; }, 3},
+        {"mul_scalar", [](const Tensor& a, const Tensor&) { return a * 3.0f; }, 1},
+        {"add_scalar", [](const Tensor& a, const Tensor&) { return a + 3.0f; }, 1},
+        {"neg", [](const Tensor& a, const Tensor&) { return -a; }, 1},
+        {"tanh", [](const Tensor& a, const Tensor&) { return tanh(a); }, 1},
+        {"sigmoid", [](const Tensor& a, const Tensor&) { return sigmoid(a); }, 1},
+        {"exp", [](const Tensor& a, const Tensor&) { return exp(a); }, 1},
+        {"relu", [](const Tensor& a, const Tensor&) { return relu(a); }, 2},
+    };
+    for (const Case& c : cases) {
+        INFO(c.name);
+        empty_cache();  // blocks of every size are fresh: the counts below are exact
+        const int64_t before = allocator_stats().bytes_in_use;
+        Tensor y;
+        {
+            const Tensor a = linear(x, w, Tensor()), b = linear(x, w, Tensor());
+            y = c.op(a, b);
+        }
+        CHECK(allocator_stats().bytes_in_use - before == c.held * one);
+        y.sum().backward();  // the edges without data still carry the gradient to the leaves
+        CHECK(x.grad().defined());
+        x.zero_grad();
+        w.zero_grad();
+    }
 }

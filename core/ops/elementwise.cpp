@@ -28,24 +28,33 @@ Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
 
 namespace {
 
-template <typename Forward, typename Backward>
+// What a backward function reads besides the gradient: the closure holds only those tensors
+// (an undefined Tensor stands for the others), so that the graph keeps no activation that no
+// derivative needs alive.
+enum Keep : unsigned { kKeepNone = 0, kKeepA = 1, kKeepB = 2, kKeepOut = 4 };
+constexpr unsigned kKeepX = kKeepA;  // a unary operation's operand
+
+template <unsigned kKeep, typename Forward, typename Backward>
 Tensor binary(const char* name, const Tensor& a, const Tensor& b, Forward forward, Backward backward) {
     check(a.defined() && b.defined(), name, "an operand is undefined");
     const Shape out_shape = broadcast_shapes(a.shape(), b.shape(), name);
     Tensor out = broadcast_zip(a, b, out_shape, forward);
-    return record(name, out, {a, b}, [a, b, out, backward](const Tensor& g) {
-        auto [ga, gb] = backward(g, a, b, out);
-        return std::vector<Tensor>{a.requires_grad() ? sum_to(ga, a.shape()) : Tensor(),
-                                   b.requires_grad() ? sum_to(gb, b.shape()) : Tensor()};
+    return record(name, out, {a, b},
+                  [kept_a = kKeep & kKeepA ? a : Tensor(), kept_b = kKeep & kKeepB ? b : Tensor(),
+                   kept_out = kKeep & kKeepOut ? out : Tensor(), a_shape = a.shape(), b_shape = b.shape(),
+                   a_grad = a.requires_grad(), b_grad = b.requires_grad(), backward](const Tensor& g) {
+        auto [ga, gb] = backward(g, kept_a, kept_b, kept_out);
+        return std::vector<Tensor>{a_grad ? sum_to(ga, a_shape) : Tensor(), b_grad ? sum_to(gb, b_shape) : Tensor()};
     });
 }
 
-template <typename Forward, typename Backward>
+template <unsigned kKeep, typename Forward, typename Backward>
 Tensor unary(const char* name, const Tensor& x, Forward forward, Backward backward) {
     check(x.defined(), name, "the operand is undefined");
     Tensor out = map(x, forward);
     return record(name, out, {x},
-                  [x, out, backward](const Tensor& g) { return std::vector<Tensor>{backward(g, x, out)}; });
+                  [kept_x = kKeep & kKeepX ? x : Tensor(), kept_out = kKeep & kKeepOut ? out : Tensor(),
+                   backward](const Tensor& g) { return std::vector<Tensor>{backward(g, kept_x, kept_out)}; });
 }
 
 using Pair = std::pair<Tensor, Tensor>;
@@ -53,63 +62,65 @@ using Pair = std::pair<Tensor, Tensor>;
 }  // namespace
 
 Tensor add(const Tensor& a, const Tensor& b) {
-    return binary("add", a, b, std::plus<float>(), [](const Tensor& g, const Tensor&, const Tensor&, const Tensor&) {
+    return binary<kKeepNone>("add", a, b, std::plus<float>(),
+                             [](const Tensor& g, const Tensor&, const Tensor&, const Tensor&) {
         return Pair{g, g};
     });
 }
 
 Tensor sub(const Tensor& a, const Tensor& b) {
-    return binary("sub", a, b, std::minus<float>(), [](const Tensor& g, const Tensor&, const Tensor&, const Tensor&) {
+    return binary<kKeepNone>("sub", a, b, std::minus<float>(),
+                             [](const Tensor& g, const Tensor&, const Tensor&, const Tensor&) {
         return Pair{g, map(g, [](float v) { return -v; })};
     });
 }
 
 Tensor mul(const Tensor& a, const Tensor& b) {
-    return binary("mul", a, b, std::multiplies<float>(),
-                  [](const Tensor& g, const Tensor& a, const Tensor& b, const Tensor&) {
+    return binary<kKeepA | kKeepB>("mul", a, b, std::multiplies<float>(),
+                                   [](const Tensor& g, const Tensor& a, const Tensor& b, const Tensor&) {
         return Pair{a.requires_grad() ? mul(g, b) : Tensor(), b.requires_grad() ? mul(g, a) : Tensor()};
     });
 }
 
 Tensor div(const Tensor& a, const Tensor& b) {
-    return binary("div", a, b, std::divides<float>(),
-                  [](const Tensor& g, const Tensor& a, const Tensor& b, const Tensor& out) {
+    return binary<kKeepA | kKeepB | kKeepOut>("div", a, b, std::divides<float>(),
+                                              [](const Tensor& g, const Tensor& a, const Tensor& b, const Tensor& out) {
         // d(a/b)/db = -a/b^2 = -out/b
         return Pair{a.requires_grad() ? div(g, b) : Tensor(), b.requires_grad() ? neg(div(mul(g, out), b)) : Tensor()};
     });
 }
 
 Tensor neg(const Tensor& x) {
-    return unary(
+    return unary<kKeepNone>(
         "neg", x, [](float v) { return -v; }, [](const Tensor& g, const Tensor&, const Tensor&) { return neg(g); });
 }
 
 Tensor add(const Tensor& a, float s) {
-    return unary(
+    return unary<kKeepNone>(
         "add_scalar", a, [s](float v) { return v + s; },
         [](const Tensor& g, const Tensor&, const Tensor&) { return g; });
 }
 
 Tensor mul(const Tensor& a, float s) {
-    return unary(
+    return unary<kKeepNone>(
         "mul_scalar", a, [s](float v) { return v * s; },
         [s](const Tensor& g, const Tensor&, const Tensor&) { return mul(g, s); });
 }
 
 Tensor exp(const Tensor& x) {
-    return unary(
+    return unary<kKeepOut>(
         "exp", x, [](float v) { return detail::fast_exp(v); },
         [](const Tensor& g, const Tensor&, const Tensor& y) { return mul(g, y); });
 }
 
 Tensor log(const Tensor& x) {
-    return unary(
+    return unary<kKeepX>(
         "log", x, [](float v) { return std::log(v); },
         [](const Tensor& g, const Tensor& x, const Tensor&) { return div(g, x); });
 }
 
 Tensor sqrt(const Tensor& x) {
-    return unary(
+    return unary<kKeepOut>(
         "sqrt", x, [](float v) { return std::sqrt(v); },
         [](const Tensor& g, const Tensor&, const Tensor& y) {
         return zip(g, y, [](float gv, float yv) { return 0.5f * gv / yv; });
@@ -117,7 +128,7 @@ Tensor sqrt(const Tensor& x) {
 }
 
 Tensor pow(const Tensor& x, float p) {
-    return unary(
+    return unary<kKeepX>(
         "pow", x, [p](float v) { return std::pow(v, p); },
         [p](const Tensor& g, const Tensor& x, const Tensor&) {
         return zip(g, x, [p](float gv, float xv) { return gv * p * std::pow(xv, p - 1); });
@@ -125,7 +136,7 @@ Tensor pow(const Tensor& x, float p) {
 }
 
 Tensor tanh(const Tensor& x) {
-    return unary(
+    return unary<kKeepOut>(
         "tanh", x, [](float v) { return detail::fast_tanh(v); },
         [](const Tensor& g, const Tensor&, const Tensor& y) {
         return zip(g, y, [](float gv, float yv) { return gv * (1 - yv * yv); });
@@ -133,7 +144,7 @@ Tensor tanh(const Tensor& x) {
 }
 
 Tensor sigmoid(const Tensor& x) {
-    return unary(
+    return unary<kKeepOut>(
         "sigmoid", x, [](float v) { return detail::fast_sigmoid(v); },
         [](const Tensor& g, const Tensor&, const Tensor& y) {
         return zip(g, y, [](float gv, float yv) { return gv * yv * (1 - yv); });
@@ -141,7 +152,7 @@ Tensor sigmoid(const Tensor& x) {
 }
 
 Tensor relu(const Tensor& x) {
-    return unary(
+    return unary<kKeepX>(
         "relu", x, [](float v) { return v > 0 ? v : 0.0f; },
         [](const Tensor& g, const Tensor& x, const Tensor&) {
         return zip(g, x, [](float gv, float xv) { return xv > 0 ? gv : 0.0f; });
@@ -151,7 +162,7 @@ Tensor relu(const Tensor& x) {
 Tensor gelu(const Tensor& x) {
     // The exact (erf) gelu. Backward computes the slope from x with the value's own exp and
     // division (vector_math.h's gelu_with_slope), instead of a second erf and an exp.
-    return unary(
+    return unary<kKeepX>(
         "gelu", x, [](float v) { return detail::gelu_with_slope(v).value; },
         [](const Tensor& g, const Tensor& x, const Tensor&) {
         return zip(g, x, [](float gv, float xv) { return gv * detail::gelu_with_slope(xv).slope; });
@@ -188,7 +199,7 @@ Tensor sum_to(const Tensor& grad, const Shape& shape) {
 namespace seqgrad {
 
 Tensor Tensor::clone() const {
-    return unary(
+    return unary<kKeepNone>(
         "clone", *this, [](float v) { return v; }, [](const Tensor& g, const Tensor&, const Tensor&) { return g; });
 }
 
