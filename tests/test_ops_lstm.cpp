@@ -165,6 +165,59 @@ TEST_CASE("lstm_sequence equals a loop of LSTM cells, padding and reverse includ
     }
 }
 
+TEST_CASE("lstm_sequence of a large batch, each thread's rows through every step, equals the cells",
+          "[ops][lstm][threads]") {
+    // 100 rows: past the 64 the recurrent weight's panels take, so with two threads and products on
+    // sgemm each thread takes its own 50 rows through all the steps; one thread takes all 100. The
+    // loop of cells is the reference for both. (Not bit for bit: sgemm's sums for a row may round
+    // differently in a block of 50 rows than in one of 100.)
+    const int64_t batch = 100, steps = 6, in = 5, hidden = 8;
+    std::vector<int64_t> lengths;
+    for (int64_t b = 0; b < batch; ++b) lengths.push_back((b * 5) % (steps + 1));  // 0 to 6, mixed
+    const int before = get_num_threads();
+    struct SgemmProducts {  // for the test's lifetime
+        SgemmProducts() { set_float32_products("sgemm"); }
+        ~SgemmProducts() { set_float32_products("auto"); }
+    } const sgemm_products;
+    for (bool reverse : {false, true}) {
+        INFO("reverse " << reverse);
+        const auto make = [&] {
+            return std::vector<Tensor>{random_tensor({batch, steps, in}, 81),
+                                       random_tensor({batch, hidden}, 82),
+                                       random_tensor({batch, hidden}, 83),
+                                       random_tensor({4 * hidden, in}, 84, -0.5, 0.5),
+                                       random_tensor({4 * hidden, hidden}, 85, -0.5, 0.5),
+                                       random_tensor({4 * hidden}, 86),
+                                       random_tensor({4 * hidden}, 87)};
+        };
+        const auto r = random_tensor({batch, steps, hidden}, 88, -1, 1, false);
+        const auto rh = random_tensor({batch, hidden}, 89, -1, 1, false);
+        const auto rc = random_tensor({batch, hidden}, 90, -1, 1, false);
+        const auto fused_run = [&](int threads) {
+            set_num_threads(threads);
+            const std::vector<Tensor> a = make();
+            const LstmSequence fused =
+                lstm_sequence(linear(a[0], a[3], add(a[5], a[6])), a[1], a[2], a[4], lengths, reverse);
+            ((fused.outputs * r).sum() + (fused.h * rh).sum() + (fused.c * rc).sum()).backward();
+            std::vector<Tensor> all{fused.outputs, fused.h, fused.c};
+            for (const Tensor& t : a) all.push_back(t.grad());
+            return all;
+        };
+        const std::vector<Tensor> one = fused_run(1), two = fused_run(2);
+        set_num_threads(before);
+        const std::vector<Tensor> b = make();
+        const LstmSequence looped = looped_lstm(b[0], b[1], b[2], b[3], b[4], b[5], b[6], lengths, reverse);
+        ((looped.outputs * r).sum() + (looped.h * rh).sum() + (looped.c * rc).sum()).backward();
+        std::vector<Tensor> reference{looped.outputs, looped.h, looped.c};
+        for (const Tensor& t : b) reference.push_back(t.grad());
+        for (size_t i = 0; i < reference.size(); ++i) {
+            INFO("result " << i);
+            CHECK(testing::max_abs_diff(one[i], reference[i]) < 1e-5f);
+            CHECK(testing::max_abs_diff(two[i], reference[i]) < 1e-5f);
+        }
+    }
+}
+
 TEST_CASE("lstm_sequence passes gradcheck through its outputs and final state", "[ops][lstm][gradcheck]") {
     const int64_t batch = 3, steps = 4, hidden = 2;
     for (bool reverse : {false, true}) {
