@@ -21,14 +21,22 @@ struct Cell {
     Tensor x, h, c, w_ih, w_hh, b_ih, b_hh;
 };
 
-Cell make_cell(uint64_t seed, int64_t batch = 3, int64_t in = 4, int64_t hidden = 5) {
-    return {random_tensor({batch, in}, seed),
+// An LSTM's operands from seeds seed to seed + 6: x of the given shape ([batch, in] for a cell,
+// [batch, steps, in] for a layer), h0, c0, w_ih, w_hh, b_ih, b_hh.
+std::vector<Tensor> lstm_operands(const Shape& x_shape, int64_t hidden, uint64_t seed) {
+    const int64_t batch = x_shape[0], in = x_shape[x_shape.size() - 1];
+    return {random_tensor(x_shape, seed),
             random_tensor({batch, hidden}, seed + 1),
             random_tensor({batch, hidden}, seed + 2),
             random_tensor({4 * hidden, in}, seed + 3, -0.5, 0.5),
             random_tensor({4 * hidden, hidden}, seed + 4, -0.5, 0.5),
             random_tensor({4 * hidden}, seed + 5),
             random_tensor({4 * hidden}, seed + 6)};
+}
+
+Cell make_cell(uint64_t seed, int64_t batch = 3, int64_t in = 4, int64_t hidden = 5) {
+    const std::vector<Tensor> t = lstm_operands({batch, in}, hidden, seed);
+    return {t[0], t[1], t[2], t[3], t[4], t[5], t[6]};
 }
 
 std::vector<Tensor> inputs_of(const Cell& c) { return {c.x, c.h, c.c, c.w_ih, c.w_hh, c.b_ih, c.b_hh}; }
@@ -137,15 +145,7 @@ TEST_CASE("lstm_sequence equals a loop of LSTM cells, padding and reverse includ
     const std::vector<int64_t> lengths = {5, 3, 1, 0};
     for (bool reverse : {false, true}) {
         INFO("reverse " << reverse);
-        auto make = [&] {
-            return std::vector<Tensor>{random_tensor({batch, steps, in}, 61),
-                                       random_tensor({batch, hidden}, 62),
-                                       random_tensor({batch, hidden}, 63),
-                                       random_tensor({4 * hidden, in}, 64, -0.5, 0.5),
-                                       random_tensor({4 * hidden, hidden}, 65, -0.5, 0.5),
-                                       random_tensor({4 * hidden}, 66),
-                                       random_tensor({4 * hidden}, 67)};
-        };
+        const auto make = [&] { return lstm_operands({batch, steps, in}, hidden, 61); };
         const std::vector<Tensor> a = make(), b = make();
         const LstmSequence fused =
             lstm_sequence(linear(a[0], a[3], add(a[5], a[6])), a[1], a[2], a[4], lengths, reverse);
@@ -181,15 +181,7 @@ TEST_CASE("lstm_sequence of a large batch, each thread's rows through every step
     } const sgemm_products;
     for (bool reverse : {false, true}) {
         INFO("reverse " << reverse);
-        const auto make = [&] {
-            return std::vector<Tensor>{random_tensor({batch, steps, in}, 81),
-                                       random_tensor({batch, hidden}, 82),
-                                       random_tensor({batch, hidden}, 83),
-                                       random_tensor({4 * hidden, in}, 84, -0.5, 0.5),
-                                       random_tensor({4 * hidden, hidden}, 85, -0.5, 0.5),
-                                       random_tensor({4 * hidden}, 86),
-                                       random_tensor({4 * hidden}, 87)};
-        };
+        const auto make = [&] { return lstm_operands({batch, steps, in}, hidden, 81); };
         const auto r = random_tensor({batch, steps, hidden}, 88, -1, 1, false);
         const auto rh = random_tensor({batch, hidden}, 89, -1, 1, false);
         const auto rc = random_tensor({batch, hidden}, 90, -1, 1, false);
