@@ -175,9 +175,19 @@ bool weight_panels_run() {
 #endif
 }
 
+namespace {
+
+// Whether WeightPanels for these extents, rows and products lay the weight out now; where not,
+// their products are gemm_weights'.
+bool panels_would_run(int64_t n, int64_t k, int64_t rows, int64_t products) {
+    return n > 0 && k > 0 && rows <= kMostRows && products >= kFewestProducts && weight_panels_run();
+}
+
+}  // namespace
+
 WeightPanels::WeightPanels(const float* weight, int64_t n, int64_t k, bool transposed, int64_t rows, int64_t products)
     : weight_(weight), n_(n), k_(k), transposed_(transposed) {
-    if (n <= 0 || k <= 0 || rows > kMostRows || products < kFewestProducts || !weight_panels_run()) return;
+    if (!panels_would_run(n, k, rows, products)) return;
     const int64_t count = (n + kPanel - 1) / kPanel;
     block_ = allocate_floats(count * k * kPanel);
     float* out = block_.data;
@@ -235,6 +245,12 @@ PassPanels::PassPanels(Tensor weight, int64_t n, int64_t k, bool transposed, int
     : weight_(std::move(weight)), n_(n), k_(k), rows_(rows), products_(products), transposed_(transposed) {}
 
 void PassPanels::multiply(int64_t m, const float* a, float* c, bool accumulate) {
+    // Panels that would not lay the weight out have nothing to keep across the pass: no lock, no
+    // object, whichever thread calls (a pool's thread sees no pass under way).
+    if (!panels_would_run(n_, k_, rows_, products_)) {
+        gemm_weights(false, transposed_, m, n_, k_, a, weight_.data(), c, accumulate);
+        return;
+    }
     const uint64_t pass = backward_pass_number();
     std::shared_ptr<const WeightPanels> panels;
     {
