@@ -317,21 +317,27 @@ SEQGRAD_TARGET_AVX2 void transpose_tile8(const float* src, int64_t lds, float* d
 // A pair's keys [tk, head_size] (rows `width` apart) as kt [head_size, tk]: the scores q k^T are
 // then a product of two untransposed matrices, which small_product.h computes in place (and
 // OpenBLAS's AVX-512 kernels too, at such small shapes, where for q k^T they copy both operands
-// into panels at every call). Backward lays out the values so, for d context v^T.
+// into panels at every call). Backward lays out the values so, for d context v^T. Above the
+// portable level, in tiles of 8 keys by 8 of their values; where either side is no multiple of 8
+// (12 keys, say), its last tile ends at its end and overlaps the one before, rewriting the same
+// values, rather than leaving a tail to a scalar loop (at 12 keys, 8% of the forward pass).
 template <IsaLevel L>
 void transpose_keys(const float* k, int64_t tk, int64_t head_size, int64_t width, float* kt) {
-    int64_t j0 = 0;
 #if SEQGRAD_HAVE_ISA_LEVELS
     if constexpr (L != IsaLevel::portable) {
-        for (; j0 + 8 <= tk; j0 += 8) {
-            int64_t d0 = 0;
-            for (; d0 + 8 <= head_size; d0 += 8) transpose_tile8(k + j0 * width + d0, width, kt + d0 * tk + j0, tk);
-            for (int64_t d = d0; d < head_size; ++d)
-                for (int64_t j = j0; j < j0 + 8; ++j) kt[d * tk + j] = k[j * width + d];
+        if (tk >= 8 && head_size >= 8) {
+            for (int64_t j = 0; j < tk; j += 8) {
+                const int64_t j0 = std::min(j, tk - 8);
+                for (int64_t d = 0; d < head_size; d += 8) {
+                    const int64_t d0 = std::min(d, head_size - 8);
+                    transpose_tile8(k + j0 * width + d0, width, kt + d0 * tk + j0, tk);
+                }
+            }
+            return;
         }
     }
 #endif
-    for (int64_t j = j0; j < tk; ++j)
+    for (int64_t j = 0; j < tk; ++j)
         for (int64_t d = 0; d < head_size; ++d) kt[d * tk + j] = k[j * width + d];
 }
 
