@@ -7,6 +7,7 @@
 #include "kernels.h"
 #include "seqgrad/core/autograd.h"
 #include "seqgrad/core/ops.h"
+#include "seqgrad/core/precision.h"
 
 namespace seqgrad {
 namespace {
@@ -98,7 +99,8 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool ta, bool tb) {
     // Many small products (attention's heads): one thread per group of them, each sgemm serial, or
     // tiny_product's loops.
     const int64_t batches = static_cast<int64_t>(offsets_a.size());
-    const bool tiny = m * n * k <= kTinyProduct;
+    // (In bf16 mode every product rounds its operands first: gemm's.)
+    const bool tiny = m * n * k <= kTinyProduct && matmul_precision() == Precision::float32;
     detail::parallel_for(batches, std::max<int64_t>(1, (1 << 17) / std::max<int64_t>(m * n * k, 1)),
                          [&](int64_t begin, int64_t end) {
         const auto operand_a = [&](int64_t i) { return a.data() + offsets_a[static_cast<size_t>(i)] * m * k; };
