@@ -30,12 +30,13 @@ DecoderWithAttention::DecoderWithAttention(int64_t vocab_size, int64_t hidden_si
 
 AttnDecoderOutput DecoderWithAttention::forward(const IntTensor& tokens, const AttnSeq2SeqState& state,
                                                 const PreparedDecoder* prepared) const {
-    const int64_t batch = tokens.size(0), len = tokens.size(1), h = rnn->hidden_size;
+    const int64_t batch = tokens.size(0), len = tokens.size(1);
     const int64_t layers = rnn->num_layers, src_len = state.encoder_outputs.size(1);
     // Every step's embedding in one lookup: [B, T, h] -> T of [B, 1, h].
     const std::vector<Tensor> embedded =
         split(embedding->forward(tokens), std::vector<int64_t>(static_cast<size_t>(len), 1), 1);
-    Tensor hidden = state.hidden, cell = state.cell;
+    // The state apart by layer between the steps, stacked again [layers, B, h] after the last.
+    nn::LSTMLayerStates states = rnn->layer_states(state.hidden, state.cell, batch);
     std::vector<Tensor> outputs, weights;
     // The LSTM's weights laid out once for the products of every step (sgemm would copy them at
     // each), and its biases added once.
@@ -44,16 +45,17 @@ AttnDecoderOutput DecoderWithAttention::forward(const IntTensor& tokens, const A
     for (int64_t t = 0; t < len; ++t) {
         // The query is the previous state's top layer, hidden[-1] (the bridged encoder
         // state at t = 0).
-        const Tensor query = reshape(slice(hidden, 0, layers - 1, layers), {batch, h});
+        const Tensor query = states.h[static_cast<size_t>(layers - 1)];                         // [B, h]
         const Tensor a = attention->weights(query, state.encoder_keys, state.src_mask);         // [B, S]
         const Tensor context = matmul(reshape(a, {batch, 1, src_len}), state.encoder_outputs);  // [B, 1, h]
-        const nn::LSTMOutput out =
-            rnn->forward(concat({embedded[static_cast<size_t>(t)], context}, 2), hidden, cell, laid_out);
-        hidden = out.h_n;
-        cell = out.c_n;
+        nn::LSTMLayerOutput out =
+            rnn->forward(concat({embedded[static_cast<size_t>(t)], context}, 2), states, laid_out);
+        states = std::move(out.state);
         outputs.push_back(out.output);  // [B, 1, h]
         weights.push_back(a);
     }
+    Tensor hidden, cell;
+    nn::LSTM::stack_states(states, hidden, cell);
     // fc once over all steps: one [B * T, h] by [h, vocab] product instead of T small ones.
     const Tensor all = concat(outputs, 1);
     return {output_layer(*fc, all, prepared), hidden, cell, stack(weights, 1)};

@@ -67,7 +67,12 @@ LSTMOutput LSTM::forward(const Tensor& input, const std::vector<int64_t>& length
     return run(input, lengths, h0, c0, nullptr);
 }
 
-LSTMOutput LSTM::forward(const Tensor& input, const Tensor& h0, const Tensor& c0, const Prepared& prepared) const {
+void LSTM::check_input(const Tensor& input) const {
+    check(input.defined() && input.dim() == 3 && input.size(2) == input_size && input.size(1) > 0, "LSTM",
+          "input must be [batch, len >= 1, ", input_size, "], got ", input.defined() ? input.shape() : Shape{});
+}
+
+void LSTM::check_prepared(const Prepared& prepared) const {
     const size_t count = weights_.size();
     check(prepared.w_ih.size() == count && prepared.w_hh.size() == count && prepared.bias.size() == count, "LSTM",
           "the prepared weights are for ", prepared.w_ih.size(), " layers and directions; this LSTM has ", count);
@@ -75,27 +80,72 @@ LSTMOutput LSTM::forward(const Tensor& input, const Tensor& h0, const Tensor& c0
         check(prepared.w_ih[k].tensor().impl() == weights_[k].w_ih.impl() &&
                   prepared.w_hh[k].tensor().impl() == weights_[k].w_hh.impl(),
               "LSTM", "the prepared weights are another LSTM's: make them with this one's prepare()");
+}
+
+LSTMOutput LSTM::forward(const Tensor& input, const Tensor& h0, const Tensor& c0, const Prepared& prepared) const {
+    check_prepared(prepared);
     return run(input, {}, h0, c0, &prepared);
 }
 
-LSTMOutput LSTM::run(const Tensor& input, const std::vector<int64_t>& lengths, const Tensor& h0, const Tensor& c0,
-                     const Prepared* prepared) const {
-    check(input.defined() && input.dim() == 3 && input.size(2) == input_size && input.size(1) > 0, "LSTM",
-          "input must be [batch, len >= 1, ", input_size, "], got ", input.defined() ? input.shape() : Shape{});
-    const int64_t batch = input.size(0), len = input.size(1);
-    const int64_t directions = bidirectional ? 2 : 1;
-    const Shape state_shape{num_layers * directions, batch, hidden_size};
+LSTMLayerOutput LSTM::forward(const Tensor& input, const LSTMLayerStates& state, const Prepared& prepared) const {
+    check_prepared(prepared);
+    LSTMLayerOutput out = run_layers(input, {}, state, &prepared);
+    trace(*this, out.output);
+    if (tracing()) {  // the stacked state, as the other forwards report it
+        Tensor h_n, c_n;
+        stack_states(out.state, h_n, c_n);
+        trace(*this, "h_n", h_n);
+        trace(*this, "c_n", c_n);
+    }
+    return out;
+}
+
+LSTMLayerStates LSTM::layer_states(const Tensor& h0, const Tensor& c0, int64_t batch) const {
+    const int64_t count = num_layers * (bidirectional ? 2 : 1);
+    const Shape state_shape{count, batch, hidden_size};
     check(h0.defined() == c0.defined(), "LSTM", "give both h0 and c0 or neither");
     check(!h0.defined() || (h0.shape() == state_shape && c0.shape() == state_shape), "LSTM", "h0 ",
           h0.defined() ? h0.shape() : Shape{}, " and c0 ", c0.defined() ? c0.shape() : Shape{}, " must be ",
           state_shape);
+    return {unstack_state(h0, count, batch, hidden_size), unstack_state(c0, count, batch, hidden_size)};
+}
+
+void LSTM::stack_states(const LSTMLayerStates& state, Tensor& h_n, Tensor& c_n) {
+    h_n = stack(state.h, 0);
+    c_n = stack(state.c, 0);
+}
+
+LSTMOutput LSTM::run(const Tensor& input, const std::vector<int64_t>& lengths, const Tensor& h0, const Tensor& c0,
+                     const Prepared* prepared) const {
+    check_input(input);
+    const LSTMLayerOutput layers = run_layers(input, lengths, layer_states(h0, c0, input.size(0)), prepared);
+    LSTMOutput out{layers.output, Tensor(), Tensor()};
+    stack_states(layers.state, out.h_n, out.c_n);
+    trace(*this, out.output);
+    trace(*this, "h_n", out.h_n);
+    trace(*this, "c_n", out.c_n);
+    return out;
+}
+
+LSTMLayerOutput LSTM::run_layers(const Tensor& input, const std::vector<int64_t>& lengths, const LSTMLayerStates& state,
+                                 const Prepared* prepared) const {
+    check_input(input);
+    const int64_t batch = input.size(0), len = input.size(1);
+    const int64_t directions = bidirectional ? 2 : 1;
+    const size_t count = static_cast<size_t>(num_layers * directions);
+    check(state.h.size() == count && state.c.size() == count, "LSTM", "the state holds ", state.h.size(), " h and ",
+          state.c.size(), " c for ", count, " layers and directions");
+    for (size_t k = 0; k < count; ++k)
+        check(state.h[k].defined() && state.c[k].defined() && state.h[k].shape() == Shape{batch, hidden_size} &&
+                  state.c[k].shape() == state.h[k].shape(),
+              "LSTM", "the state of layer and direction ", k, " must be h and c [", batch, ", ", hidden_size, "]");
     check(lengths.empty() || static_cast<int64_t>(lengths.size()) == batch, "LSTM", lengths.size(),
           " lengths for a batch of ", batch);
     for (int64_t length : lengths)
         check(length >= 0 && length <= len, "LSTM", "length ", length, " outside [0, ", len, "]");
 
-    const std::vector<Tensor> h_init = unstack_state(h0, num_layers * directions, batch, hidden_size);
-    const std::vector<Tensor> c_init = unstack_state(c0, num_layers * directions, batch, hidden_size);
+    const std::vector<Tensor>& h_init = state.h;
+    const std::vector<Tensor>& c_init = state.c;
     std::vector<Tensor> h_n, c_n;
     Tensor layer_input = input;  // [B, T, in]
     for (int64_t layer = 0; layer < num_layers; ++layer) {
@@ -119,11 +169,7 @@ LSTMOutput LSTM::run(const Tensor& input, const std::vector<int64_t>& lengths, c
         }
         layer_input = directions == 1 ? direction_outputs[0] : concat(direction_outputs, 2);
     }
-    LSTMOutput out{layer_input, stack(h_n, 0), stack(c_n, 0)};
-    trace(*this, out.output);
-    trace(*this, "h_n", out.h_n);
-    trace(*this, "c_n", out.c_n);
-    return out;
+    return {layer_input, {h_n, c_n}};
 }
 
 }  // namespace seqgrad::nn

@@ -143,6 +143,82 @@ TEST_CASE("LSTM refuses inputs, lengths and states that do not fit", "[nn][lstm]
                       Contains("must be [1, 2, 2]"));
 }
 
+TEST_CASE("an LSTM stepped with its state apart by layer gives the stacked state's outputs and gradients",
+          "[nn][lstm]") {
+    // A decoder's loop: three calls of one step each, the state handed from call to call, once as
+    // [L * D, B, h] tensors and once as LSTMLayerStates; every result and gradient must agree.
+    for (const bool bidirectional : {false, true}) {
+        INFO("bidirectional " << bidirectional);
+        Generator gen(40);
+        LSTM lstm(3, 4, 2, bidirectional, gen);
+        const int64_t batch = 3, steps = 3, count = bidirectional ? 4 : 2;
+        std::vector<Tensor> xs;
+        for (int64_t t = 0; t < steps; ++t) xs.push_back(random_tensor({batch, 1, 3}, 41 + static_cast<uint64_t>(t)));
+        const Tensor h0 = random_tensor({count, batch, 4}, 45), c0 = random_tensor({count, batch, 4}, 46);
+        const Tensor weights = random_tensor({batch, steps, count * 4}, 47, -1, 1, false);
+        std::vector<Tensor> leaves = xs;
+        leaves.push_back(h0);
+        leaves.push_back(c0);
+        for (const Tensor& p : lstm.parameters()) leaves.push_back(p);
+
+        // Outputs, h_n and c_n of both ways, then the gradients of one weighted sum of them.
+        struct Run {
+            Tensor output, h_n, c_n;
+            std::vector<Tensor> grads;
+        };
+        const auto finish = [&](Run& run, const std::vector<Tensor>& outputs) {
+            run.output = concat(outputs, 1);
+            const Tensor loss = add(sum(mul(concat({run.output, run.output}, 2), weights)),
+                                    add(sum(mul(run.h_n, run.h_n)), sum(run.c_n)));
+            for (Tensor leaf : leaves) leaf.zero_grad();
+            loss.backward();
+            for (const Tensor& leaf : leaves)
+                run.grads.push_back(leaf.grad().defined() ? leaf.grad().clone() : Tensor());
+        };
+        Run stacked, apart;
+        {
+            const LSTM::Prepared prepared = lstm.prepare(batch, steps);  // its biases' sums: one graph
+            Tensor h = h0, c = c0;
+            std::vector<Tensor> outputs;
+            for (const Tensor& x : xs) {
+                const LSTMOutput out = lstm.forward(x, h, c, prepared);
+                h = out.h_n;
+                c = out.c_n;
+                outputs.push_back(out.output);
+            }
+            stacked.h_n = h;
+            stacked.c_n = c;
+            finish(stacked, outputs);
+        }
+        const LSTM::Prepared prepared = lstm.prepare(batch, steps);
+        {
+            LSTMLayerStates states = lstm.layer_states(h0, c0, batch);
+            std::vector<Tensor> outputs;
+            for (const Tensor& x : xs) {
+                LSTMLayerOutput out = lstm.forward(x, states, prepared);
+                states = std::move(out.state);
+                outputs.push_back(out.output);
+            }
+            LSTM::stack_states(states, apart.h_n, apart.c_n);
+            finish(apart, outputs);
+        }
+        require_close(apart.output, stacked.output, "output", 1e-6f, 1e-6f);
+        require_close(apart.h_n, stacked.h_n, "h_n", 1e-6f, 1e-6f);
+        require_close(apart.c_n, stacked.c_n, "c_n", 1e-6f, 1e-6f);
+        REQUIRE(apart.grads.size() == stacked.grads.size());
+        for (size_t i = 0; i < leaves.size(); ++i) {
+            REQUIRE(stacked.grads[i].defined());
+            require_close(apart.grads[i], stacked.grads[i], "the gradient of leaf " + std::to_string(i), 1e-6f, 1e-6f);
+        }
+        // States that do not fit this LSTM are refused.
+        const LSTMLayerStates one{{Tensor::zeros({batch, 4})}, {Tensor::zeros({batch, 4})}};
+        CHECK_THROWS_WITH(lstm.forward(xs[0], one, prepared), Contains("the state holds 1 h and 1 c"));
+        LSTMLayerStates wrong = lstm.layer_states(Tensor(), Tensor(), batch);
+        wrong.c.back() = Tensor::zeros({batch, 5});
+        CHECK_THROWS_WITH(lstm.forward(xs[0], wrong, prepared), Contains("must be h and c [3, 4]"));
+    }
+}
+
 TEST_CASE("LSTM matches PyTorch's packed nn.LSTM on the committed fixtures", "[nn][lstm][parity]") {
     for (const char* name : {"lstm_unidirectional_1layer.safetensors", "lstm_bidirectional_2layer.safetensors"}) {
         INFO(name);

@@ -17,6 +17,16 @@ struct LSTMOutput {
     Tensor c_n;     // the same
 };
 
+// An LSTM's state kept apart by layer and direction: L * D tensors [B, hidden] each, index
+// layer * D + direction, what h_n and c_n stack.
+struct LSTMLayerStates {
+    std::vector<Tensor> h, c;
+};
+struct LSTMLayerOutput {
+    Tensor output;  // as LSTMOutput's
+    LSTMLayerStates state;
+};
+
 // Parameters per layer k (and the same with the suffix "_reverse" when bidirectional), gates in
 // the order i, f, g, o, all initialised uniform(-1/sqrt(hidden), 1/sqrt(hidden)) as PyTorch:
 //   weight_ih_l{k} [4h, in_k]   (in_0 = input_size, in_k = D * hidden above)
@@ -45,6 +55,13 @@ public:
     Prepared prepare(int64_t batch, int64_t calls) const;
     // forward() through those: the same results within float32 rounding.
     LSTMOutput forward(const Tensor& input, const Tensor& h0, const Tensor& c0, const Prepared& prepared) const;
+    // The same with the state apart by layer, in and out: a decoder that calls once a step keeps
+    // it so between the steps, rather than stacking it into [L * D, B, hidden] after each step and
+    // splitting it again before the next (four copies a step, and four more backwards).
+    LSTMLayerOutput forward(const Tensor& input, const LSTMLayerStates& state, const Prepared& prepared) const;
+    // [L * D, B, hidden] h0 and c0 apart by layer and direction (zeros where undefined), and back.
+    LSTMLayerStates layer_states(const Tensor& h0, const Tensor& c0, int64_t batch) const;
+    static void stack_states(const LSTMLayerStates& state, Tensor& h_n, Tensor& c_n);
 
     int64_t input_size, hidden_size, num_layers;
     bool bidirectional;
@@ -52,6 +69,10 @@ public:
 private:
     LSTMOutput run(const Tensor& input, const std::vector<int64_t>& lengths, const Tensor& h0, const Tensor& c0,
                    const Prepared* prepared) const;
+    LSTMLayerOutput run_layers(const Tensor& input, const std::vector<int64_t>& lengths, const LSTMLayerStates& state,
+                               const Prepared* prepared) const;
+    void check_input(const Tensor& input) const;
+    void check_prepared(const Prepared& prepared) const;
 
     struct Weights {
         Tensor w_ih, w_hh, b_ih, b_hh;
