@@ -164,9 +164,10 @@ std::vector<Tensor> record(const char* name, std::vector<Tensor> outputs, std::v
     // The edges keep what the walk and the gradients' checks read (the producer, the shape), not
     // an intermediate tensor's data: that stays alive only while a backward function holds it, so
     // a tensor no backward needs (an activation's input, when its backward reads the output) goes
-    // when its last user handle does. Leaves stay themselves: their gradients accumulate there.
+    // when its last user handle does. Leaves that need a gradient stay themselves: it accumulates
+    // there. A leaf that needs none (a mask, a constant) becomes an edge as well, which gets none.
     for (Tensor& input : inputs) {
-        if (!input.defined() || !input.impl()->grad_fn) continue;
+        if (!input.defined() || (!input.impl()->grad_fn && input.impl()->requires_grad)) continue;
         auto edge = std::make_shared<TensorImpl>();
         edge->shape = input.shape();
         edge->requires_grad = input.impl()->requires_grad;

@@ -190,19 +190,25 @@ TEST_CASE("elementwise operations hold only what their derivatives read", "[ops]
     struct Case {
         const char* name;
         std::function<Tensor(const Tensor&, const Tensor&)> op;
-        int64_t held;  // blocks of 64 KB in use once only the result's handle is left
+        int64_t held;           // blocks of 64 KB in use once only the result's handle is left
+        bool constant = false;  // b a tensor that needs no gradient (a mask, a scale)
     };
     const std::vector<Case> cases = {
         {"add", [](const Tensor& a, const Tensor& b) { return a + b; }, 1},
         {"sub", [](const Tensor& a, const Tensor& b) { return a - b; }, 1},
         {"mul", [](const Tensor& a, const Tensor& b) { return a * b; }, 3},
+        {"mul by a constant", [](const Tensor& a, const Tensor& b) { return a * b; }, 2, true},
+        {"a constant times", [](const Tensor& a, const Tensor& b) { return b * a; }, 2, true},
+        {"div", [](const Tensor& a, const Tensor& b) { return div(a, b); }, 2},
+        {"div by a constant", [](const Tensor& a, const Tensor& b) { return div(a, b); }, 2, true},
+        {"a constant over", [](const Tensor& a, const Tensor& b) { return div(b, a); }, 2, true},
         {"mul_scalar", [](const Tensor& a, const Tensor&) { return a * 3.0f; }, 1},
         {"add_scalar", [](const Tensor& a, const Tensor&) { return a + 3.0f; }, 1},
         {"neg", [](const Tensor& a, const Tensor&) { return -a; }, 1},
         {"tanh", [](const Tensor& a, const Tensor&) { return tanh(a); }, 1},
         {"sigmoid", [](const Tensor& a, const Tensor&) { return sigmoid(a); }, 1},
         {"exp", [](const Tensor& a, const Tensor&) { return exp(a); }, 1},
-        {"relu", [](const Tensor& a, const Tensor&) { return relu(a); }, 2},
+        {"relu", [](const Tensor& a, const Tensor&) { return relu(a); }, 1},
     };
     for (const Case& c : cases) {
         INFO(c.name);
@@ -210,7 +216,9 @@ TEST_CASE("elementwise operations hold only what their derivatives read", "[ops]
         const int64_t before = allocator_stats().bytes_in_use;
         Tensor y;
         {
-            const Tensor a = linear(x, w, Tensor()), b = linear(x, w, Tensor());
+            Generator gen(62);
+            const Tensor a = linear(x, w, Tensor());
+            const Tensor b = c.constant ? Tensor::uniform({64, 256}, 1, 2, gen) : linear(x, w, Tensor());
             y = c.op(a, b);
         }
         CHECK(allocator_stats().bytes_in_use - before == c.held * one);

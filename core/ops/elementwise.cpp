@@ -34,16 +34,22 @@ namespace {
 enum Keep : unsigned { kKeepNone = 0, kKeepA = 1, kKeepB = 2, kKeepOut = 4 };
 constexpr unsigned kKeepX = kKeepA;  // a unary operation's operand
 
-template <unsigned kKeep, typename Forward, typename Backward>
+// A binary operation whose gradient for a reads the tensors kForA names, and for b those kForB
+// names: only the gradients that will be asked for decide what is kept (a product by a constant
+// keeps the constant, not the other operand). The backward function is told which gradients to
+// give: backward(g, kept_a, kept_b, kept_out, a_grad, b_grad).
+template <unsigned kForA, unsigned kForB, typename Forward, typename Backward>
 Tensor binary(const char* name, const Tensor& a, const Tensor& b, Forward forward, Backward backward) {
     check(a.defined() && b.defined(), name, "an operand is undefined");
     const Shape out_shape = broadcast_shapes(a.shape(), b.shape(), name);
     Tensor out = broadcast_zip(a, b, out_shape, forward);
+    const bool a_grad = a.requires_grad(), b_grad = b.requires_grad();
+    const unsigned keep = (a_grad ? kForA : kKeepNone) | (b_grad ? kForB : kKeepNone);
     return record(name, out, {a, b},
-                  [kept_a = kKeep & kKeepA ? a : Tensor(), kept_b = kKeep & kKeepB ? b : Tensor(),
-                   kept_out = kKeep & kKeepOut ? out : Tensor(), a_shape = a.shape(), b_shape = b.shape(),
-                   a_grad = a.requires_grad(), b_grad = b.requires_grad(), backward](const Tensor& g) {
-        auto [ga, gb] = backward(g, kept_a, kept_b, kept_out);
+                  [kept_a = keep & kKeepA ? a : Tensor(), kept_b = keep & kKeepB ? b : Tensor(),
+                   kept_out = keep & kKeepOut ? out : Tensor(), a_shape = a.shape(), b_shape = b.shape(), a_grad,
+                   b_grad, backward](const Tensor& g) {
+        auto [ga, gb] = backward(g, kept_a, kept_b, kept_out, a_grad, b_grad);
         return std::vector<Tensor>{a_grad ? sum_to(ga, a_shape) : Tensor(), b_grad ? sum_to(gb, b_shape) : Tensor()};
     });
 }
@@ -62,31 +68,33 @@ using Pair = std::pair<Tensor, Tensor>;
 }  // namespace
 
 Tensor add(const Tensor& a, const Tensor& b) {
-    return binary<kKeepNone>("add", a, b, std::plus<float>(),
-                             [](const Tensor& g, const Tensor&, const Tensor&, const Tensor&) {
+    return binary<kKeepNone, kKeepNone>("add", a, b, std::plus<float>(),
+                                        [](const Tensor& g, const Tensor&, const Tensor&, const Tensor&, bool, bool) {
         return Pair{g, g};
     });
 }
 
 Tensor sub(const Tensor& a, const Tensor& b) {
-    return binary<kKeepNone>("sub", a, b, std::minus<float>(),
-                             [](const Tensor& g, const Tensor&, const Tensor&, const Tensor&) {
+    return binary<kKeepNone, kKeepNone>("sub", a, b, std::minus<float>(),
+                                        [](const Tensor& g, const Tensor&, const Tensor&, const Tensor&, bool, bool) {
         return Pair{g, map(g, [](float v) { return -v; })};
     });
 }
 
 Tensor mul(const Tensor& a, const Tensor& b) {
-    return binary<kKeepA | kKeepB>("mul", a, b, std::multiplies<float>(),
-                                   [](const Tensor& g, const Tensor& a, const Tensor& b, const Tensor&) {
-        return Pair{a.requires_grad() ? mul(g, b) : Tensor(), b.requires_grad() ? mul(g, a) : Tensor()};
+    return binary<kKeepB, kKeepA>("mul", a, b, std::multiplies<float>(),
+                                  [](const Tensor& g, const Tensor& a, const Tensor& b, const Tensor&, bool a_grad,
+                                     bool b_grad) {
+        return Pair{a_grad ? mul(g, b) : Tensor(), b_grad ? mul(g, a) : Tensor()};
     });
 }
 
 Tensor div(const Tensor& a, const Tensor& b) {
-    return binary<kKeepA | kKeepB | kKeepOut>("div", a, b, std::divides<float>(),
-                                              [](const Tensor& g, const Tensor& a, const Tensor& b, const Tensor& out) {
+    return binary<kKeepB, kKeepB | kKeepOut>("div", a, b, std::divides<float>(),
+                                             [](const Tensor& g, const Tensor&, const Tensor& b, const Tensor& out,
+                                                bool a_grad, bool b_grad) {
         // d(a/b)/db = -a/b^2 = -out/b
-        return Pair{a.requires_grad() ? div(g, b) : Tensor(), b.requires_grad() ? neg(div(mul(g, out), b)) : Tensor()};
+        return Pair{a_grad ? div(g, b) : Tensor(), b_grad ? neg(div(mul(g, out), b)) : Tensor()};
     });
 }
 
@@ -152,10 +160,12 @@ Tensor sigmoid(const Tensor& x) {
 }
 
 Tensor relu(const Tensor& x) {
-    return unary<kKeepX>(
+    // The output is above zero exactly where x is (NaN gives 0), so backward reads the output, which
+    // the next layer holds anyway, and x may go after the forward pass.
+    return unary<kKeepOut>(
         "relu", x, [](float v) { return v > 0 ? v : 0.0f; },
-        [](const Tensor& g, const Tensor& x, const Tensor&) {
-        return zip(g, x, [](float gv, float xv) { return xv > 0 ? gv : 0.0f; });
+        [](const Tensor& g, const Tensor&, const Tensor& y) {
+        return zip(g, y, [](float gv, float yv) { return yv > 0 ? gv : 0.0f; });
         });
 }
 
