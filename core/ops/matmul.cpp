@@ -100,7 +100,8 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool ta, bool tb) {
     // tiny_product's loops.
     const int64_t batches = static_cast<int64_t>(offsets_a.size());
     // (In bf16 mode every product rounds its operands first: gemm's.)
-    const bool tiny = m * n * k <= kTinyProduct && matmul_precision() == Precision::float32;
+    const bool tiny = static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) <= kTinyProduct &&
+                      matmul_precision() == Precision::float32;
     detail::parallel_for(batches, std::max<int64_t>(1, (1 << 17) / std::max<int64_t>(m * n * k, 1)),
                          [&](int64_t begin, int64_t end) {
         const auto operand_a = [&](int64_t i) { return a.data() + offsets_a[static_cast<size_t>(i)] * m * k; };
