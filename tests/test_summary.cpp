@@ -281,8 +281,10 @@ TEST_CASE("tracing is off by default and changes no result when on", "[summary]"
     REQUIRE(traced.shape() == untraced.shape());
     // Traced, attention runs as its composition of primitives (its scores and weights are reported),
     // whose products round in another order than the fused operation's: equal within float32's
-    // rounding, not bit for bit.
-    CHECK(testing::max_abs_diff(traced, untraced) < 1e-6f);
+    // rounding, not bit for bit. (Logits of up to 2.4 here; 1.2e-6 apart, five units in the last
+    // place, in the sanitizers' -O2 build, where matmul's loops for the per-head products sum in
+    // another order than at -O3.)
+    CHECK(testing::max_abs_diff(traced, untraced) < 1e-5f);
     CHECK(counter.reports == while_installed);
 }
 
