@@ -117,6 +117,7 @@ void set_float32_products(const std::string& which) {
 
 namespace detail {
 bool float32_products_on_onednn() { return float32_choice_now() == kOnednn; }
+bool weight_products_on_sgemm() { return !float32_products_on_onednn() && matmul_precision() == Precision::float32; }
 int64_t onednn_float32_blocks_run() { return onednn_float32_blocks.load(std::memory_order_relaxed); }
 }  // namespace detail
 

@@ -44,6 +44,10 @@ void round_to_bf16(const float* x, int64_t n, uint16_t* out);
 void gemm_block_onednn(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
                        int64_t ldb, float* c, int64_t ldc, bool accumulate);
 bool float32_products_on_onednn();
+// Whether products of weights run on sgemm in float32 (neither on oneDNN's matmul nor in bf16):
+// the products WeightPanels can stand in for, and the ones a pool's thread may call (oneDNN's and
+// bf16's throw their errors on the calling thread, which on a worker would end the program).
+bool weight_products_on_sgemm();
 // How many blocks gemm_block_onednn has run in this process (tests check the dispatch with it).
 int64_t onednn_float32_blocks_run();
 void gemm_block_bf16(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const uint16_t* a, int64_t lda,

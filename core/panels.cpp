@@ -15,7 +15,6 @@
 #include "seqgrad/core/error.h"
 #include "seqgrad/core/isa_dispatch.h"
 #include "seqgrad/core/ops.h"
-#include "seqgrad/core/precision.h"
 
 #if SEQGRAD_HAVE_ISA_LEVELS
 #include <immintrin.h>
@@ -169,7 +168,7 @@ SEQGRAD_TARGET_AVX2 void panels_avx2(const float* panels, int64_t p0, int64_t p1
 
 bool weight_panels_run() {
 #if SEQGRAD_HAVE_ISA_LEVELS
-    return isa_level() >= IsaLevel::avx2 && matmul_precision() == Precision::float32 && !float32_products_on_onednn();
+    return isa_level() >= IsaLevel::avx2 && weight_products_on_sgemm();
 #else
     return false;
 #endif

@@ -15,7 +15,6 @@
 #include "kernels.h"
 #include "seqgrad/core/autograd.h"
 #include "seqgrad/core/ops.h"
-#include "seqgrad/core/precision.h"
 #include "vector_math.h"
 
 namespace seqgrad {
@@ -72,12 +71,9 @@ void gates_backward(const float* __restrict acts, const float* __restrict c_prev
 // avx512 level) ran that step 4% slower split so, and keep the split by columns, as the panels
 // do (each thread keeping its own half of the weight).
 constexpr int64_t kRowsAlone = 32;
-// Whether products of weights run on sgemm in float32, so that a pool's thread may call them:
-// oneDNN's and bf16's throw their errors on the calling thread, which on a worker would end the
-// program.
-bool products_on_sgemm() { return !detail::float32_products_on_onednn() && matmul_precision() == Precision::float32; }
+// A pool's thread calls the products only where they run on sgemm (weight_products_on_sgemm).
 bool by_rows(int64_t batch, const detail::WeightPanels& panels) {
-    return !panels.active() && products_on_sgemm() && batch >= 2 * kRowsAlone;
+    return !panels.active() && detail::weight_products_on_sgemm() && batch >= 2 * kRowsAlone;
 }
 
 }  // namespace
@@ -324,7 +320,7 @@ LstmSequence lstm_sequence(const Tensor& input_gates, const Tensor& h0, const Te
             backward_panels->multiply(end - begin, d_steps.data() + (s * batch + begin) * g4, pdh + begin * hidden,
                                       true);
         };
-        if (rows_alone && products_on_sgemm()) {  // as the forward, unless the products moved since
+        if (rows_alone && detail::weight_products_on_sgemm()) {  // as the forward, unless the products moved since
             detail::parallel_for(batch, kRowsAlone, [&](int64_t begin, int64_t end) {
                 for (int64_t s = steps - 1; s >= 0; --s) {
                     step_rows(s, begin, end);

@@ -27,9 +27,10 @@ enum class UnusedGradients { zeros, undefined };
 
 struct Node {
     const char* name = "";  // the operation, for error messages
-    // The edges of the graph: leaves as themselves; an operation's output as a handle with its
-    // producer and shape but no data, so that the graph alone keeps no activation alive (only the
-    // backward functions that hold one do).
+    // The edges of the graph: leaves that need a gradient as themselves; an operation's output, or
+    // a leaf that needs none, as a handle with its producer and shape but no data, so that the
+    // graph alone keeps no activation or constant alive (only the backward functions that hold one
+    // do).
     std::vector<Tensor> inputs;
     std::vector<Shape> output_shapes;
     BackwardFn backward;
