@@ -210,6 +210,71 @@ TEST_CASE("lstm_sequence of a large batch, each thread's rows through every step
     }
 }
 
+TEST_CASE("the LSTM's gates saturate at infinite pre-activations and pass NaN on, at every kernel level",
+          "[ops][lstm][cpu]") {
+    // Hidden 11: a vector of eight and a tail. Row 0's pre-activations are i = f = g = o = +inf,
+    // row 1's all -inf, row 2's finite but for one NaN in unit 4's input gate, row 3's f, g and o
+    // finite and i = +inf (the sigmoid's saturation alone). h0 and W_hh are zero, so the products
+    // add nothing.
+    const int64_t batch = 4, hidden = 11;
+    const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+    std::vector<float> pre(static_cast<size_t>(batch * 4 * hidden));
+    for (int64_t j = 0; j < 4 * hidden; ++j) {
+        pre[static_cast<size_t>(j)] = inf;
+        pre[static_cast<size_t>(4 * hidden + j)] = -inf;
+        pre[static_cast<size_t>(8 * hidden + j)] = 0.3f - 0.05f * static_cast<float>(j % 13);
+        pre[static_cast<size_t>(12 * hidden + j)] = j < hidden ? inf : 0.1f * static_cast<float>(j % 7) - 0.3f;
+    }
+    pre[static_cast<size_t>(8 * hidden + 4)] = nan;
+    const Tensor c0 = random_tensor({batch, hidden}, 95, -2, 2, false);
+    const auto sigmoid_of = [](float v) { return 1 / (1 + std::exp(-v)); };
+    // Row b of (h, c), found in row `r` of h and c.
+    const auto check_row = [&](const Tensor& h, const Tensor& c, int64_t r, int64_t b) {
+        for (int64_t j = 0; j < hidden; ++j) {
+            INFO("row " << b << ", unit " << j);
+            const float hv = h.data()[r * hidden + j], cv = c.data()[r * hidden + j];
+            const float c_in = c0.data()[b * hidden + j];
+            const float* p = pre.data() + b * 4 * hidden;
+            if (b == 0) {  // i = f = g = o = 1
+                CHECK(cv == c_in + 1.0f);
+                CHECK(hv == Approx(std::tanh(c_in + 1.0f)).margin(1e-6));
+            } else if (b == 1) {  // i = f = o = 0, g = -1
+                CHECK(cv == 0.0f);
+                CHECK(hv == 0.0f);
+            } else if (b == 2 && j == 4) {
+                CHECK(std::isnan(cv));
+                CHECK(std::isnan(hv));
+            } else {
+                const float i = b == 3 ? 1.0f : sigmoid_of(p[j]);
+                const float c_ref = sigmoid_of(p[hidden + j]) * c_in + i * std::tanh(p[2 * hidden + j]);
+                CHECK(cv == Approx(c_ref).margin(1e-6));
+                CHECK(hv == Approx(sigmoid_of(p[3 * hidden + j]) * std::tanh(c_ref)).margin(1e-6));
+            }
+        }
+    };
+    const int top = static_cast<int>(max_isa_level());
+    for (int level = 0; level <= top; ++level) {
+        set_isa_level(static_cast<IsaLevel>(level));
+        INFO("level " << isa_level_name(isa_level()));
+        const LstmSequence seq = lstm_sequence(Tensor::from_vector(pre, {batch, 1, 4 * hidden}),
+                                               Tensor::zeros({batch, hidden}), c0, Tensor::zeros({4 * hidden, hidden}),
+                                               {}, false);
+        for (int64_t b = 0; b < batch; ++b) check_row(seq.h, seq.c, b, b);
+        // The cell, one row at a time: the pre-activations as its bias (a product would meet 0 x inf).
+        for (int64_t b = 0; b < batch; ++b) {
+            const std::vector<float> row(pre.begin() + b * 4 * hidden, pre.begin() + (b + 1) * 4 * hidden);
+            const Tensor c_row =
+                Tensor::from_vector(std::vector<float>(c0.data() + b * hidden, c0.data() + (b + 1) * hidden),
+                                    {1, hidden});
+            const LstmState cell = lstm_cell(Tensor::zeros({1, 1}), {Tensor::zeros({1, hidden}), c_row},
+                                             Tensor::zeros({4 * hidden, 1}), Tensor::zeros({4 * hidden, hidden}),
+                                             Tensor::from_vector(row, {4 * hidden}), Tensor());
+            check_row(cell.h, cell.c, 0, b);
+        }
+    }
+    set_isa_level(max_isa_level());
+}
+
 TEST_CASE("lstm_sequence passes gradcheck through its outputs and final state", "[ops][lstm][gradcheck]") {
     const int64_t batch = 3, steps = 4, hidden = 2;
     for (bool reverse : {false, true}) {
