@@ -23,12 +23,15 @@ void check_blas_size(int64_t n, const char* op);
 void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, const float* b, float* c, bool accumulate);
 
 // gemm for the products of a weight matrix (linear layers, the LSTM's gates): in float32 on
-// oneDNN's matmul instead of sgemm where float32_products() is "onednn" (precision.h). Plain
-// matmul stays on sgemm, whose sum for an element does not depend on the shape of the product
-// around it. (Attention's per-head products run in vector registers of their own above the
-// portable level: ops/small_product.h.)
+// oneDNN's matmul instead of sgemm where float32_products() is "onednn" (precision.h). On sgemm, a
+// weight's gradient A^T B summed over many more rows than C has on a side runs as one part of the
+// sum per thread, added together after (blas.cpp, sum_in_parts). Plain matmul stays on sgemm, whose
+// sum for an element does not depend on the shape of the product around it. (Attention's per-head
+// products run in vector registers of their own above the portable level: ops/small_product.h.)
 void gemm_weights(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, const float* b, float* c,
                   bool accumulate);
+// How many of gemm_weights' products have run so, in parts of their sum (tests check the dispatch).
+int64_t products_summed_in_parts();
 
 // The same on the calling thread alone, with row strides of its own (lda, ldb, ldc): a block of
 // larger matrices, such as one attention head's columns (ops/attention.cpp). Extents must be
