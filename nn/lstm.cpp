@@ -8,6 +8,7 @@
 #include <cmath>
 #include <string>
 
+#include "seqgrad/core/autograd.h"
 #include "seqgrad/core/ops.h"
 #include "seqgrad/nn/trace.h"
 
@@ -147,7 +148,12 @@ LSTMLayerOutput LSTM::run_layers(const Tensor& input, const std::vector<int64_t>
     const std::vector<Tensor>& h_init = state.h;
     const std::vector<Tensor>& c_init = state.c;
     std::vector<Tensor> h_n, c_n;
-    Tensor layer_input = input;  // [B, T, in]
+    // In training, over more than one step, the layers run time-major, [T, B, .]: lstm_sequence's
+    // backward then hands back the gates' gradient in the order its products read it, with no copy
+    // of it (4h a token) per layer and direction; the stack's input and output are turned once
+    // each (in and h or 2h a token). Without a backward pass there is nothing to save.
+    const bool time_major = len > 1 && grad_enabled();
+    Tensor layer_input = time_major ? transpose(input, 0, 1) : input;  // [T, B, in] or [B, 1, in]
     for (int64_t layer = 0; layer < num_layers; ++layer) {
         std::vector<Tensor> direction_outputs;
         for (int64_t direction = 0; direction < directions; ++direction) {
@@ -157,19 +163,19 @@ LSTMLayerOutput LSTM::run_layers(const Tensor& input, const std::vector<int64_t>
             const bool reverse = direction == 1;
             LstmSequence run;
             if (prepared != nullptr) {
-                const Tensor input_gates = linear(layer_input, prepared->w_ih[k], prepared->bias[k]);  // [B, T, 4h]
-                run = lstm_sequence(input_gates, h_init[k], c_init[k], prepared->w_hh[k], lengths, reverse);
+                const Tensor input_gates = linear(layer_input, prepared->w_ih[k], prepared->bias[k]);  // [., ., 4h]
+                run = lstm_sequence(input_gates, h_init[k], c_init[k], prepared->w_hh[k], lengths, reverse, time_major);
             } else {
                 const Tensor input_gates = linear(layer_input, w.w_ih, add(w.b_ih, w.b_hh));
-                run = lstm_sequence(input_gates, h_init[k], c_init[k], w.w_hh, lengths, reverse);
+                run = lstm_sequence(input_gates, h_init[k], c_init[k], w.w_hh, lengths, reverse, time_major);
             }
             h_n.push_back(run.h);
             c_n.push_back(run.c);
-            direction_outputs.push_back(run.outputs);  // [B, T, h]
+            direction_outputs.push_back(run.outputs);  // [T, B, h] or [B, 1, h]
         }
         layer_input = directions == 1 ? direction_outputs[0] : concat(direction_outputs, 2);
     }
-    return {layer_input, {h_n, c_n}};
+    return {time_major ? transpose(layer_input, 0, 1) : layer_input, {h_n, c_n}};
 }
 
 }  // namespace seqgrad::nn

@@ -138,31 +138,42 @@ LstmSequence looped_lstm(const Tensor& x, const Tensor& h0, const Tensor& c0, co
     return {concat(outputs, 1), state.h, state.c};
 }
 
+// lstm_sequence over x [B, T, in] in either layout: time-major takes the input gates as [T, B, 4H]
+// and gives its outputs [T, B, H], here turned back to [B, T, H].
+LstmSequence fused_lstm(const Tensor& x, const Tensor& h0, const Tensor& c0, const Tensor& w_ih, const Tensor& w_hh,
+                        const Tensor& bias, const std::vector<int64_t>& lengths, bool reverse, bool time_major) {
+    if (!time_major) return lstm_sequence(linear(x, w_ih, bias), h0, c0, w_hh, lengths, reverse);
+    LstmSequence run = lstm_sequence(linear(transpose(x, 0, 1), w_ih, bias), h0, c0, w_hh, lengths, reverse, true);
+    run.outputs = transpose(run.outputs, 0, 1);
+    return run;
+}
+
 }  // namespace
 
 TEST_CASE("lstm_sequence equals a loop of LSTM cells, padding and reverse included, gradients too", "[ops][lstm]") {
     const int64_t batch = 4, steps = 5, in = 3, hidden = 6;
     const std::vector<int64_t> lengths = {5, 3, 1, 0};
-    for (bool reverse : {false, true}) {
-        INFO("reverse " << reverse);
-        const auto make = [&] { return lstm_operands({batch, steps, in}, hidden, 61); };
-        const std::vector<Tensor> a = make(), b = make();
-        const LstmSequence fused =
-            lstm_sequence(linear(a[0], a[3], add(a[5], a[6])), a[1], a[2], a[4], lengths, reverse);
-        const LstmSequence looped = looped_lstm(b[0], b[1], b[2], b[3], b[4], b[5], b[6], lengths, reverse);
-        CHECK(testing::max_abs_diff(fused.outputs, looped.outputs) < 1e-5f);
-        CHECK(testing::max_abs_diff(fused.h, looped.h) < 1e-5f);
-        CHECK(testing::max_abs_diff(fused.c, looped.c) < 1e-5f);
-        const auto r = random_tensor({batch, steps, hidden}, 68, -1, 1, false);
-        const auto rh = random_tensor({batch, hidden}, 69, -1, 1, false);
-        const auto rc = random_tensor({batch, hidden}, 70, -1, 1, false);
-        ((fused.outputs * r).sum() + (fused.h * rh).sum() + (fused.c * rc).sum()).backward();
-        ((looped.outputs * r).sum() + (looped.h * rh).sum() + (looped.c * rc).sum()).backward();
-        for (size_t i = 0; i < a.size(); ++i) {
-            INFO("input " << i);
-            CHECK(testing::max_abs_diff(a[i].grad(), b[i].grad()) < 1e-5f);
+    for (bool time_major : {false, true})
+        for (bool reverse : {false, true}) {
+            INFO("reverse " << reverse << ", time-major " << time_major);
+            const auto make = [&] { return lstm_operands({batch, steps, in}, hidden, 61); };
+            const std::vector<Tensor> a = make(), b = make();
+            const LstmSequence fused =
+                fused_lstm(a[0], a[1], a[2], a[3], a[4], add(a[5], a[6]), lengths, reverse, time_major);
+            const LstmSequence looped = looped_lstm(b[0], b[1], b[2], b[3], b[4], b[5], b[6], lengths, reverse);
+            CHECK(testing::max_abs_diff(fused.outputs, looped.outputs) < 1e-5f);
+            CHECK(testing::max_abs_diff(fused.h, looped.h) < 1e-5f);
+            CHECK(testing::max_abs_diff(fused.c, looped.c) < 1e-5f);
+            const auto r = random_tensor({batch, steps, hidden}, 68, -1, 1, false);
+            const auto rh = random_tensor({batch, hidden}, 69, -1, 1, false);
+            const auto rc = random_tensor({batch, hidden}, 70, -1, 1, false);
+            ((fused.outputs * r).sum() + (fused.h * rh).sum() + (fused.c * rc).sum()).backward();
+            ((looped.outputs * r).sum() + (looped.h * rh).sum() + (looped.c * rc).sum()).backward();
+            for (size_t i = 0; i < a.size(); ++i) {
+                INFO("input " << i);
+                CHECK(testing::max_abs_diff(a[i].grad(), b[i].grad()) < 1e-5f);
+            }
         }
-    }
 }
 
 TEST_CASE("lstm_sequence of a large batch, each thread's rows through every step, equals the cells",
@@ -179,35 +190,36 @@ TEST_CASE("lstm_sequence of a large batch, each thread's rows through every step
         SgemmProducts() { set_float32_products("sgemm"); }
         ~SgemmProducts() { set_float32_products("auto"); }
     } const sgemm_products;
-    for (bool reverse : {false, true}) {
-        INFO("reverse " << reverse);
-        const auto make = [&] { return lstm_operands({batch, steps, in}, hidden, 81); };
-        const auto r = random_tensor({batch, steps, hidden}, 88, -1, 1, false);
-        const auto rh = random_tensor({batch, hidden}, 89, -1, 1, false);
-        const auto rc = random_tensor({batch, hidden}, 90, -1, 1, false);
-        const auto fused_run = [&](int threads) {
-            set_num_threads(threads);
-            const std::vector<Tensor> a = make();
-            const LstmSequence fused =
-                lstm_sequence(linear(a[0], a[3], add(a[5], a[6])), a[1], a[2], a[4], lengths, reverse);
-            ((fused.outputs * r).sum() + (fused.h * rh).sum() + (fused.c * rc).sum()).backward();
-            std::vector<Tensor> all{fused.outputs, fused.h, fused.c};
-            for (const Tensor& t : a) all.push_back(t.grad());
-            return all;
-        };
-        const std::vector<Tensor> one = fused_run(1), two = fused_run(2);
-        set_num_threads(before);
-        const std::vector<Tensor> b = make();
-        const LstmSequence looped = looped_lstm(b[0], b[1], b[2], b[3], b[4], b[5], b[6], lengths, reverse);
-        ((looped.outputs * r).sum() + (looped.h * rh).sum() + (looped.c * rc).sum()).backward();
-        std::vector<Tensor> reference{looped.outputs, looped.h, looped.c};
-        for (const Tensor& t : b) reference.push_back(t.grad());
-        for (size_t i = 0; i < reference.size(); ++i) {
-            INFO("result " << i);
-            CHECK(testing::max_abs_diff(one[i], reference[i]) < 1e-5f);
-            CHECK(testing::max_abs_diff(two[i], reference[i]) < 1e-5f);
+    for (bool time_major : {false, true})
+        for (bool reverse : {false, true}) {
+            INFO("reverse " << reverse << ", time-major " << time_major);
+            const auto make = [&] { return lstm_operands({batch, steps, in}, hidden, 81); };
+            const auto r = random_tensor({batch, steps, hidden}, 88, -1, 1, false);
+            const auto rh = random_tensor({batch, hidden}, 89, -1, 1, false);
+            const auto rc = random_tensor({batch, hidden}, 90, -1, 1, false);
+            const auto fused_run = [&](int threads) {
+                set_num_threads(threads);
+                const std::vector<Tensor> a = make();
+                const LstmSequence fused =
+                    fused_lstm(a[0], a[1], a[2], a[3], a[4], add(a[5], a[6]), lengths, reverse, time_major);
+                ((fused.outputs * r).sum() + (fused.h * rh).sum() + (fused.c * rc).sum()).backward();
+                std::vector<Tensor> all{fused.outputs, fused.h, fused.c};
+                for (const Tensor& t : a) all.push_back(t.grad());
+                return all;
+            };
+            const std::vector<Tensor> one = fused_run(1), two = fused_run(2);
+            set_num_threads(before);
+            const std::vector<Tensor> b = make();
+            const LstmSequence looped = looped_lstm(b[0], b[1], b[2], b[3], b[4], b[5], b[6], lengths, reverse);
+            ((looped.outputs * r).sum() + (looped.h * rh).sum() + (looped.c * rc).sum()).backward();
+            std::vector<Tensor> reference{looped.outputs, looped.h, looped.c};
+            for (const Tensor& t : b) reference.push_back(t.grad());
+            for (size_t i = 0; i < reference.size(); ++i) {
+                INFO("result " << i);
+                CHECK(testing::max_abs_diff(one[i], reference[i]) < 1e-5f);
+                CHECK(testing::max_abs_diff(two[i], reference[i]) < 1e-5f);
+            }
         }
-    }
 }
 
 TEST_CASE("the LSTM's gates saturate at infinite pre-activations and pass NaN on, at every kernel level",
@@ -277,18 +289,20 @@ TEST_CASE("the LSTM's gates saturate at infinite pre-activations and pass NaN on
 
 TEST_CASE("lstm_sequence passes gradcheck through its outputs and final state", "[ops][lstm][gradcheck]") {
     const int64_t batch = 3, steps = 4, hidden = 2;
-    for (bool reverse : {false, true}) {
-        for (const std::vector<int64_t>& lengths : {std::vector<int64_t>{}, std::vector<int64_t>{4, 2, 0}}) {
-            INFO("reverse " << reverse << " padded " << !lengths.empty());
-            require_gradcheck(
-                [&](const std::vector<Tensor>& in) {
-                const LstmSequence run = lstm_sequence(in[0], in[1], in[2], in[3], lengths, reverse);
-                return concat({reshape(run.outputs, {-1}), reshape(run.h, {-1}), reshape(run.c, {-1})}, 0);
-                },
-                {random_tensor({batch, steps, 4 * hidden}, 71), random_tensor({batch, hidden}, 72),
-                 random_tensor({batch, hidden}, 73), random_tensor({4 * hidden, hidden}, 74, -0.7, 0.7)});
+    for (bool time_major : {false, true})
+        for (bool reverse : {false, true}) {
+            for (const std::vector<int64_t>& lengths : {std::vector<int64_t>{}, std::vector<int64_t>{4, 2, 0}}) {
+                INFO("reverse " << reverse << " padded " << !lengths.empty() << " time-major " << time_major);
+                require_gradcheck(
+                    [&](const std::vector<Tensor>& in) {
+                    const LstmSequence run = lstm_sequence(time_major ? transpose(in[0], 0, 1) : in[0], in[1], in[2],
+                                                           in[3], lengths, reverse, time_major);
+                    return concat({reshape(run.outputs, {-1}), reshape(run.h, {-1}), reshape(run.c, {-1})}, 0);
+                    },
+                    {random_tensor({batch, steps, 4 * hidden}, 71), random_tensor({batch, hidden}, 72),
+                     random_tensor({batch, hidden}, 73), random_tensor({4 * hidden, hidden}, 74, -0.7, 0.7)});
+            }
         }
-    }
 }
 
 TEST_CASE("lstm_sequence rejects operands and lengths that do not fit", "[ops][lstm][errors]") {

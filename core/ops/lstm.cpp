@@ -176,23 +176,29 @@ LstmState lstm_cell(const Tensor& x, const LstmState& state, const Tensor& w_ih,
 // ---- a whole layer over a sequence ----
 
 LstmSequence lstm_sequence(const Tensor& input_gates, const Tensor& h0, const Tensor& c0, const Tensor& w_hh,
-                           const std::vector<int64_t>& lengths, bool reverse) {
+                           const std::vector<int64_t>& lengths, bool reverse, bool time_major) {
     check(w_hh.defined() && w_hh.dim() == 2, "lstm_sequence", "w_hh must be [4 * hidden, hidden], got ",
           w_hh.defined() ? w_hh.shape() : Shape{});
     const bool shaped = input_gates.defined() && input_gates.dim() == 3;
+    const int64_t batch = shaped ? input_gates.size(time_major ? 1 : 0) : 0;
+    const int64_t steps = shaped ? input_gates.size(time_major ? 0 : 1) : 0;
     // W_hh laid out for this call's steps: h W_hh^T in the forward, d gates W_hh in the backward.
-    const RepeatedWeight recurrent(w_hh, shaped ? input_gates.size(0) : 0, shaped ? input_gates.size(1) : 0);
-    return lstm_sequence(input_gates, h0, c0, recurrent, lengths, reverse);
+    const RepeatedWeight recurrent(w_hh, batch, steps);
+    return lstm_sequence(input_gates, h0, c0, recurrent, lengths, reverse, time_major);
 }
 
 LstmSequence lstm_sequence(const Tensor& input_gates, const Tensor& h0, const Tensor& c0,
-                           const RepeatedWeight& recurrent, const std::vector<int64_t>& lengths, bool reverse) {
+                           const RepeatedWeight& recurrent, const std::vector<int64_t>& lengths, bool reverse,
+                           bool time_major) {
     const char* op = "lstm_sequence";
     const Tensor& w_hh = recurrent.tensor();
     check(input_gates.defined() && h0.defined() && c0.defined() && w_hh.defined(), op, "an operand is undefined");
-    check(input_gates.dim() == 3 && input_gates.size(1) > 0 && input_gates.size(2) > 0 && input_gates.size(2) % 4 == 0,
-          op, "input gates must be [batch, steps >= 1, 4 * hidden], got ", input_gates.shape());
-    const int64_t batch = input_gates.size(0), steps = input_gates.size(1), g4 = input_gates.size(2), hidden = g4 / 4;
+    check(input_gates.dim() == 3 && input_gates.size(time_major ? 0 : 1) > 0 && input_gates.size(2) > 0 &&
+              input_gates.size(2) % 4 == 0,
+          op, "input gates must be ", time_major ? "[steps >= 1, batch" : "[batch, steps >= 1", ", 4 * hidden], got ",
+          input_gates.shape());
+    const int64_t batch = input_gates.size(time_major ? 1 : 0), steps = input_gates.size(time_major ? 0 : 1);
+    const int64_t g4 = input_gates.size(2), hidden = g4 / 4;
     check(h0.shape() == Shape{batch, hidden} && c0.shape() == h0.shape(), op, "h0 ", h0.shape(), " and c0 ", c0.shape(),
           " must be [", batch, ", ", hidden, "]");
     check(w_hh.shape() == Shape{g4, hidden}, op, "w_hh ", w_hh.shape(), " should be [", g4, ", ", hidden, "]");
@@ -204,21 +210,31 @@ LstmSequence lstm_sequence(const Tensor& input_gates, const Tensor& h0, const Te
         length[b] = lengths[b];
     }
     const int64_t row_grain = std::max<int64_t>(1, detail::kElementwiseGrain / g4);
+    // Row b at time t of the input gates, the outputs and their gradients.
+    const auto row = [=](int64_t b, int64_t t) { return time_major ? t * batch + b : b * steps + t; };
+    // Whether each step's rows of those lie together ([T, B] order, or a single step): the
+    // backward then writes the gates' gradient in the order it returns it, where the recurrent
+    // products read it, instead of a step-ordered copy besides.
+    const bool steps_together = time_major || steps == 1;
 
     // Saved for backward, in processing order s = 0..steps-1 (time t = s, or steps-1-s in reverse):
-    // the activations i, f, g, o of step s, and the state before step s (index steps: the final).
+    // the activations i, f, g, o of step s, and the cell state before step s (index steps: the
+    // final). h before step s is hs[slot(s)]: s, or, where the steps' rows lie together, t, so
+    // that W_hh's gradient pairs hs with the gates' gradient in its own order; index steps holds
+    // the final h.
     Tensor acts = Tensor::empty({steps, batch, g4});
     Tensor hs = Tensor::empty({steps + 1, batch, hidden});
     Tensor cs = Tensor::empty({steps + 1, batch, hidden});
-    Tensor outputs = Tensor::empty({batch, steps, hidden});
-    std::copy_n(h0.data(), batch * hidden, hs.data());
+    Tensor outputs = Tensor::empty(time_major ? Shape{steps, batch, hidden} : Shape{batch, steps, hidden});
+    const auto slot = [=](int64_t s) { return s == steps ? steps : steps_together && reverse ? steps - 1 - s : s; };
+    std::copy_n(h0.data(), batch * hidden, hs.data() + slot(0) * batch * hidden);
     std::copy_n(c0.data(), batch * hidden, cs.data());
     const float* px = input_gates.data();
-    // Step s's input gates, [B, 4H] from [B, T, 4H], into acts[s], where the step's product adds
-    // to them: step 0's here, each next step's by the threads of the step before, row by row.
+    // Step s's input gates, [B, 4H], into acts[s], where the step's product adds to them: step 0's
+    // here, each next step's by the threads of the step before, row by row.
     const auto take_inputs = [=, &acts](int64_t s, int64_t b) {
         const int64_t t = reverse ? steps - 1 - s : s;
-        std::copy_n(px + (b * steps + t) * g4, g4, acts.data() + (s * batch + b) * g4);
+        std::copy_n(px + row(b, t) * g4, g4, acts.data() + (s * batch + b) * g4);
     };
     const detail::WeightPanels& forward_panels = recurrent.forward_panels();  // h W_hh^T at every step
     float* out = outputs.data();
@@ -227,13 +243,13 @@ LstmSequence lstm_sequence(const Tensor& input_gates, const Tensor& h0, const Te
     const auto step_rows = [&](int64_t s, int64_t begin, int64_t end) {
         const int64_t t = reverse ? steps - 1 - s : s;
         float* a = acts.data() + s * batch * g4;
-        const float* h_prev = hs.data() + s * batch * hidden;
+        const float* h_prev = hs.data() + slot(s) * batch * hidden;
         const float* c_prev = cs.data() + s * batch * hidden;
-        float* h_new = hs.data() + (s + 1) * batch * hidden;
+        float* h_new = hs.data() + slot(s + 1) * batch * hidden;
         float* c_new = cs.data() + (s + 1) * batch * hidden;
         with_isa_level([&](auto) {
             for (int64_t b = begin; b < end; ++b) {
-                float* __restrict y = out + (b * steps + t) * hidden;
+                float* __restrict y = out + row(b, t) * hidden;
                 float* __restrict hn = h_new + b * hidden;
                 float* __restrict cn = c_new + b * hidden;
                 const float* __restrict hp = h_prev + b * hidden;
@@ -258,7 +274,7 @@ LstmSequence lstm_sequence(const Tensor& input_gates, const Tensor& h0, const Te
         detail::parallel_for(batch, kRowsAlone, [&](int64_t begin, int64_t end) {
             for (int64_t b = begin; b < end; ++b) take_inputs(0, b);
             for (int64_t s = 0; s < steps; ++s) {
-                forward_panels.multiply(end - begin, hs.data() + (s * batch + begin) * hidden,
+                forward_panels.multiply(end - begin, hs.data() + (slot(s) * batch + begin) * hidden,
                                         acts.data() + (s * batch + begin) * g4, true);
                 step_rows(s, begin, end);
             }
@@ -268,7 +284,7 @@ LstmSequence lstm_sequence(const Tensor& input_gates, const Tensor& h0, const Te
             for (int64_t b = begin; b < end; ++b) take_inputs(0, b);
         });
         for (int64_t s = 0; s < steps; ++s) {
-            forward_panels.multiply(batch, hs.data() + s * batch * hidden, acts.data() + s * batch * g4, true);
+            forward_panels.multiply(batch, hs.data() + slot(s) * batch * hidden, acts.data() + s * batch * g4, true);
             detail::parallel_for(batch, row_grain, [&](int64_t begin, int64_t end) { step_rows(s, begin, end); });
         }
     }
@@ -278,10 +294,12 @@ LstmSequence lstm_sequence(const Tensor& input_gates, const Tensor& h0, const Te
 
     auto results = record(op, {outputs, h_n, c_n}, {input_gates, h0, c0, w_hh},
                           [acts, hs, cs, w_hh, backward_panels = recurrent.backward_panels(), length, batch, steps, g4,
-                           hidden, reverse, row_grain, rows_alone](std::span<const Tensor> grads) {
+                           hidden, reverse, row_grain, rows_alone, row, slot, steps_together,
+                           gates_shape = input_gates.shape()](std::span<const Tensor> grads) {
         const float* g_out = grads[0].data();
-        Tensor d_gates = Tensor::empty({batch, steps, g4});
-        Tensor d_steps = Tensor::empty({steps, batch, g4});  // the same, in processing order
+        Tensor d_gates = Tensor::empty(gates_shape);
+        // The same in processing order [steps, batch, 4H], where the steps' rows do not lie together.
+        Tensor d_steps = steps_together ? Tensor() : Tensor::empty({steps, batch, g4});
         // With respect to the state after step s; first the final state's gradients.
         Tensor dh = Tensor::empty({batch, hidden}), dc = Tensor::empty({batch, hidden});
         std::copy_n(grads[1].data(), batch * hidden, dh.data());
@@ -297,28 +315,30 @@ LstmSequence lstm_sequence(const Tensor& input_gates, const Tensor& h0, const Te
             const float* a = acts.data() + s * batch * g4;
             const float* c_prev = cs.data() + s * batch * hidden;
             const float* c_new = cs.data() + (s + 1) * batch * hidden;
-            float* dg = d_steps.data() + s * batch * g4;
             with_isa_level([&](auto) {
                 for (int64_t b = begin; b < end; ++b) {
-                    float* __restrict drow = dg + b * g4;
+                    float* __restrict drow = steps_together ? pd_gates + row(b, t) * g4
+                                                            : d_steps.data() + (s * batch + b) * g4;
                     if (t >= length[static_cast<size_t>(b)]) {  // padding: dh and dc pass through
                         std::fill_n(drow, g4, 0.0f);
-                        std::fill_n(pd_gates + (b * steps + t) * g4, g4, 0.0f);
+                        if (!steps_together) std::fill_n(pd_gates + row(b, t) * g4, g4, 0.0f);
                         continue;
                     }
-                    const float* go = g_out + (b * steps + t) * hidden;
+                    const float* go = g_out + row(b, t) * hidden;
                     float* dhb = pdh + b * hidden;
                     float* dcb = pdc + b * hidden;
                     for (int64_t j = 0; j < hidden; ++j) dhb[j] += go[j];  // h's gradient, output included
                     gates_backward(a + b * g4, c_prev + b * hidden, c_new + b * hidden, dhb, dcb, drow, dcb, hidden);
                     std::fill_n(dhb, hidden, 0.0f);  // replaced below by d gates W_hh
-                    std::copy_n(drow, g4, pd_gates + (b * steps + t) * g4);
+                    if (!steps_together) std::copy_n(drow, g4, pd_gates + row(b, t) * g4);
                 }
             });
         };
         const auto recurrent_rows = [&](int64_t s, int64_t begin, int64_t end) {
-            backward_panels->multiply(end - begin, d_steps.data() + (s * batch + begin) * g4, pdh + begin * hidden,
-                                      true);
+            const int64_t t = reverse ? steps - 1 - s : s;
+            const float* dg = steps_together ? pd_gates + row(begin, t) * g4
+                                             : d_steps.data() + (s * batch + begin) * g4;
+            backward_panels->multiply(end - begin, dg, pdh + begin * hidden, true);
         };
         if (rows_alone && detail::weight_products_on_sgemm()) {  // as the forward, unless the products moved since
             detail::parallel_for(batch, kRowsAlone, [&](int64_t begin, int64_t end) {
@@ -333,8 +353,10 @@ LstmSequence lstm_sequence(const Tensor& input_gates, const Tensor& h0, const Te
                 recurrent_rows(s, 0, batch);
             }
         }
-        // W_hh's gradient over every step at once: sum_s d gates_s^T h_s.
-        const Tensor d_w_hh = w_hh.requires_grad() ? weight_gradient(w_hh, d_steps, hs, steps * batch) : Tensor();
+        // W_hh's gradient over every step at once: sum_s d gates_s^T h_s, hs in the gradient's order.
+        const Tensor d_w_hh = w_hh.requires_grad()
+                                  ? weight_gradient(w_hh, steps_together ? d_gates : d_steps, hs, steps * batch)
+                                  : Tensor();
         return std::vector<Tensor>{d_gates, dh, dc, d_w_hh};
     });
     return {results[0], results[1], results[2]};

@@ -118,6 +118,10 @@ Tensor permute(const Tensor& x, const std::vector<int64_t>& order) {
                     rest /= out_shape[d];
                 }
                 float* dst = po + row * inner;
+                if (inner_stride == 1) {  // the last axis stays last: whole rows (an LSTM stack's [B, T] to [T, B])
+                    std::copy_n(px + offset, inner, dst);
+                    continue;
+                }
                 for (int64_t j = 0; j < inner; ++j) dst[j] = px[offset + j * inner_stride];
             }
         });

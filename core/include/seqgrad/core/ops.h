@@ -172,7 +172,7 @@ LstmState lstm_cell(const Tensor& x, const LstmState& state, const Tensor& w_ih,
                     const Tensor& b_hh);
 
 struct LstmSequence {
-    Tensor outputs;  // [B, T, H]
+    Tensor outputs;  // [B, T, H] ([T, B, H] time-major)
     Tensor h, c;     // the final state [B, H]
 };
 // A whole LSTM layer in one direction over a right-padded batch, as one operation. input_gates
@@ -182,12 +182,15 @@ struct LstmSequence {
 // state passes through unchanged and its output there is zero, as pack_padded_sequence does, so
 // the reverse pass starts at the row's last real token. h0, c0 [B, H]. Equal to a loop of
 // lstm_cell; its backward makes one product for W_hh's gradient rather than one per step.
+// time_major: input_gates [T, B, 4H] and outputs [T, B, H], every step's rows together; the
+// backward then writes the gates' gradient where its products read it, with no copy into the
+// [B, T] order (nn::LSTM runs its layers so).
 LstmSequence lstm_sequence(const Tensor& input_gates, const Tensor& h0, const Tensor& c0, const Tensor& w_hh,
-                           const std::vector<int64_t>& lengths = {}, bool reverse = false);
+                           const std::vector<int64_t>& lengths = {}, bool reverse = false, bool time_major = false);
 // The same with W_hh laid out for many calls (a decoder's steps, each a sequence of one): see
 // RepeatedWeight. The tensor version lays W_hh out for one call's steps.
 LstmSequence lstm_sequence(const Tensor& input_gates, const Tensor& h0, const Tensor& c0, const RepeatedWeight& w_hh,
-                           const std::vector<int64_t>& lengths = {}, bool reverse = false);
+                           const std::vector<int64_t>& lengths = {}, bool reverse = false, bool time_major = false);
 
 // ---- attention (core/ops/attention.cpp) ----
 // Masked attention scores become this before the softmax (docs/parity.md), so a row whose keys
