@@ -78,17 +78,28 @@ Tensor activation_dropout(const Tensor& x, bool gelu_activation, float p, bool t
     if (p == 1) return dropout(activated(), p, training, gen);
     const detail::DropoutMask mask(p, gen);
     Tensor out = Tensor::empty(x.shape());
+    // gelu's slope at x, written beside the value where backward will need it (as gelu() does).
+    Tensor slope = gelu_activation && needs_grad({x}) ? Tensor::empty(x.shape()) : Tensor();
     const float* px = x.data();
     float* po = out.data();
+    float* ps = slope.defined() ? slope.data() : nullptr;
     detail::parallel_for(out.numel(), detail::kElementwiseGrain, [&](int64_t begin, int64_t end) {
         const float* xb = px + begin;
         with_isa_level([&](auto) {
-            if (gelu_activation)
+            if (ps != nullptr) {
+                float* __restrict sb = ps + begin;
+                mask.map(po + begin, end - begin, begin, [=](int64_t j, float factor) {
+                    const detail::GeluSlope r = detail::gelu_with_slope(xb[j]);
+                    sb[j] = r.slope;
+                    return r.value * factor;
+                });
+            } else if (gelu_activation) {
                 mask.map(po + begin, end - begin, begin,
                          [=](int64_t j, float factor) { return detail::gelu_with_slope(xb[j]).value * factor; });
-            else
+            } else {
                 mask.map(po + begin, end - begin, begin,
                          [=](int64_t j, float factor) { return (xb[j] > 0 ? xb[j] : 0.0f) * factor; });
+            }
         });
     });
     if (!gelu_activation) {
@@ -116,20 +127,20 @@ Tensor activation_dropout(const Tensor& x, bool gelu_activation, float p, bool t
             return std::vector<Tensor>{dx};
         });
     }
+    if (!slope.defined()) return out;  // no gradient will be asked for
     // Backward: g times the mask's factor, then gelu's slope at x, in the order the two
     // operations' backward passes take.
-    return record(op, out, {x}, [mask, x](const Tensor& g) {
-        Tensor dx = Tensor::empty(x.shape());
+    return record(op, out, {x}, [mask, slope](const Tensor& g) {
+        Tensor dx = Tensor::empty(slope.shape());
         const float* pg = g.data();
-        const float* px = x.data();
+        const float* ps = slope.data();
         float* pd = dx.data();
         detail::parallel_for(dx.numel(), detail::kElementwiseGrain, [&](int64_t begin, int64_t end) {
             const float* gb = pg + begin;
-            const float* xb = px + begin;
+            const float* sb = ps + begin;
             with_isa_level([&](auto) {
-                mask.map(pd + begin, end - begin, begin, [=](int64_t j, float factor) {
-                    return (gb[j] * factor) * detail::gelu_with_slope(xb[j]).slope;
-                });
+                mask.map(pd + begin, end - begin, begin,
+                         [=](int64_t j, float factor) { return (gb[j] * factor) * sb[j]; });
             });
         });
         return std::vector<Tensor>{dx};

@@ -170,13 +170,31 @@ Tensor relu(const Tensor& x) {
 }
 
 Tensor gelu(const Tensor& x) {
-    // The exact (erf) gelu. Backward computes the slope from x with the value's own exp and
-    // division (vector_math.h's gelu_with_slope), instead of a second erf and an exp.
-    return unary<kKeepX>(
-        "gelu", x, [](float v) { return detail::gelu_with_slope(v).value; },
-        [](const Tensor& g, const Tensor& x, const Tensor&) {
-        return zip(g, x, [](float gv, float xv) { return gv * detail::gelu_with_slope(xv).slope; });
+    // The exact (erf) gelu. Its value and slope come from one exp and one division together
+    // (vector_math.h's gelu_with_slope), so where a gradient will be needed the forward pass writes
+    // the slope beside the value, and backward is a product: the erf, exp and division are not
+    // computed twice, and backward holds the slope in place of x (the same size).
+    check(x.defined(), "gelu", "the operand is undefined");
+    if (!needs_grad({x})) return detail::map(x, [](float v) { return detail::gelu_with_slope(v).value; });
+    Tensor out = Tensor::empty(x.shape()), slope = Tensor::empty(x.shape());
+    const float* px = x.data();
+    float* po = out.data();
+    float* ps = slope.data();
+    detail::parallel_for(x.numel(), detail::kElementwiseGrain, [&](int64_t begin, int64_t end) {
+        with_isa_level([&](auto) {
+            const float* __restrict xb = px + begin;
+            float* __restrict ob = po + begin;
+            float* __restrict sb = ps + begin;
+            for (int64_t i = 0; i < end - begin; ++i) {
+                const detail::GeluSlope r = detail::gelu_with_slope(xb[i]);
+                ob[i] = r.value;
+                sb[i] = r.slope;
+            }
         });
+    });
+    return record("gelu", out, {x}, [slope](const Tensor& g) {
+        return std::vector<Tensor>{detail::zip(g, slope, std::multiplies<float>())};
+    });
 }
 
 Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
