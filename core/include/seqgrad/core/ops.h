@@ -152,8 +152,8 @@ Tensor dropout(const Tensor& x, float p, bool training, Generator& gen);
 // shape (else the two in turn).
 Tensor add_dropout(const Tensor& x, const Tensor& y, float p, bool training, Generator& gen);
 // dropout(relu(x)), or dropout(gelu(x)) with the exact gelu when `gelu`, as one operation: one
-// pass each way (backward from x, as relu's and gelu's), the same values bit for bit and the same
-// draw from gen as the two in turn.
+// pass each way (backward from relu's output, or from gelu's slope kept by the forward pass, as
+// relu's and gelu's own), the same values bit for bit and the same draw from gen as the two in turn.
 Tensor activation_dropout(const Tensor& x, bool gelu, float p, bool training, Generator& gen);
 // Mean over positions whose target is not ignore_index of
 //   (1 - smoothing) * -log p[target] + smoothing * mean_c(-log p[c])
