@@ -110,14 +110,16 @@ bool sum_in_parts(int64_t m, int64_t n, int64_t k, const float* a, const float* 
     thread_local Scratch<float> sums;
     float* rest = sums.get((parts - 1) * m * n);
     const int64_t rows = (k + parts - 1) / parts;
-    ThreadPool::instance().run(parts, [&](int64_t part) {
-        const int64_t first = part * rows, count = std::min(k, first + rows) - first;
-        float* out = part == 0 ? c : rest + (part - 1) * m * n;
-        if (count <= 0) {
-            if (part > 0) std::fill_n(out, m * n, 0.0f);
-            return;
+    parallel_for(parts, 1, [&](int64_t first_part, int64_t end_part) {  // one part a thread
+        for (int64_t part = first_part; part < end_part; ++part) {
+            const int64_t first = part * rows, count = std::min(k, first + rows) - first;
+            float* out = part == 0 ? c : rest + (part - 1) * m * n;
+            if (count <= 0) {
+                if (part > 0) std::fill_n(out, m * n, 0.0f);
+                continue;
+            }
+            gemm_block(true, false, m, n, count, a + first * m, m, b + first * n, n, out, n, part == 0 && accumulate);
         }
-        gemm_block(true, false, m, n, count, a + first * m, m, b + first * n, n, out, n, part == 0 && accumulate);
     });
     parallel_for(m * n, 1 << 14, [&](int64_t begin, int64_t end) {
         for (int64_t p = 1; p < parts; ++p) {

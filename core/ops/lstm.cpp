@@ -226,14 +226,16 @@ LstmSequence lstm_sequence(const Tensor& input_gates, const Tensor& h0, const Te
     Tensor hs = Tensor::empty({steps + 1, batch, hidden});
     Tensor cs = Tensor::empty({steps + 1, batch, hidden});
     Tensor outputs = Tensor::empty(time_major ? Shape{steps, batch, hidden} : Shape{batch, steps, hidden});
-    const auto slot = [=](int64_t s) { return s == steps ? steps : steps_together && reverse ? steps - 1 - s : s; };
+    // The time t of processing step s.
+    const auto time_of = [=](int64_t s) { return reverse ? steps - 1 - s : s; };
+    const auto slot = [=](int64_t s) { return s == steps ? steps : steps_together ? time_of(s) : s; };
     std::copy_n(h0.data(), batch * hidden, hs.data() + slot(0) * batch * hidden);
     std::copy_n(c0.data(), batch * hidden, cs.data());
     const float* px = input_gates.data();
     // Step s's input gates, [B, 4H], into acts[s], where the step's product adds to them: step 0's
     // here, each next step's by the threads of the step before, row by row.
     const auto take_inputs = [=, &acts](int64_t s, int64_t b) {
-        const int64_t t = reverse ? steps - 1 - s : s;
+        const int64_t t = time_of(s);
         std::copy_n(px + row(b, t) * g4, g4, acts.data() + (s * batch + b) * g4);
     };
     const detail::WeightPanels& forward_panels = recurrent.forward_panels();  // h W_hh^T at every step
@@ -241,7 +243,7 @@ LstmSequence lstm_sequence(const Tensor& input_gates, const Tensor& h0, const Te
     // Step s of rows [begin, end) after its product: the gates, the new state and the output, then
     // the next step's inputs for the same rows.
     const auto step_rows = [&](int64_t s, int64_t begin, int64_t end) {
-        const int64_t t = reverse ? steps - 1 - s : s;
+        const int64_t t = time_of(s);
         float* a = acts.data() + s * batch * g4;
         const float* h_prev = hs.data() + slot(s) * batch * hidden;
         const float* c_prev = cs.data() + s * batch * hidden;
@@ -294,7 +296,7 @@ LstmSequence lstm_sequence(const Tensor& input_gates, const Tensor& h0, const Te
 
     auto results = record(op, {outputs, h_n, c_n}, {input_gates, h0, c0, w_hh},
                           [acts, hs, cs, w_hh, backward_panels = recurrent.backward_panels(), length, batch, steps, g4,
-                           hidden, reverse, row_grain, rows_alone, row, slot, steps_together,
+                           hidden, row_grain, rows_alone, row, time_of, slot, steps_together,
                            gates_shape = input_gates.shape()](std::span<const Tensor> grads) {
         const float* g_out = grads[0].data();
         Tensor d_gates = Tensor::empty(gates_shape);
@@ -311,7 +313,7 @@ LstmSequence lstm_sequence(const Tensor& input_gates, const Tensor& h0, const Te
         // step is d gates W_hh on real rows (padded rows have zero d gates and keep the dh that
         // passed through).
         const auto step_rows = [&](int64_t s, int64_t begin, int64_t end) {
-            const int64_t t = reverse ? steps - 1 - s : s;
+            const int64_t t = time_of(s);
             const float* a = acts.data() + s * batch * g4;
             const float* c_prev = cs.data() + s * batch * hidden;
             const float* c_new = cs.data() + (s + 1) * batch * hidden;
@@ -335,7 +337,7 @@ LstmSequence lstm_sequence(const Tensor& input_gates, const Tensor& h0, const Te
             });
         };
         const auto recurrent_rows = [&](int64_t s, int64_t begin, int64_t end) {
-            const int64_t t = reverse ? steps - 1 - s : s;
+            const int64_t t = time_of(s);
             const float* dg = steps_together ? pd_gates + row(begin, t) * g4
                                              : d_steps.data() + (s * batch + begin) * g4;
             backward_panels->multiply(end - begin, dg, pdh + begin * hidden, true);
