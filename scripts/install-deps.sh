@@ -3,7 +3,7 @@
 # already there. Run as root.
 set -euo pipefail
 packages=(
-  g++ cmake make ninja-build pkg-config
+  g++ cmake make pkg-config
   libopenblas-dev          # BLAS (sgemm)
   catch2                   # tests (v2.13)
   libbenchmark-dev         # bench/

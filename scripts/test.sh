@@ -61,20 +61,7 @@ check_skips() {
   fi
 }
 
-# configure DIR [cmake arguments...]: a new tree is configured for Ninja where it is installed (Make
-# builds none of a target's files before the targets it links are whole, so on a few cores one
-# core often waits; Ninja keeps every core on the next file); a configured tree keeps its generator.
-configure() {
-  local dir=$1
-  shift
-  if [ ! -f "$dir/CMakeCache.txt" ] && command -v ninja >/dev/null; then
-    cmake -G Ninja -S . -B "$dir" "$@"
-  else
-    cmake -S . -B "$dir" "$@"
-  fi
-}
-
-configure build -DCMAKE_BUILD_TYPE=Release
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release
 cmake --build build -j"$jobs"
 build/cli/seqgrad --version
 run_ctest release "$(kind_of_cpu)" --test-dir build --output-on-failure -j"$jobs"
@@ -98,7 +85,7 @@ fi
 # it is built without MPI, to test that it refuses a launch of several processes. Debug information
 # is line tables only: the sanitizers' reports name every frame's file and line, and the tree
 # builds a fifth faster than with full -g.
-CC=clang CXX=clang++ configure build-sanitize -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSEQGRAD_SANITIZE=ON \
+CC=clang CXX=clang++ cmake -S . -B build-sanitize -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSEQGRAD_SANITIZE=ON \
   -DSEQGRAD_FUZZ=ON -DSEQGRAD_BUILD_BENCH=OFF -DSEQGRAD_MPI=ON \
   -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O2 -gline-tables-only -DNDEBUG" \
   -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -gline-tables-only -DNDEBUG"
