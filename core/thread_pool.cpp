@@ -29,6 +29,8 @@ void ThreadPool::resize(int threads) {
     // A worker starts from the generation current now: a job posted before its thread runs is
     // still one it has not seen.
     const uint64_t start = generation_.load();
+    claimed_ = std::vector<std::atomic<uint64_t>>(threads);
+    for (auto& c : claimed_) c.store(start);
     for (int i = 1; i < threads; ++i) workers_.emplace_back([this, i, start] { worker_loop(i, start); });
 }
 
@@ -50,22 +52,41 @@ void ThreadPool::run(int64_t n, const std::function<void(int64_t)>& job) {
         for (int64_t t = 0; t < n; ++t) job(t);
         return;
     }
+    uint64_t generation;
     {
         std::lock_guard<std::mutex> lock(mutex_);
         job_ = &job;
         parts_ = n;
-        pending_ = n - 1;
-        generation_++;
+        pending_ = n;
+        generation = ++generation_;
     }
     wake_.notify_all();
     t_in_job = true;
-    job(0);
+    for (int64_t part; (part = claim(0, generation, n)) >= 0;) {
+        job(part);
+        pending_.fetch_sub(1, std::memory_order_acq_rel);
+    }
     t_in_job = false;
     for (int spin = 0; spin < kSpins && pending_.load(std::memory_order_acquire) > 0; ++spin) _mm_pause();
     if (pending_.load(std::memory_order_acquire) > 0) {
         std::unique_lock<std::mutex> lock(mutex_);
         done_.wait(lock, [this] { return pending_.load() == 0; });
     }
+}
+
+int64_t ThreadPool::claim(int64_t own, uint64_t generation, int64_t parts) {
+    // Each part holds the generation of the last job that took it. A thread takes its own part
+    // first, then any other the job's threads have not started; a worker without a part of its own
+    // takes none, and one still holding an older job's generation takes nothing, as that job's
+    // parts were all taken before it ended.
+    if (own >= parts) return -1;
+    for (int64_t i = 0; i < parts; ++i) {
+        const int64_t part = (own + i) % parts;
+        uint64_t last = claimed_[part].load(std::memory_order_acquire);
+        while (last < generation)
+            if (claimed_[part].compare_exchange_weak(last, generation, std::memory_order_acq_rel)) return part;
+    }
+    return -1;
 }
 
 void ThreadPool::worker_loop(int index, uint64_t seen) {
@@ -81,15 +102,15 @@ void ThreadPool::worker_loop(int index, uint64_t seen) {
             job = job_;
             parts = parts_;
         }
-        if (index < parts) {
-            t_in_job = true;
-            (*job)(index);
-            t_in_job = false;
+        t_in_job = true;
+        for (int64_t part; (part = claim(index, seen, parts)) >= 0;) {
+            (*job)(part);
             if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
                 std::lock_guard<std::mutex> lock(mutex_);
                 done_.notify_one();
             }
         }
+        t_in_job = false;
     }
 }
 

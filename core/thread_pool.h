@@ -18,8 +18,10 @@ class ThreadPool {
 public:
     static ThreadPool& instance();
 
-    // Runs job(t) for t in [0, n): part 0 on the calling thread, the others on workers; returns
-    // when all are done. n must not exceed size(). Called from inside a job, it runs serially.
+    // Runs job(t) for t in [0, n): part 0 on the calling thread, part t on worker t, except that a
+    // thread done with its own part takes any other not yet started, so a worker late to come (the
+    // cores busy with other work) is not waited for; returns when all are done. n must not exceed
+    // size(). Called from inside a job, it runs serially.
     void run(int64_t n, const std::function<void(int64_t)>& job);
     int size() const { return static_cast<int>(workers_.size()) + 1; }  // the caller counts
     void resize(int threads);
@@ -30,6 +32,7 @@ public:
 private:
     ThreadPool() = default;
     void worker_loop(int index, uint64_t seen);
+    int64_t claim(int64_t own, uint64_t generation, int64_t parts);  // a part of that job to run, or -1
     void stop_workers();
 
     std::vector<std::thread> workers_;
@@ -39,7 +42,8 @@ private:
     const std::function<void(int64_t)>* job_ = nullptr;
     int64_t parts_ = 0;
     std::atomic<uint64_t> generation_{0};
-    std::atomic<int64_t> pending_{0};
+    std::atomic<int64_t> pending_{0};             // parts not finished
+    std::vector<std::atomic<uint64_t>> claimed_;  // for each part, the generation of the job that took it
     bool stopping_ = false;
 };
 

@@ -1,4 +1,7 @@
 // set_num_threads governs all parallel work, and results are bit-identical run to run.
+#include <atomic>
+#include <thread>
+
 #include "helpers.h"
 
 using namespace seqgrad;
@@ -40,5 +43,27 @@ TEST_CASE("results are bit-identical run to run for a fixed thread count", "[thr
         const auto second = step_gradients();
         CHECK(first == second);
     }
+    set_num_threads(before);
+}
+
+TEST_CASE("parallel_for runs each index once, job after job, with more threads than cores", "[threads]") {
+    // A thread done with its own part takes any part not yet started (a worker late to come, as
+    // when the cores are busy): with more threads than cores that happens often. Every index must
+    // still run exactly once, on one thread, in every job, and no job may see another's parts.
+    const int before = get_num_threads();
+    const int threads = static_cast<int>(std::max(4u, 2 * std::thread::hardware_concurrency()));
+    set_num_threads(threads);
+    constexpr int64_t kJobs = 20000;
+    std::vector<std::atomic<int>> runs(static_cast<size_t>(threads));
+    int64_t wrong = 0;
+    for (int64_t job = 0; job < kJobs; ++job) {
+        const int64_t n = 2 + job % (threads - 1);  // 2 .. threads indices, one a thread
+        for (auto& r : runs) r.store(0, std::memory_order_relaxed);
+        parallel_for(n, 1, [&](int64_t begin, int64_t end) {
+            for (int64_t i = begin; i < end; ++i) runs[static_cast<size_t>(i)].fetch_add(1, std::memory_order_relaxed);
+        });
+        for (int64_t i = 0; i < threads; ++i) wrong += runs[static_cast<size_t>(i)].load() != (i < n ? 1 : 0);
+    }
+    CHECK(wrong == 0);
     set_num_threads(before);
 }
