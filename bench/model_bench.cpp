@@ -14,6 +14,9 @@
 //                                zero_grad, forward, the loss, backward, gradient clipping at 1,
 //                                AdamW (lr 1e-3, betas 0.9 and 0.99, weight decay 0.1 on the
 //                                matrices and embeddings). Counters as train_step's.
+//   evaluate/gpt/<cpu|baby>      the validation loss as training computes it (text_loss): 32
+//                                random windows of context + 1 tokens, eval mode, no gradient;
+//                                tokens_per_second, gflops and mfu of the forward pass.
 //   generate/gpt/baby            the baby shape continuing a one-token prompt by 256 tokens,
 //                                sampled at temperature 0.8, batch 1, weights packed as the
 //                                TextGenerator packs them: tokens_per_second, and the weights a
@@ -164,6 +167,7 @@ constexpr GptShape kGptShapes[] = {
 };
 constexpr int64_t kGptVocab = 65 + 4;
 constexpr int64_t kGeneratedTokens = 256;
+constexpr int64_t kEvaluatedWindows = 32;  // training::text_loss's batch
 
 struct BertShape {
     const char* name;
@@ -573,6 +577,30 @@ void phases(benchmark::State& state, TrainingStep& step) {
     state.counters["products_gflop"] = step.flops * 1e-9;
 }
 
+// The loss over a validation text as training evaluates it (training::text_loss): batches of
+// kEvaluatedWindows windows of context + 1 tokens, in eval mode, without a gradient.
+void gpt_evaluate(benchmark::State& state, const GptShape& shape) {
+    Generator gen(11);
+    const ModelConfig config = gpt_config(shape);
+    auto model = seqgrad::models::make_model(config, gen);
+    model->eval();
+    std::vector<int64_t> ids(static_cast<size_t>(kEvaluatedWindows * (shape.context + 1)));
+    for (auto& id : ids) id = random_id(kGptVocab, gen);
+    const IntTensor windows = IntTensor::from_vector(std::move(ids), {kEvaluatedWindows, shape.context + 1});
+    const IntTensor no_source = IntTensor::zeros({kEvaluatedWindows, 0});
+    const seqgrad::NoGradGuard no_grad;
+    model->loss(no_source, windows, 0.0f);  // the allocator's cache is warm
+    for (auto _ : state) {
+        Tensor loss = model->loss(no_source, windows, 0.0f);
+        benchmark::DoNotOptimize(loss.data());
+    }
+    const double flops = forward_flops(config, kEvaluatedWindows, 0, shape.context);
+    set_plain_rate_counter(state, "tokens_per_second", static_cast<double>(kEvaluatedWindows * shape.context));
+    set_rate_counter(state, "gflops", flops);
+    state.counters["mfu"] =
+        benchmark::Counter(flops / sgemm_peak_flops(), benchmark::Counter::kIsIterationInvariantRate);
+}
+
 void gpt_generate(benchmark::State& state, const GptShape& shape, Precision precision) {
     if (precision == Precision::bf16 && !seqgrad::packing_available(precision)) {
         state.SkipWithError(bf16_unavailable_reason().c_str());
@@ -722,6 +750,10 @@ void register_model_benchmarks() {
                 [&shape, precision](benchmark::State& state) { gpt_train_step(state, shape, precision); })
                 ->UseRealTime()
                 ->Unit(benchmark::kMillisecond);
+        benchmark::RegisterBenchmark((std::string("evaluate/gpt/") + shape.name).c_str(),
+                                     [&shape](benchmark::State& state) { gpt_evaluate(state, shape); })
+            ->UseRealTime()
+            ->Unit(benchmark::kMillisecond);
         if (std::string(shape.name) == "baby")
             for (const Precision precision : {Precision::float32, Precision::bf16})
                 benchmark::RegisterBenchmark(
