@@ -51,6 +51,9 @@ def run(bench, threads, min_time, pattern):
     out = subprocess.run([bench, f"--threads={threads}", f"--benchmark_filter={pattern}",
                           f"--benchmark_min_time={min_time}", "--benchmark_format=json"],
                          check=True, capture_output=True, text=True)
+    if not out.stdout.strip():  # Google Benchmark prints nothing and exits 0 when the filter matches nothing
+        sys.exit(f"phases.py: no benchmark matches --filter {pattern!r} (the names end in /real_time, e.g. "
+                 "phases/gpt/cpu/real_time)")
     return json.loads(out.stdout)
 
 
