@@ -106,7 +106,8 @@ cmake --build build-sanitize -j"$jobs"
 # errors (MPI_Abort) run here; the other models' and the 300-step kills and resumes, minutes more
 # under the sanitizers for the same MPI code, only in Release. So do the GPT's kills and resumes
 # without MPI (the Transformer's run the same checkpoint code here) and the int8 cases at oneDNN's
-# AVX-512 without VNNI (seqgrad's side is the AVX2 run's, which runs here).
+# AVX-512 without VNNI (seqgrad's side is the AVX2 run's, which runs here where it runs other code
+# than the plain int8 cases: same_as_default above).
 release_only="learns to|^distributed\.(two_ranks_equal_one_process\.(attn_seq2seq|seq2seq|gpt)|rank_faults)$"
 release_only+="|^faults\.sigkill_and_resume\.gpt$|^int8\.without_vnni\.AVX512_CORE$"
 [ -z "$same_as_default" ] || release_only+="|$same_as_default"
