@@ -118,6 +118,8 @@ TEST_CASE("activations and their gradients agree at every kernel level", "[cpu][
                  }}) {
             for (const Tensor& t : with_gradient(random_tensor({17, 59}, 4, -6, 6), f)) out.push_back(t);
         }
+        // gelu without a gradient: its value alone, in a loop of its own
+        out.push_back(gelu(random_tensor({17, 59}, 8, -6, 6, false)));
         // broadcasting: a row added to every row
         const Tensor a = random_tensor({17, 59}, 6), b = random_tensor({59}, 7);
         Tensor y = a * b + b;

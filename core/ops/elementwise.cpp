@@ -175,23 +175,34 @@ Tensor gelu(const Tensor& x) {
     // the slope beside the value, and backward is a product: the erf, exp and division are not
     // computed twice, and backward holds the slope in place of x (the same size).
     check(x.defined(), "gelu", "the operand is undefined");
-    if (!needs_grad({x})) return detail::map(x, [](float v) { return detail::gelu_with_slope(v).value; });
-    Tensor out = Tensor::empty(x.shape()), slope = Tensor::empty(x.shape());
+    const bool with_slope = needs_grad({x});
+    Tensor out = Tensor::empty(x.shape()), slope = with_slope ? Tensor::empty(x.shape()) : Tensor();
     const float* px = x.data();
     float* po = out.data();
-    float* ps = slope.data();
+    float* ps = with_slope ? slope.data() : nullptr;
     detail::parallel_for(x.numel(), detail::kElementwiseGrain, [&](int64_t begin, int64_t end) {
-        with_isa_level([&](auto) {
-            const float* __restrict xb = px + begin;
-            float* __restrict ob = po + begin;
-            float* __restrict sb = ps + begin;
-            for (int64_t i = 0; i < end - begin; ++i) {
-                const detail::GeluSlope r = detail::gelu_with_slope(xb[i]);
-                ob[i] = r.value;
-                sb[i] = r.slope;
+        with_isa_level([&](auto isa) {
+            int64_t i = begin;
+#if SEQGRAD_HAVE_ISA_LEVELS
+            if constexpr (decltype(isa)::value == IsaLevel::avx2) {  // 32 at a time, in four chains
+                for (; i + 32 <= end; i += 32) detail::gelu_with_slope8<4>(px + i, po + i, ps ? ps + i : nullptr);
+            }
+#endif
+            const float* __restrict xb = px + i;
+            float* __restrict ob = po + i;
+            if (ps == nullptr) {
+                for (int64_t j = 0; j < end - i; ++j) ob[j] = detail::gelu_with_slope(xb[j]).value;
+                return;
+            }
+            float* __restrict sb = ps + i;
+            for (int64_t j = 0; j < end - i; ++j) {
+                const detail::GeluSlope r = detail::gelu_with_slope(xb[j]);
+                ob[j] = r.value;
+                sb[j] = r.slope;
             }
         });
     });
+    if (!with_slope) return out;
     return record("gelu", out, {x}, [slope](const Tensor& g) {
         return std::vector<Tensor>{detail::zip(g, slope, std::multiplies<float>())};
     });

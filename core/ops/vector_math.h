@@ -232,4 +232,55 @@ inline GeluSlope gelu_with_slope(float x) {
     return {x * cdf, cdf + x * (inv_sqrt_2pi * e)};
 }
 
+// gelu_with_slope on N vectors of eight lanes from x (value into value, slope into slope unless
+// null), each step taken across all N vectors before the next: one vector's steps wait on one
+// another (the exponential's polynomial, erf's), and the compiler's loop over single vectors
+// keeps too few of them in flight for a core's out-of-order window to fill its units. The same
+// operations as gelu_with_slope's (exp_in_range's and erf_nonnegative's coefficients, in their
+// order), fused as the compiler fuses those, so each lane equals its result bit for bit. On an AMD
+// EPYC Zen 1 (two threads), `gelu/forward_backward/25165824` went from 53.6 to 45.4-47.9 ms (N = 2
+// and 3: 47.8-48.2), the GPT's GELU from 2.2 to 1.8 ms a step.
+template <int N>
+SEQGRAD_TARGET_AVX2 inline void gelu_with_slope8(const float* x, float* value, float* slope) {
+    const __m256 sign = _mm256_set1_ps(-0.0f), one = _mm256_set1_ps(1.0f), half = _mm256_set1_ps(0.5f);
+    const __m256 round = _mm256_set1_ps(12582912.0f);  // exp_in_range's kRound
+    __m256 xv[N], z[N], az[N], t[N], shifted[N], r[N], p[N], q[N], e[N];
+#define SEQGRAD_EACH(statement) \
+    _Pragma("GCC unroll 8") for (int v = 0; v < N; ++v) { statement; }
+    SEQGRAD_EACH(xv[v] = _mm256_loadu_ps(x + 8 * v))
+    SEQGRAD_EACH(z[v] = _mm256_mul_ps(xv[v], _mm256_set1_ps(0.70710678118654752f)))
+    SEQGRAD_EACH(az[v] = _mm256_andnot_ps(sign, z[v]))
+    // -az^2, at least -87 (NaN becomes -87 too: max_ps gives its second operand for NaN)
+    SEQGRAD_EACH(t[v] = _mm256_max_ps(_mm256_mul_ps(_mm256_xor_ps(az[v], sign), az[v]), _mm256_set1_ps(-87.0f)))
+    SEQGRAD_EACH(q[v] = _mm256_div_ps(one, _mm256_fmadd_ps(az[v], _mm256_set1_ps(0.3275911f), one)))
+    // e = exp_in_range(t)
+    SEQGRAD_EACH(shifted[v] = _mm256_fmadd_ps(t[v], _mm256_set1_ps(1.44269504088896341f), round))
+    SEQGRAD_EACH(r[v] = _mm256_sub_ps(shifted[v], round))
+    SEQGRAD_EACH(t[v] = _mm256_fnmadd_ps(r[v], _mm256_set1_ps(0.693145751953125f), t[v]))
+    SEQGRAD_EACH(t[v] = _mm256_fnmadd_ps(r[v], _mm256_set1_ps(1.42860682030941723212e-6f), t[v]))
+    SEQGRAD_EACH(p[v] = _mm256_fmadd_ps(_mm256_set1_ps(1.0f / 720.0f), t[v], _mm256_set1_ps(1.0f / 120.0f)))
+    SEQGRAD_EACH(p[v] = _mm256_fmadd_ps(p[v], t[v], _mm256_set1_ps(1.0f / 24.0f)))
+    SEQGRAD_EACH(p[v] = _mm256_fmadd_ps(p[v], t[v], _mm256_set1_ps(1.0f / 6.0f)))
+    SEQGRAD_EACH(p[v] = _mm256_fmadd_ps(p[v], t[v], half))
+    SEQGRAD_EACH(p[v] = _mm256_fmadd_ps(p[v], t[v], one))
+    SEQGRAD_EACH(p[v] = _mm256_fmadd_ps(p[v], t[v], one))
+    SEQGRAD_EACH(e[v] = _mm256_mul_ps(
+                     p[v],
+                     _mm256_castsi256_ps(_mm256_slli_epi32(
+                         _mm256_sub_epi32(_mm256_castps_si256(shifted[v]), _mm256_set1_epi32(0x4B400000 - 127)), 23))))
+    // r = erf_nonnegative(az, e), then given z's sign, and the distribution 0.5 (1 + r)
+    SEQGRAD_EACH(p[v] = _mm256_fmadd_ps(_mm256_set1_ps(1.061405429f), q[v], _mm256_set1_ps(-1.453152027f)))
+    SEQGRAD_EACH(p[v] = _mm256_fmadd_ps(p[v], q[v], _mm256_set1_ps(1.421413741f)))
+    SEQGRAD_EACH(p[v] = _mm256_fmadd_ps(p[v], q[v], _mm256_set1_ps(-0.284496736f)))
+    SEQGRAD_EACH(p[v] = _mm256_fmadd_ps(p[v], q[v], _mm256_set1_ps(0.254829592f)))
+    SEQGRAD_EACH(r[v] = _mm256_fnmadd_ps(_mm256_mul_ps(p[v], q[v]), e[v], one))
+    SEQGRAD_EACH(r[v] = _mm256_or_ps(_mm256_andnot_ps(sign, r[v]), _mm256_and_ps(z[v], sign)))
+    SEQGRAD_EACH(r[v] = _mm256_mul_ps(half, _mm256_add_ps(one, r[v])))
+    SEQGRAD_EACH(_mm256_storeu_ps(value + 8 * v, _mm256_mul_ps(xv[v], r[v])))
+    if (slope != nullptr)
+        SEQGRAD_EACH(_mm256_storeu_ps(
+            slope + 8 * v, _mm256_fmadd_ps(xv[v], _mm256_mul_ps(_mm256_set1_ps(0.39894228040143268f), e[v]), r[v])))
+#undef SEQGRAD_EACH
+}
+
 }  // namespace seqgrad::detail
