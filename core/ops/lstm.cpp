@@ -296,7 +296,7 @@ LstmSequence lstm_sequence(const Tensor& input_gates, const Tensor& h0, const Te
 
     auto results = record(op, {outputs, h_n, c_n}, {input_gates, h0, c0, w_hh},
                           [acts, hs, cs, w_hh, backward_panels = recurrent.backward_panels(), length, batch, steps, g4,
-                           hidden, row_grain, rows_alone, row, time_of, slot, steps_together,
+                           hidden, row_grain, rows_alone, row, time_of, steps_together,
                            gates_shape = input_gates.shape()](std::span<const Tensor> grads) {
         const float* g_out = grads[0].data();
         Tensor d_gates = Tensor::empty(gates_shape);
