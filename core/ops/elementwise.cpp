@@ -182,24 +182,7 @@ Tensor gelu(const Tensor& x) {
     float* ps = with_slope ? slope.data() : nullptr;
     detail::parallel_for(x.numel(), detail::kElementwiseGrain, [&](int64_t begin, int64_t end) {
         with_isa_level([&](auto isa) {
-            int64_t i = begin;
-#if SEQGRAD_HAVE_ISA_LEVELS
-            if constexpr (decltype(isa)::value == IsaLevel::avx2) {  // 32 at a time, in four chains
-                for (; i + 32 <= end; i += 32) detail::gelu_with_slope8<4>(px + i, po + i, ps ? ps + i : nullptr);
-            }
-#endif
-            const float* __restrict xb = px + i;
-            float* __restrict ob = po + i;
-            if (ps == nullptr) {
-                for (int64_t j = 0; j < end - i; ++j) ob[j] = detail::gelu_with_slope(xb[j]).value;
-                return;
-            }
-            float* __restrict sb = ps + i;
-            for (int64_t j = 0; j < end - i; ++j) {
-                const detail::GeluSlope r = detail::gelu_with_slope(xb[j]);
-                ob[j] = r.value;
-                sb[j] = r.slope;
-            }
+            detail::gelu_values<decltype(isa)::value>(px + begin, po + begin, ps ? ps + begin : nullptr, end - begin);
         });
     });
     if (!with_slope) return out;

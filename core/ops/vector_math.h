@@ -283,4 +283,25 @@ SEQGRAD_TARGET_AVX2 inline void gelu_with_slope8(const float* x, float* value, f
 #undef SEQGRAD_EACH
 }
 
+// value[i] = gelu(x[i]) and, unless slope is null, slope[i] = its slope, for i < n, at level L (from
+// with_isa_level's copy for L): 32 at a time through gelu_with_slope8 at avx2, the rest (and every
+// element at the other levels) through gelu_with_slope, which the compiler vectorises.
+template <IsaLevel L>
+inline void gelu_values(const float* __restrict x, float* __restrict value, float* __restrict slope, int64_t n) {
+    int64_t i = 0;
+#if SEQGRAD_HAVE_ISA_LEVELS
+    if constexpr (L == IsaLevel::avx2)
+        for (; i + 32 <= n; i += 32) gelu_with_slope8<4>(x + i, value + i, slope != nullptr ? slope + i : nullptr);
+#endif
+    if (slope == nullptr) {
+        for (; i < n; ++i) value[i] = gelu_with_slope(x[i]).value;
+        return;
+    }
+    for (; i < n; ++i) {
+        const GeluSlope r = gelu_with_slope(x[i]);
+        value[i] = r.value;
+        slope[i] = r.slope;
+    }
+}
+
 }  // namespace seqgrad::detail
