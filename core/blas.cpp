@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <atomic>
 #include <climits>
+#include <cstring>
 #include <string>
 
 #include "parallel.h"
@@ -34,9 +35,17 @@ void gemm_block(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* 
                     static_cast<int>(tb ? k : n), 1.0f, b, static_cast<int>(ldb), a, 1, accumulate ? 1.0f : 0.0f, c, 1);
         return;
     }
+    // For beta = 0 OpenBLAS first clears C in a pass of its own, one float at a time with its Haswell
+    // and Zen kernels (sgemm_beta: 3.8% of the GPT's training step on a Zen 1). Cleared here by
+    // memset's vector stores, C is then added to (beta = 1): the same sums, the same result.
+    if (!accumulate) {
+        if (ldc == n) std::memset(c, 0, sizeof(float) * static_cast<size_t>(m * n));
+        else
+            for (int64_t i = 0; i < m; ++i) std::memset(c + i * ldc, 0, sizeof(float) * static_cast<size_t>(n));
+    }
     cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, static_cast<int>(m),
                 static_cast<int>(n), static_cast<int>(k), 1.0f, a, static_cast<int>(lda), b, static_cast<int>(ldb),
-                accumulate ? 1.0f : 0.0f, c, static_cast<int>(ldc));
+                1.0f, c, static_cast<int>(ldc));
 }
 
 void check_blas_size(int64_t n, const char* op) {
