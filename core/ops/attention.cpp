@@ -191,11 +191,17 @@ void score_gradient_row(float* __restrict ds, const float* __restrict w, int64_t
     for (int64_t j = 0; j < n; ++j) ds[j] = masked(j) ? 0.0f : w[j] * (ds[j] - d) / sqrt_head_size;
 }
 
-// Query rows per block: each block's products stop at the last key one of its rows attends to,
-// so a causal mask skips about half of the products, and padding masks the padded keys' share.
-constexpr int64_t kQueryBlock = 32;
+// Query rows per block at level L: each block's products stop at the last key one of its rows
+// attends to, so a causal mask skips about half of the products (of 64 queries' scores, blocks of
+// 32 compute 75%, of 16 62.5%), and padding masks the padded keys' share. 16 at avx2, whose tiles
+// are 6 rows (small_product.h): on an AMD EPYC Zen 1, the GPT CPU recipe's attention (12 texts, 4
+// heads, 64 positions, head 32) took 5.6-5.9 ms of a training step against 6.1-6.4 with 32, and
+// at 256 positions the same within 2% (8 rows: slower than 16 at both). The other levels keep 32:
+// avx512's tiles are 12 rows, and no machine with AVX-512 has measured 16 there yet.
+template <IsaLevel L>
+constexpr int64_t kQueryBlock = L == IsaLevel::avx2 ? 16 : 32;
 // Query rows at most in the blocks the forward pass runs together (whole blocks; see attention()).
-constexpr int64_t kMergedRows = 8 * kQueryBlock;
+constexpr int64_t kMergedRows = 256;
 
 // Everything about one call that the forward and backward loops share.
 struct Problem {
@@ -231,17 +237,17 @@ struct Problem {
         if (mask_strides[3] == 1) return f([row](int64_t j) { return row[j] == 0; });
         return f([row, step = mask_strides[3]](int64_t j) { return row[j * step] == 0; });
     }
-    // For each block of kQueryBlock query rows of pair p, how many leading keys its products need:
+    // For each block of `block` query rows of pair p, how many leading keys its products need:
     // one past the last key any of its rows attends to (a causal mask's lower triangle, a padding
     // mask's real keys); every key when there is no mask or a row attends to none (its weights are
     // then uniform over all tk keys, as the unblocked softmax makes them).
-    void block_keys(int64_t p, std::vector<int64_t>& keys) const {
-        const int64_t blocks = (tq + kQueryBlock - 1) / kQueryBlock;
+    void block_keys(int64_t p, int64_t block, std::vector<int64_t>& keys) const {
+        const int64_t blocks = (tq + block - 1) / block;
         keys.assign(static_cast<size_t>(blocks), tk);
         if (!mask) return;
         for (int64_t b = 0; b < blocks; ++b) {
             int64_t needed = 0;
-            for (int64_t i = b * kQueryBlock; i < std::min(tq, (b + 1) * kQueryBlock); ++i) {
+            for (int64_t i = b * block; i < std::min(tq, (b + 1) * block); ++i) {
                 int64_t last = tk;
                 while (last > 0 && masked(p, i, last - 1)) --last;
                 if (last == 0) {  // a row attending to nothing
@@ -259,20 +265,23 @@ struct Problem {
     int64_t grain() const { return std::max<int64_t>(1, (1 << 17) / std::max<int64_t>(1, tq * tk * head_size)); }
 };
 
-// One thread's Problem::block_keys, recomputed only when a pair reads another slice of the mask
-// (pairs that broadcast one slice, or a call without a mask, share the first answer).
+// One thread's Problem::block_keys for blocks of `block` rows, recomputed only when a pair reads
+// another slice of the mask (pairs that broadcast one slice, or a call without a mask, share the
+// first answer).
 class BlockKeys {
 public:
+    explicit BlockKeys(int64_t block) : block_(block) {}
     const std::vector<int64_t>& of(const Problem& pr, int64_t p) {
         const int64_t slice = pr.mask_slice(p);
         if (slice != slice_) {
-            pr.block_keys(p, keys_);
+            pr.block_keys(p, block_, keys_);
             slice_ = slice;
         }
         return keys_;
     }
 
 private:
+    int64_t block_;
     std::vector<int64_t> keys_;
     int64_t slice_ = -1;
 };
@@ -397,22 +406,23 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t head
         float* pc = context.data();
         float* pd = pr.dropout && keep_weights ? dropped.data() : nullptr;
         detail::parallel_for(pr.pairs(), pr.grain(), [&](int64_t begin, int64_t end) {
-            BlockKeys block_keys;
             thread_local detail::Scratch<float> block_scores;  // the blocks' weights (then dropped) when not kept
             float* scratch = keep_weights ? nullptr : block_scores.get((pr.dropout ? 2 : 1) * kMergedRows * pr.tk);
             thread_local detail::Scratch<float> keys_t;  // a pair's keys transposed (transpose_keys)
             float* kt = keys_t.get(pr.head_size * pr.tk);
             with_isa_level([&](auto isa) {
+                constexpr int64_t block = kQueryBlock<decltype(isa)::value>;
+                BlockKeys block_keys(block);
                 for (int64_t p = begin; p < end; ++p) {
                     const std::vector<int64_t>& keys = block_keys.of(pr, p);
                     transpose_keys<decltype(isa)::value>(pk + pr.key_offset(p), pr.tk, pr.head_size, pr.width, kt);
                     for (int64_t i0 = 0, rows = 0; i0 < pr.tq; i0 += rows) {
                         // Blocks that need as many keys (all of them without a mask, or with padding
                         // alone) go through the products together: fewer, larger products.
-                        const int64_t n = keys[static_cast<size_t>(i0 / kQueryBlock)];
-                        int64_t i1 = i0 + kQueryBlock;
-                        while (i1 < pr.tq && i1 - i0 < kMergedRows && keys[static_cast<size_t>(i1 / kQueryBlock)] == n)
-                            i1 += kQueryBlock;
+                        const int64_t n = keys[static_cast<size_t>(i0 / block)];
+                        int64_t i1 = i0 + block;
+                        while (i1 < pr.tq && i1 - i0 < kMergedRows && keys[static_cast<size_t>(i1 / block)] == n)
+                            i1 += block;
                         rows = std::min(i1, pr.tq) - i0;
                         // the blocks' rows of the weights, and of the weights after dropout
                         const int64_t first = (p * pr.tq + i0) * pr.tk;
@@ -474,16 +484,17 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t head
         float* gv_data = gv.data();
         float* ps = scratch.data();
         detail::parallel_for(b.pairs(), b.grain(), [&](int64_t begin, int64_t end) {
-            BlockKeys block_keys;
-            // A block's dropout factors, row by row: the mask drops the weights and, through the
-            // same factors, the gradient of the dropped weights.
-            std::vector<float> factors(b.dropout ? static_cast<size_t>(kQueryBlock * b.tk) : 0);
             // A pair's values transposed, [head_size, tk], so that d context v^T is a product of
             // untransposed matrices too (small_gemm); sgemm takes v as it is at the portable level.
             thread_local detail::Scratch<float> values_t;
             float* vt = values_t.get(b.head_size * b.tk);
             with_isa_level([&](auto isa) {
                 constexpr IsaLevel L = decltype(isa)::value;
+                constexpr int64_t block = kQueryBlock<L>;
+                BlockKeys block_keys(block);
+                // A block's dropout factors, row by row: the mask drops the weights and, through the
+                // same factors, the gradient of the dropped weights.
+                std::vector<float> factors(b.dropout ? static_cast<size_t>(block * b.tk) : 0);
                 for (int64_t p = begin; p < end; ++p) {
                     const std::vector<int64_t>& keys = block_keys.of(b, p);
                     if constexpr (L != IsaLevel::portable)
@@ -497,9 +508,8 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t head
                         std::fill_n(gv_data + b.key_offset(p) + j * b.width, b.head_size, 0.0f);
                         std::fill_n(gk_data + b.key_offset(p) + j * b.width, b.head_size, 0.0f);
                     }
-                    for (int64_t i0 = 0; i0 < b.tq; i0 += kQueryBlock) {
-                        const int64_t rows = std::min(kQueryBlock, b.tq - i0),
-                                      n = keys[static_cast<size_t>(i0 / kQueryBlock)];
+                    for (int64_t i0 = 0; i0 < b.tq; i0 += block) {
+                        const int64_t rows = std::min(block, b.tq - i0), n = keys[static_cast<size_t>(i0 / block)];
                         float* sb = s + i0 * b.tk;
                         const float* wb = w + i0 * b.tk;
                         const float* gcb = g_context + i0 * b.width;
