@@ -2,8 +2,8 @@
 # SIGKILL at any moment: trains a small Transformer or GPT (dropout on, a checkpoint every 3 steps), kills
 # it with SIGKILL at 20 random moments, resuming after each, and checks that
 #   - at least 8 of the kills ended a live process (status 137) once a checkpoint was on disk, so
-#     that they tested resuming and not a run that had finished or never started (a series with
-#     fewer runs again, up to three times, with kill moments drawn from a shorter or longer window);
+#     that they tested resuming and not a run that had finished or never started (a series of 20
+#     with fewer begins again, up to three times, its kill moments from a shorter or longer window);
 #   - every killed or finished run's status is 137 or 0: a resume never fails;
 #   - after every kill, every checkpoint file on disk loads (model, best, training state);
 #   - the last run resumes, and its weights are byte-identical to those of an uninterrupted run of
