@@ -68,9 +68,20 @@ started=$(date +%s%N)
 "${train[@]}" --max-steps 4 --out "$work/fresh" > "$work/fresh.log" 2>&1 \
   || fail "a fresh run of 4 steps failed: $(cat "$work/fresh.log")"
 fresh_window_ms=$(( 2 * ($(date +%s%N) - started) / 1000000 ))
-# (A floor of 10 ms only keeps the ranges from being empty.)
-[ "$window_ms" -ge 10 ] || window_ms=10
-[ "$fresh_window_ms" -ge 10 ] || fresh_window_ms=10
+# scale_windows NUMERATOR DENOMINATOR: both windows times the fraction, at least 10 ms (a floor that
+# only keeps the ranges from being empty).
+scale_windows() {
+  window_ms=$((window_ms * $1 / $2))
+  fresh_window_ms=$((fresh_window_ms * $1 / $2))
+  [ "$window_ms" -ge 10 ] || window_ms=10
+  [ "$fresh_window_ms" -ge 10 ] || fresh_window_ms=10
+}
+scale_windows 1 1
+# kills_tally: the windows of a series of kills and what its kills found.
+kills_tally() {
+  echo "over a ${window_ms} ms window (${fresh_window_ms} ms for a fresh run), $landed kills ended a run with" \
+       "a checkpoint on disk, $early came before one, $finished runs had ended"
+}
 
 # Every checkpoint file present must load: the model files through predict (generate for a
 # language model), the training state through curves (which reads its progress).
@@ -131,19 +142,14 @@ for series in 1 2 3; do
     check_loads "$run" $kill
   done
   [ $landed -ge 8 ] && break
-  tally="series $series: over a ${window_ms} ms window (${fresh_window_ms} ms for a fresh run), $landed kills"
-  tally+=" ended a run with a checkpoint on disk, $early came before one, $finished runs had ended"
-  [ "$series" -lt 3 ] || fail "too few kills tested a resume in three series; the last, $tally"
-  echo "$tally; again with the windows $([ $finished -gt 0 ] && echo halved || echo doubled)"
+  [ "$series" -lt 3 ] || fail "too few kills tested a resume in three series; the last, series 3: $(kills_tally)"
   if [ $finished -gt 0 ]; then
-    window_ms=$((window_ms / 2))
-    fresh_window_ms=$((fresh_window_ms / 2))
+    echo "series $series: $(kills_tally); again with the windows halved"
+    scale_windows 1 2
   else
-    window_ms=$((window_ms * 2))
-    fresh_window_ms=$((fresh_window_ms * 2))
+    echo "series $series: $(kills_tally); again with the windows doubled"
+    scale_windows 2 1
   fi
-  [ "$window_ms" -ge 10 ] || window_ms=10
-  [ "$fresh_window_ms" -ge 10 ] || fresh_window_ms=10
 done
 [ -f "$run/training.safetensors" ] || fail "20 kills and no checkpoint was ever committed"
 next_run
@@ -158,8 +164,5 @@ cmp -s "$work/reference/best.safetensors" "$run/best.safetensors" \
 leftovers=$(ls -A "$run" | grep -v -x -e model.safetensors -e best.safetensors -e training.safetensors)
 [ -z "$leftovers" ] || fail "files left behind: $leftovers"
 reached=$(cat "$work"/kill*.log | sed -n 's/^checkpoint saved at step \([0-9]*\).*/\1/p' | sort -n | tail -1)
-summary="over a ${window_ms} ms window (${fresh_window_ms} ms for a fresh run; runs of ${span_ms} ms):"
-summary+=" $landed kills ended a run with a checkpoint on disk, $early came before one, $finished runs had ended"
-summary+=" (the run at step ${reached:-0} of $steps after them)"
-echo "20 kills $summary; every checkpoint loaded after each, the final weights equal the uninterrupted run's," \
-     "nothing left over"
+echo "20 kills $(kills_tally) (runs of ${span_ms} ms; the run at step ${reached:-0} of $steps after them);" \
+     "every checkpoint loaded after each, the final weights equal the uninterrupted run's, nothing left over"
