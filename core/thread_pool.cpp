@@ -22,6 +22,7 @@ ThreadPool& ThreadPool::instance() {
 bool ThreadPool::in_worker() { return t_in_job; }
 
 void ThreadPool::resize(int threads) {
+    const std::lock_guard<std::mutex> turn(turn_);  // after the job running now, if any
     if (threads < 1) threads = 1;
     if (threads == size()) return;
     stop_workers();
@@ -48,10 +49,12 @@ void ThreadPool::stop_workers() {
 ThreadPool::~ThreadPool() { stop_workers(); }
 
 void ThreadPool::run(int64_t n, const std::function<void(int64_t)>& job) {
-    if (n <= 1 || t_in_job || workers_.empty()) {
+    const auto serially = [&] {
         for (int64_t t = 0; t < n; ++t) job(t);
-        return;
-    }
+    };
+    if (n <= 1 || t_in_job) return serially();
+    std::unique_lock<std::mutex> turn(turn_, std::try_to_lock);
+    if (!turn.owns_lock() || n > size()) return serially();  // another thread's job, or fewer threads since
     uint64_t generation;
     {
         std::lock_guard<std::mutex> lock(mutex_);

@@ -20,8 +20,10 @@ public:
 
     // Runs job(t) for t in [0, n): part 0 on the calling thread, part t on worker t, except that a
     // thread done with its own part takes any other not yet started, so a worker late to come (the
-    // cores busy with other work) is not waited for; returns when all are done. n must not exceed
-    // size(). Called from inside a job, it runs serially.
+    // cores busy with other work) is not waited for; returns when all are done. Called from inside
+    // a job, or with n above size(), it runs serially; so it does on a thread of the caller's while
+    // another of its threads has the workers (two models used from two threads at once): the same
+    // parts, so the same results, on that thread alone.
     void run(int64_t n, const std::function<void(int64_t)>& job);
     int size() const { return static_cast<int>(workers_.size()) + 1; }  // the caller counts
     void resize(int threads);
@@ -36,6 +38,7 @@ private:
     void stop_workers();
 
     std::vector<std::thread> workers_;
+    std::mutex turn_;  // held by the outside thread whose job the workers run, and by resize()
     std::mutex mutex_;
     std::condition_variable wake_;
     std::condition_variable done_;

@@ -5,6 +5,7 @@
 
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <set>
 #include <thread>
@@ -17,8 +18,8 @@
 namespace seqgrad {
 namespace {
 
-int& thread_count() {
-    static int count = [] {
+std::atomic<int>& thread_count() {  // read by every thread that runs parallel work
+    static std::atomic<int> count = [] {
         openblas_set_num_threads(1);
         const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
         detail::ThreadPool::instance().resize(cores);

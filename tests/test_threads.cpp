@@ -67,3 +67,45 @@ TEST_CASE("parallel_for runs each index once, job after job, with more threads t
     CHECK(wrong == 0);
     set_num_threads(before);
 }
+
+TEST_CASE("parallel_for called from two of the caller's threads at once runs each index once", "[threads]") {
+    // A server may run a translator on one thread and a classifier on another: both split their
+    // work across the one pool. Each call must still run every index of its own job exactly once.
+    const int before = get_num_threads();
+    set_num_threads(2);
+    constexpr int64_t kJobs = 20000, kIndices = 64;
+    std::atomic<int64_t> wrong{0};
+    const auto caller = [&] {
+        std::vector<std::atomic<int>> runs(static_cast<size_t>(kIndices));
+        for (int64_t job = 0; job < kJobs; ++job) {
+            for (auto& r : runs) r.store(0, std::memory_order_relaxed);
+            parallel_for(kIndices, 1, [&](int64_t begin, int64_t end) {
+                for (int64_t i = begin; i < end; ++i)
+                    runs[static_cast<size_t>(i)].fetch_add(1, std::memory_order_relaxed);
+            });
+            for (const auto& r : runs) wrong += r.load() != 1;
+        }
+    };
+    std::thread first(caller), second(caller);
+    first.join();
+    second.join();
+    CHECK(wrong == 0);
+    set_num_threads(before);
+}
+
+TEST_CASE("two of the caller's threads computing gradients at once get one thread's results", "[threads]") {
+    // Whichever thread has the pool's workers, the other runs the same parts alone: the same sums
+    // in the same order, so the same bits as a call made with nothing else running.
+    const int before = get_num_threads();
+    set_num_threads(2);
+    const auto alone = step_gradients();
+    std::atomic<int> differ{0};
+    const auto caller = [&] {
+        for (int i = 0; i < 10; ++i) differ += step_gradients() != alone;
+    };
+    std::thread first(caller), second(caller);
+    first.join();
+    second.join();
+    CHECK(differ == 0);
+    set_num_threads(before);
+}
