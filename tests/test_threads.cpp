@@ -1,5 +1,6 @@
 // set_num_threads governs all parallel work, and results are bit-identical run to run.
 #include <atomic>
+#include <chrono>
 #include <thread>
 
 #include "helpers.h"
@@ -107,5 +108,28 @@ TEST_CASE("two of the caller's threads computing gradients at once get one threa
     first.join();
     second.join();
     CHECK(differ == 0);
+    set_num_threads(before);
+}
+
+TEST_CASE("set_num_threads from another thread waits for the parallel work running then", "[threads]") {
+    // Part 0 runs on the calling thread and ends last: if the pool were resized under it, its
+    // search for parts not yet started would read the new, smaller pool's records.
+    const int before = get_num_threads();
+    set_num_threads(2);
+    std::vector<std::atomic<int>> runs(2);
+    std::atomic<int> started{0};
+    std::thread caller([&] {
+        parallel_for(2, 1, [&](int64_t begin, int64_t end) {
+            ++started;
+            std::this_thread::sleep_for(std::chrono::milliseconds(begin == 0 ? 400 : 100));
+            for (int64_t i = begin; i < end; ++i) runs[static_cast<size_t>(i)].fetch_add(1);
+        });
+    });
+    while (started < 2) std::this_thread::yield();
+    set_num_threads(1);  // stops the pool's worker, once the job above is done
+    caller.join();
+    CHECK(runs[0] == 1);
+    CHECK(runs[1] == 1);
+    CHECK(get_num_threads() == 1);
     set_num_threads(before);
 }

@@ -8,6 +8,9 @@
 
 namespace seqgrad {
 
+// Several of the caller's threads may use seqgrad at once: one at a time has the pool, and the
+// others run their parallel work alone, split the same way, so with the same results.
+// set_num_threads waits for the parallel work running then; it must not be called from inside it.
 void set_num_threads(int n);  // n >= 1; the default is the number of cores
 int get_num_threads();
 
