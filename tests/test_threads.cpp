@@ -1,6 +1,7 @@
 // set_num_threads governs all parallel work, and results are bit-identical run to run.
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <thread>
 
 #include "helpers.h"
@@ -24,6 +25,16 @@ std::vector<float> step_gradients() {
     for (float v : gamma.grad().to_vector()) out.push_back(v);
     out.push_back(loss.item());
     return out;
+}
+
+// Runs f on two threads of the caller's at once, with a pool of two threads.
+void on_two_threads_at_once(const std::function<void()>& f) {
+    const int before = get_num_threads();
+    set_num_threads(2);
+    std::thread first(f), second(f);
+    first.join();
+    second.join();
+    set_num_threads(before);
 }
 
 }  // namespace
@@ -72,11 +83,9 @@ TEST_CASE("parallel_for runs each index once, job after job, with more threads t
 TEST_CASE("parallel_for called from two of the caller's threads at once runs each index once", "[threads]") {
     // A server may run a translator on one thread and a classifier on another: both split their
     // work across the one pool. Each call must still run every index of its own job exactly once.
-    const int before = get_num_threads();
-    set_num_threads(2);
     constexpr int64_t kJobs = 20000, kIndices = 64;
     std::atomic<int64_t> wrong{0};
-    const auto caller = [&] {
+    on_two_threads_at_once([&] {
         std::vector<std::atomic<int>> runs(static_cast<size_t>(kIndices));
         for (int64_t job = 0; job < kJobs; ++job) {
             for (auto& r : runs) r.store(0, std::memory_order_relaxed);
@@ -86,12 +95,8 @@ TEST_CASE("parallel_for called from two of the caller's threads at once runs eac
             });
             for (const auto& r : runs) wrong += r.load() != 1;
         }
-    };
-    std::thread first(caller), second(caller);
-    first.join();
-    second.join();
+    });
     CHECK(wrong == 0);
-    set_num_threads(before);
 }
 
 TEST_CASE("two of the caller's threads computing gradients at once get one thread's results", "[threads]") {
@@ -100,15 +105,12 @@ TEST_CASE("two of the caller's threads computing gradients at once get one threa
     const int before = get_num_threads();
     set_num_threads(2);
     const auto alone = step_gradients();
-    std::atomic<int> differ{0};
-    const auto caller = [&] {
-        for (int i = 0; i < 10; ++i) differ += step_gradients() != alone;
-    };
-    std::thread first(caller), second(caller);
-    first.join();
-    second.join();
-    CHECK(differ == 0);
     set_num_threads(before);
+    std::atomic<int> differ{0};
+    on_two_threads_at_once([&] {
+        for (int i = 0; i < 10; ++i) differ += step_gradients() != alone;
+    });
+    CHECK(differ == 0);
 }
 
 TEST_CASE("set_num_threads from another thread waits for the parallel work running then", "[threads]") {
