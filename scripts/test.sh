@@ -4,7 +4,7 @@
 # kernel held to AVX2 (seqgrad's, oneDNN's and OpenBLAS's), as a CPU without AVX-512 runs them;
 # then the program's tests with seqgrad's kernels at the portable level. Then a second tree,
 # build-sanitize/, built by clang with AddressSanitizer, UndefinedBehaviorSanitizer and libFuzzer's
-# coverage: the suite again, and each fuzz harness for FUZZ_SECONDS (30 unless set; 0 skips them).
+# coverage: the suite again, and each fuzz harness for FUZZ_SECONDS (15 unless set; 0 skips them).
 # Under CI (CI=true) a test CTest skips fails the run unless tests/expected_skips/ lists it for this
 # kind of machine; every run's skips are printed at the end.
 set -euo pipefail
@@ -114,7 +114,7 @@ release_only+="|^faults\.sigkill_and_resume\.gpt$|^int8\.without_vnni\.AVX512_CO
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
   run_ctest sanitize "$(kind_of_cpu)" --test-dir build-sanitize --output-on-failure -j"$jobs" -E "$release_only"
 
-fuzz_seconds=${FUZZ_SECONDS:-30}
+fuzz_seconds=${FUZZ_SECONDS:-15}
 if [ "$fuzz_seconds" -gt 0 ]; then
   bash scripts/fuzz.sh "$fuzz_seconds" --build build-sanitize
 fi
