@@ -51,13 +51,12 @@ SEQGRAD_TARGET_AVX512 inline __mmask16 masked_lanes16(const int64_t* mask, int64
 
 // scale_mask_max and scale_by at the avx512 level: sixteen scores at a time, the last ones under a
 // mask.
-SEQGRAD_TARGET_AVX512 float scale_mask_max16(float* row, int64_t n, float sqrt_head_size, const int64_t* mask,
-                                             int64_t step) {
-    const __m512 divisor = _mm512_set1_ps(sqrt_head_size), fill = _mm512_set1_ps(kAttentionMaskFill);
+SEQGRAD_TARGET_AVX512 float scale_mask_max16(float* row, int64_t n, float scale, const int64_t* mask, int64_t step) {
+    const __m512 factor = _mm512_set1_ps(scale), fill = _mm512_set1_ps(kAttentionMaskFill);
     __m512 running = _mm512_set1_ps(-INFINITY);
     for (int64_t j = 0; j < n; j += 16) {
         const __mmask16 lanes = detail::first_lanes(n - j);
-        __m512 x = _mm512_maskz_div_ps(lanes, _mm512_maskz_loadu_ps(lanes, row + j), divisor);
+        __m512 x = _mm512_maskz_mul_ps(lanes, _mm512_maskz_loadu_ps(lanes, row + j), factor);
         if (mask != nullptr) x = _mm512_mask_mov_ps(x, masked_lanes16(mask, step, j, lanes), fill);
         _mm512_mask_storeu_ps(row + j, lanes, x);
         running = _mm512_mask_max_ps(running, lanes, x, running);  // max_ps(x, r) keeps r when x is NaN
@@ -89,22 +88,21 @@ SEQGRAD_TARGET_AVX2 inline __m256 masked_lanes8(const int64_t* mask, int64_t ste
     return _mm256_castsi256_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(bits)));
 }
 
-SEQGRAD_TARGET_AVX2 float scale_mask_max8(float* row, int64_t n, float sqrt_head_size, const int64_t* mask,
-                                          int64_t step) {
-    const __m256 divisor = _mm256_set1_ps(sqrt_head_size), fill = _mm256_set1_ps(kAttentionMaskFill);
+SEQGRAD_TARGET_AVX2 float scale_mask_max8(float* row, int64_t n, float scale, const int64_t* mask, int64_t step) {
+    const __m256 factor = _mm256_set1_ps(scale), fill = _mm256_set1_ps(kAttentionMaskFill);
     const __m256 none = _mm256_set1_ps(-INFINITY);
     __m256 running = none;
     // Whole vectors with plain loads and stores (AMD's cores run a masked store as many slower steps).
     int64_t j = 0;
     for (; j + 8 <= n; j += 8) {
-        __m256 x = _mm256_div_ps(_mm256_loadu_ps(row + j), divisor);
+        __m256 x = _mm256_mul_ps(_mm256_loadu_ps(row + j), factor);
         if (mask != nullptr) x = _mm256_blendv_ps(x, fill, masked_lanes8(mask, step, j, 8));
         _mm256_storeu_ps(row + j, x);
         running = _mm256_max_ps(x, running);  // max_ps(x, r) keeps r when x is NaN
     }
     if (j < n) {
         const __m256i lanes = detail::first_lanes8(n - j);
-        __m256 x = _mm256_div_ps(_mm256_maskload_ps(row + j, lanes), divisor);
+        __m256 x = _mm256_mul_ps(_mm256_maskload_ps(row + j, lanes), factor);
         if (mask != nullptr) x = _mm256_blendv_ps(x, fill, masked_lanes8(mask, step, j, n - j));
         _mm256_maskstore_ps(row + j, lanes, x);
         // the lanes past n count as -inf
@@ -123,16 +121,18 @@ SEQGRAD_TARGET_AVX2 void scale8(float* row, int64_t n, float f) {
 }
 #endif
 
-// A row of raw scores q . k each divided by sqrt(head_size), or set to kAttentionMaskFill where
-// masked (mask[j * mask_step] == 0; no mask when it is null); returns the row's largest.
+// A row of raw scores q . k each times `scale` (1 / sqrt(head_size): a product, where a division
+// would take each vector four to six times as long on the cores measured), or set to
+// kAttentionMaskFill where masked (mask[j * mask_step] == 0; no mask when it is null); returns the
+// row's largest.
 template <IsaLevel L>
-float scale_mask_max(float* row, int64_t n, float sqrt_head_size, const int64_t* mask, int64_t mask_step) {
+float scale_mask_max(float* row, int64_t n, float scale, const int64_t* mask, int64_t mask_step) {
 #if SEQGRAD_HAVE_ISA_LEVELS
-    if constexpr (L == IsaLevel::avx512) return scale_mask_max16(row, n, sqrt_head_size, mask, mask_step);
-    if constexpr (L == IsaLevel::avx2) return scale_mask_max8(row, n, sqrt_head_size, mask, mask_step);
+    if constexpr (L == IsaLevel::avx512) return scale_mask_max16(row, n, scale, mask, mask_step);
+    if constexpr (L == IsaLevel::avx2) return scale_mask_max8(row, n, scale, mask, mask_step);
 #endif
     for (int64_t j = 0; j < n; ++j)
-        row[j] = mask != nullptr && mask[j * mask_step] == 0 ? kAttentionMaskFill : row[j] / sqrt_head_size;
+        row[j] = mask != nullptr && mask[j * mask_step] == 0 ? kAttentionMaskFill : row[j] * scale;
     return detail::row_max<L>(row, n);
 }
 template <IsaLevel L>
@@ -147,20 +147,20 @@ void scale_by(float* row, int64_t n, float f) {
 // Rows of attention weights (rows of n, ld apart) from their raw scores: scale_mask_max (the mask's
 // rows mask_ld apart), then softmax. The one computation of the weights, for training's attention()
 // and decoding's gathered_attention() alike, so that both round the same (at one level L:
-// isa_dispatch.h); every level divides, takes the same maximum and sums the exponentials in
+// isa_dispatch.h); every level scales alike, takes the same maximum and sums the exponentials in
 // exp_shifted's order, so the levels differ only as exp_shifted's do. Eight rows go through each
 // step before the next: a row's steps wait on one another (two sums across the lanes among them),
 // and a short row's (64 keys) would otherwise leave the core idle between them.
 template <IsaLevel L>
-void attention_weights_rows(float* w, int64_t rows, int64_t ld, int64_t n, float sqrt_head_size, const int64_t* mask,
+void attention_weights_rows(float* w, int64_t rows, int64_t ld, int64_t n, float scale, const int64_t* mask,
                             int64_t mask_ld, int64_t mask_step) {
     constexpr int64_t kChunk = 8;
     float peak[kChunk], inv[kChunk];
     for (int64_t r0 = 0; r0 < rows; r0 += kChunk) {
         const int64_t c = std::min(kChunk, rows - r0);
         for (int64_t r = 0; r < c; ++r)
-            peak[r] = scale_mask_max<L>(w + (r0 + r) * ld, n, sqrt_head_size,
-                                        mask ? mask + (r0 + r) * mask_ld : nullptr, mask_step);
+            peak[r] =
+                scale_mask_max<L>(w + (r0 + r) * ld, n, scale, mask ? mask + (r0 + r) * mask_ld : nullptr, mask_step);
         for (int64_t r = 0; r < c; ++r) {
             float* row = w + (r0 + r) * ld;
             inv[r] = 1.0f / detail::exp_shifted<L>(row, peak[r], row, n);
@@ -182,13 +182,12 @@ void add_row(float* __restrict x, const float* __restrict y, int64_t n) {
 }
 
 // One row of the scores' gradient from the weights' (d weights in ds, replaced; its first n
-// entries): ds[j] = w[j] (ds[j] - sum_j' ds[j'] w[j']) / sqrt(head_size), 0 where masked(j), since
-// the fill replaced those scores.
+// entries): ds[j] = w[j] (ds[j] - sum_j' ds[j'] w[j']) scale, 0 where masked(j), since the fill
+// replaced those scores.
 template <typename Masked>
-void score_gradient_row(float* __restrict ds, const float* __restrict w, int64_t n, float sqrt_head_size,
-                        Masked&& masked) {
+void score_gradient_row(float* __restrict ds, const float* __restrict w, int64_t n, float scale, Masked&& masked) {
     const float d = detail::dot(ds, w, n);
-    for (int64_t j = 0; j < n; ++j) ds[j] = masked(j) ? 0.0f : w[j] * (ds[j] - d) / sqrt_head_size;
+    for (int64_t j = 0; j < n; ++j) ds[j] = masked(j) ? 0.0f : w[j] * (ds[j] - d) * scale;
 }
 
 // Query rows per block at level L: each block's products stop at the last key one of its rows
@@ -206,7 +205,7 @@ constexpr int64_t kMergedRows = 256;
 // Everything about one call that the forward and backward loops share.
 struct Problem {
     int64_t batch, heads, tq, tk, width, head_size;
-    float sqrt_head_size;
+    float scale;  // of the raw scores: 1 / sqrt(head_size)
     // The mask's strides over [batch, heads, tq, tk] (0 on broadcast axes); no mask if empty.
     const int64_t* mask = nullptr;
     int64_t mask_strides[4] = {0, 0, 0, 0};
@@ -365,7 +364,7 @@ Problem describe(const Tensor& q, const Tensor& k, const Tensor& v, int64_t head
     pr.tk = k.size(1);
     pr.width = q.size(2);
     pr.head_size = pr.width / heads;
-    pr.sqrt_head_size = std::sqrt(static_cast<float>(pr.head_size));
+    pr.scale = 1.0f / std::sqrt(static_cast<float>(pr.head_size));
     for (int64_t n : {pr.tq, pr.tk, pr.width}) detail::check_blas_size(n, "attention");
     if (mask.numel() > 0) {
         const Shape scores{pr.batch, heads, pr.tq, pr.tk};
@@ -431,9 +430,8 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t head
                         small_gemm<decltype(isa)::value>(false, false, rows, n, pr.head_size,
                                                          pq + pr.query_offset(p) + i0 * pr.width, pr.width, kt, pr.tk,
                                                          w, pr.tk);
-                        attention_weights_rows<decltype(isa)::value>(w, rows, pr.tk, n, pr.sqrt_head_size,
-                                                                     pr.mask_row(p, i0), pr.mask_strides[2],
-                                                                     pr.mask_strides[3]);
+                        attention_weights_rows<decltype(isa)::value>(w, rows, pr.tk, n, pr.scale, pr.mask_row(p, i0),
+                                                                     pr.mask_strides[2], pr.mask_strides[3]);
                         for (int64_t r = 0; r < rows; ++r) {
                             float* row = w + r * pr.tk;
                             if (keep_weights) std::fill(row + n, row + pr.tk, 0.0f);  // keys the blocks never see
@@ -538,7 +536,7 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t head
                             if (b.dropout) scale_row(sr, factors.data() + (i - i0) * b.tk, n);
                             if (gw != nullptr) add_row(sr, gw + i * b.tk, n);
                             b.with_mask_row(p, i, [&](auto masked) {
-                                score_gradient_row(sr, w + i * b.tk, n, b.sqrt_head_size, masked);
+                                score_gradient_row(sr, w + i * b.tk, n, b.scale, masked);
                             });
                         }
                         // d q = d scores k;  d k += d scores^T q
@@ -755,7 +753,7 @@ Tensor gathered_attention(const Tensor& q, const Tensor& k, const Tensor& v, con
         if (weights_out) *weights_out = weights;
         return context;
     }
-    const float sqrt_head_size = std::sqrt(static_cast<float>(head_size));
+    const float scale = 1.0f / std::sqrt(static_cast<float>(head_size));
     const float* pq = q.data();
     const float* pk = k.data();
     const float* pv = v.data();
@@ -775,9 +773,8 @@ Tensor gathered_attention(const Tensor& q, const Tensor& k, const Tensor& v, con
                 float* w = pw + i * heads * length;  // [heads, length]
                 float* out = pc + i * width;
                 const auto weights_of_row = [&] {
-                    attention_weights_rows<L>(w, heads, length, length, sqrt_head_size,
-                                              pm ? pm + i * mask_strides[0] : nullptr, mask_strides[1],
-                                              mask_strides[3]);
+                    attention_weights_rows<L>(w, heads, length, length, scale, pm ? pm + i * mask_strides[0] : nullptr,
+                                              mask_strides[1], mask_strides[3]);
                 };
                 if constexpr (L != IsaLevel::portable) {
                     if (head_size % (L == IsaLevel::avx512 ? 16 : 8) == 0) {
