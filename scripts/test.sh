@@ -3,8 +3,9 @@
 # in build/, at the CPU's own level; then, on a CPU above AVX2, the unit tests again with every
 # kernel held to AVX2 (seqgrad's, oneDNN's and OpenBLAS's), as a CPU without AVX-512 runs them;
 # then the program's tests with seqgrad's kernels at the portable level. Then a second tree,
-# build-sanitize/, built by clang with AddressSanitizer, UndefinedBehaviorSanitizer and libFuzzer's
-# coverage: the suite again, and each fuzz harness for FUZZ_SECONDS (15 unless set; 0 skips them).
+# build-sanitize/, built by clang with AddressSanitizer, UndefinedBehaviorSanitizer and, in the code
+# that reads files, libFuzzer's coverage: the suite again, and each fuzz harness for FUZZ_SECONDS
+# (15 unless set; 0 skips them).
 # Under CI (CI=true) a test CTest skips fails the run unless tests/expected_skips/ lists it for this
 # kind of machine; every run's skips are printed at the end.
 set -euo pipefail
@@ -99,9 +100,9 @@ CC=clang CXX=clang++ cmake -S . -B build-sanitize -DCMAKE_BUILD_TYPE=RelWithDebI
   -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O2 -gline-tables-only -DNDEBUG" \
   -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -gline-tables-only -DNDEBUG"
 cmake --build build-sanitize -j"$jobs"
-# All but the four tests that train a model to 99% on a task ("learns to"): under the sanitizers and
-# libFuzzer's coverage they take minutes each, running the same code as the short tests thousands of
-# times over; the Release run above has them. Of the tests under mpirun, the Transformer's 2 ranks
+# All but the four tests that train a model to 99% on a task ("learns to"): under the sanitizers
+# they take minutes each, running the same code as the short tests thousands of times over; the
+# Release run above has them. Of the tests under mpirun, the Transformer's 2 ranks
 # against one process (every collective, the overlapped and the blocking sums) and the ranks'
 # errors (MPI_Abort) run here; the other models' and the 300-step kills and resumes, minutes more
 # under the sanitizers for the same MPI code, only in Release. So do the GPT's kills and resumes
