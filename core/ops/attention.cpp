@@ -121,10 +121,9 @@ SEQGRAD_TARGET_AVX2 void scale8(float* row, int64_t n, float f) {
 }
 #endif
 
-// A row of raw scores q . k each times `scale` (1 / sqrt(head_size): a product, where a division
-// would take each vector four to six times as long on the cores measured), or set to
-// kAttentionMaskFill where masked (mask[j * mask_step] == 0; no mask when it is null); returns the
-// row's largest.
+// A row of raw scores q . k each times `scale` (1 / sqrt(head_size): a product, as a division takes
+// several times as long a vector), or set to kAttentionMaskFill where masked (mask[j * mask_step]
+// == 0; no mask when it is null); returns the row's largest.
 template <IsaLevel L>
 float scale_mask_max(float* row, int64_t n, float scale, const int64_t* mask, int64_t mask_step) {
 #if SEQGRAD_HAVE_ISA_LEVELS
