@@ -456,7 +456,8 @@ void register_op_benchmarks() {
     register_rows("layer_norm/forward_backward", layer_norm_forward_backward, kNormShapes);
     register_rows("cross_entropy/forward", cross_entropy_forward, kRowShapes);
     register_rows("cross_entropy/forward_backward", cross_entropy_forward_backward, kRowShapes);
-    register_rows("attention/forward_backward", attention_forward_backward, {{64, 6, 256, 64}, {12, 4, 64, 32}});
+    register_rows("attention/forward_backward", attention_forward_backward,
+                  {{64, 6, 256, 64}, {12, 4, 64, 32}, {256, 4, 12, 64}});
     register_rows("attention/forward", attention_forward, {{64, 4, 64, 32}, {64, 6, 256, 64}});
     // a baby GPT's [64, 256, 384] activation; one that stays in the caches
     register_rows("dropout/forward_backward", dropout_forward_backward, {{64 * 256 * 384}, {64 * 1024}});
