@@ -191,13 +191,14 @@ void score_gradient_row(float* __restrict ds, const float* __restrict w, int64_t
 
 // Query rows per block at level L: each block's products stop at the last key one of its rows
 // attends to, so a causal mask skips about half of the products (of 64 queries' scores, blocks of
-// 32 compute 75%, of 16 62.5%), and padding masks the padded keys' share. 16 at avx2, whose tiles
-// are 6 rows (small_product.h): on an AMD EPYC Zen 1, the GPT CPU recipe's attention (12 texts, 4
-// heads, 64 positions, head 32) took 5.6-5.9 ms of a training step against 6.1-6.4 with 32, and
-// at 256 positions the same within 2% (8 rows: slower than 16 at both). The other levels keep 32:
-// avx512's tiles are 12 rows, and no machine with AVX-512 has measured 16 there yet.
+// 32 compute 75%, of 16 62.5%), and padding masks the padded keys' share. 16 at avx2 and avx512:
+// on an AMD EPYC Zen 1 (avx2), the GPT CPU recipe's attention (12 texts, 4 heads, 64 positions,
+// head 32) took 5.6-5.9 ms of a training step against 6.1-6.4 with 32, and at 256 positions the
+// same within 2% (8 rows: slower than 16 at both); on an AMD EPYC Zen 4 at avx512, whose tiles are
+// 12 rows (small_product.h), the forward and backward of that shape took 0.90 of its time with 32,
+// and of 256 positions with heads of 64, 0.95. sgemm, at the portable level, keeps 32.
 template <IsaLevel L>
-constexpr int64_t kQueryBlock = L == IsaLevel::avx2 ? 16 : 32;
+constexpr int64_t kQueryBlock = L == IsaLevel::portable ? 32 : 16;
 // Query rows at most in the blocks the forward pass runs together (whole blocks; see attention()).
 constexpr int64_t kMergedRows = 256;
 
