@@ -397,16 +397,17 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t head
     // Every pair writes its whole block of the context, so only an empty problem needs zeros.
     Tensor context = empty ? Tensor::zeros({pr.batch, pr.tq, pr.width}) : Tensor::empty({pr.batch, pr.tq, pr.width});
     if (!empty) {
-        Tensor dropped = pr.dropout && keep_weights ? Tensor::empty(weights.shape()) : Tensor();
         const float* pq = q.data();
         const float* pk = k.data();
         const float* pv = v.data();
         float* pw = keep_weights ? weights.data() : nullptr;
         float* pc = context.data();
-        float* pd = pr.dropout && keep_weights ? dropped.data() : nullptr;
         detail::parallel_for(pr.pairs(), pr.grain(), [&](int64_t begin, int64_t end) {
-            thread_local detail::Scratch<float> block_scores;  // the blocks' weights (then dropped) when not kept
-            float* scratch = keep_weights ? nullptr : block_scores.get((pr.dropout ? 2 : 1) * kMergedRows * pr.tk);
+            // The blocks' weights when they are not kept, and with dropout the weights after it: read
+            // by the context's product while still in the core's cache, and by nothing after it.
+            thread_local detail::Scratch<float> block_scores;
+            const int64_t buffers = (keep_weights ? 0 : 1) + (pr.dropout ? 1 : 0);
+            float* scratch = buffers > 0 ? block_scores.get(buffers * kMergedRows * pr.tk) : nullptr;
             thread_local detail::Scratch<float> keys_t;  // a pair's keys transposed (transpose_keys)
             float* kt = keys_t.get(pr.head_size * pr.tk);
             with_isa_level([&](auto isa) {
@@ -426,7 +427,7 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t head
                         // the blocks' rows of the weights, and of the weights after dropout
                         const int64_t first = (p * pr.tq + i0) * pr.tk;
                         float* w = keep_weights ? pw + first : scratch;
-                        float* dropped_w = !pr.dropout ? w : keep_weights ? pd + first : scratch + kMergedRows * pr.tk;
+                        float* dropped_w = !pr.dropout ? w : keep_weights ? scratch : scratch + kMergedRows * pr.tk;
                         small_gemm<decltype(isa)::value>(false, false, rows, n, pr.head_size,
                                                          pq + pr.query_offset(p) + i0 * pr.width, pr.width, kt, pr.tk,
                                                          w, pr.tk);
@@ -472,7 +473,6 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t head
         Problem b = pr;
         b.mask = b.mask ? mask_copy->data() : nullptr;
         Tensor gq = Tensor::empty(q.shape()), gk = Tensor::empty(k.shape()), gv = Tensor::empty(v.shape());
-        Tensor scratch = Tensor::empty(weights.shape());  // per pair: dropped weights, then score gradients
         const float* pq = q.data();
         const float* pk = k.data();
         const float* pv = v.data();
@@ -481,15 +481,18 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t head
         float* gq_data = gq.data();
         float* gk_data = gk.data();
         float* gv_data = gv.data();
-        float* ps = scratch.data();
         detail::parallel_for(b.pairs(), b.grain(), [&](int64_t begin, int64_t end) {
             // A pair's values transposed, [head_size, tk], so that d context v^T is a product of
             // untransposed matrices too (small_gemm); sgemm takes v as it is at the portable level.
             thread_local detail::Scratch<float> values_t;
             float* vt = values_t.get(b.head_size * b.tk);
+            // A block's rows of the dropped weights, then of their gradient and the scores': in the
+            // core's cache from the first product that writes them to the last that reads them.
+            thread_local detail::Scratch<float> block_rows;
             with_isa_level([&](auto isa) {
                 constexpr IsaLevel L = decltype(isa)::value;
                 constexpr int64_t block = kQueryBlock<L>;
+                float* sb = block_rows.get(block * b.tk);
                 BlockKeys block_keys(block);
                 // A block's dropout factors, row by row: the mask drops the weights and, through the
                 // same factors, the gradient of the dropped weights.
@@ -499,7 +502,6 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t head
                     if constexpr (L != IsaLevel::portable)
                         transpose_keys<L>(pv + b.key_offset(p), b.tk, b.head_size, b.width, vt);
                     const float* w = pw + p * b.tq * b.tk;
-                    float* s = ps + p * b.tq * b.tk;
                     const float* g_context = pg + b.query_offset(p);
                     const float* gw = pgw != nullptr ? pgw + p * b.tq * b.tk : nullptr;
                     // d v and d k sum over the blocks: the first block's products write the rows of
@@ -512,7 +514,6 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t head
                     }
                     for (int64_t i0 = 0; i0 < b.tq; i0 += block) {
                         const int64_t rows = std::min(block, b.tq - i0), n = keys[static_cast<size_t>(i0 / block)];
-                        float* sb = s + i0 * b.tk;
                         const float* wb = w + i0 * b.tk;
                         const float* gcb = g_context + i0 * b.width;
                         const float* dropped = wb;
@@ -520,7 +521,7 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t head
                             for (int64_t i = i0; i < i0 + rows; ++i) {
                                 float* f = factors.data() + (i - i0) * b.tk;
                                 b.dropout_mask.factors(f, n, b.dropout_first(p, i));
-                                multiply_rows(w + i * b.tk, f, s + i * b.tk, n);
+                                multiply_rows(w + i * b.tk, f, sb + (i - i0) * b.tk, n);
                             }
                             dropped = sb;
                         }
@@ -536,7 +537,7 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t head
                         // d weights gains the weights' own gradient (when a loss used them); then the
                         // scores' gradient. Keys past n have weight 0 in every row of the block.
                         for (int64_t i = i0; i < i0 + rows; ++i) {
-                            float* sr = s + i * b.tk;
+                            float* sr = sb + (i - i0) * b.tk;
                             if (b.dropout) scale_row(sr, factors.data() + (i - i0) * b.tk, n);
                             if (gw != nullptr) add_row(sr, gw + i * b.tk, n);
                             b.with_mask_row(p, i, [&](auto masked) {
