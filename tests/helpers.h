@@ -155,6 +155,21 @@ struct PackingDisabled {
     PackingDisabled& operator=(const PackingDisabled&) = delete;
 };
 
+// The pool's thread count for a scope: remembers the caller's count, optionally sets another, and
+// puts the caller's back when the scope ends, also when a REQUIRE throws out of it (a test that
+// changed the count and failed would otherwise leave every later test at its count).
+class ThreadCountScope {
+public:
+    ThreadCountScope() : before_(get_num_threads()) {}
+    explicit ThreadCountScope(int threads) : ThreadCountScope() { set_num_threads(threads); }
+    ~ThreadCountScope() { set_num_threads(before_); }
+    ThreadCountScope(const ThreadCountScope&) = delete;
+    ThreadCountScope& operator=(const ThreadCountScope&) = delete;
+
+private:
+    int before_;
+};
+
 // Marks the running test case skipped, saying why: it must be called before the case's first check
 // (a case that checked something and then skips fails, naming the count), and the caller returns
 // after it. A run whose every case skipped exits with 77, which CTest reports as skipped

@@ -26,6 +26,7 @@ using Catch::Matchers::Contains;
 using seqgrad::testing::error_of;
 using seqgrad::testing::rhymes;
 using seqgrad::testing::TempDir;
+using seqgrad::testing::ThreadCountScope;
 namespace fs = std::filesystem;
 
 namespace {
@@ -561,13 +562,10 @@ TEST_CASE("many texts without a gradient run a slice per thread in pieces, with 
                                                 : 6 + static_cast<int64_t>(draw.next_u64() % 44));
     const IntTensor tokens = IntTensor::from_vector(ids, {batch, length});
     const IntTensor segments = encoder_segments(tokens);
-    const int before = get_num_threads();
     const auto run = [&](int threads, bool first_only) {
-        set_num_threads(threads);
+        const ThreadCountScope scope(threads);
         const NoGradGuard no_grad;
-        Tensor hidden = first_only ? encoder.forward_first(tokens, segments) : encoder.forward(tokens, segments);
-        set_num_threads(before);
-        return hidden;
+        return first_only ? encoder.forward_first(tokens, segments) : encoder.forward(tokens, segments);
     };
     // Each text alone (40 tokens: too few to split), the texts' results one after another.
     const auto one_by_one = [&](bool first_only) {
@@ -585,12 +583,12 @@ TEST_CASE("many texts without a gradient run a slice per thread in pieces, with 
         CAPTURE(precision);
         if (std::string(precision) == "int8") model->pack_weights(Precision::int8);
         {
+            const ThreadCountScope restore;
             const NoGradGuard no_grad;
             for (const int threads : {1, 2}) {
                 set_num_threads(threads);
                 CHECK(split_batch_pays(*model, batch, batch * length));
             }
-            set_num_threads(before);
         }
         // Pieces of 6 texts (piece_sequences(40)): 6 x 6 and 1 on one thread; 6, 6, 6, 1 and
         // 6, 6, 6 on two.
@@ -622,8 +620,7 @@ TEST_CASE("many texts without a gradient run a slice per thread in pieces, with 
 }
 
 TEST_CASE("split_batch joins its slices in order and throws a slice's error", "[encoder][threads]") {
-    const int before = get_num_threads();
-    set_num_threads(2);
+    const ThreadCountScope scope(2);
     const auto rows = [](int64_t begin, int64_t end) {
         std::vector<float> v;
         for (int64_t i = begin; i < end; ++i) v.insert(v.end(), {static_cast<float>(i), -static_cast<float>(i)});
@@ -654,5 +651,4 @@ TEST_CASE("split_batch joins its slices in order and throws a slice's error", "[
                Contains("refused rows 3 to 6"));
     CHECK_THAT(error_of([&] { split_batch(6, [&](int64_t begin, int64_t) { return rows(begin, begin + 1); }); }),
                Contains("a slice of 3 rows gave [1, 2]"));
-    set_num_threads(before);
 }

@@ -151,28 +151,29 @@ TEST_CASE("a weight's gradient summed over many rows in parts, one a thread, equ
     // forms, C = A^T B and C += A^T B, at one, two and three threads, against the sum in double;
     // and the same bits again at the same thread count.
     Float32Products sgemm("sgemm");
-    const int before_threads = get_num_threads();
     const int64_t rows = 3001, in = 40, out = 48;
     const Tensor dy = random_tensor({rows, out}, 31, -1, 1, false), x = random_tensor({rows, in}, 32, -1, 1, false);
     const Tensor start = random_tensor({out, in}, 33, -1, 1, false);
     std::vector<double> expected = transposed_product(dy, x), added = expected;
     for (size_t i = 0; i < added.size(); ++i) added[i] += start.data()[i];
-    for (int threads : {1, 2, 3}) {
-        INFO(threads << " threads");
-        set_num_threads(threads);
-        const int64_t before = detail::products_summed_in_parts();
-        Tensor fresh = Tensor::empty({out, in}), sum = start.clone(), again = Tensor::empty({out, in});
-        detail::gemm_weights(true, false, out, in, rows, dy.data(), x.data(), fresh.data(), false);
-        detail::gemm_weights(true, false, out, in, rows, dy.data(), x.data(), sum.data(), true);
-        detail::gemm_weights(true, false, out, in, rows, dy.data(), x.data(), again.data(), false);
-        CHECK(detail::products_summed_in_parts() - before == (threads == 1 ? 0 : 3));
-        CHECK(worst_relative(fresh, expected) < 1e-5);
-        CHECK(worst_relative(sum, added) < 1e-5);
-        CHECK(fresh.to_vector() == again.to_vector());
+    {
+        const ThreadCountScope restore;
+        for (int threads : {1, 2, 3}) {
+            INFO(threads << " threads");
+            set_num_threads(threads);
+            const int64_t before = detail::products_summed_in_parts();
+            Tensor fresh = Tensor::empty({out, in}), sum = start.clone(), again = Tensor::empty({out, in});
+            detail::gemm_weights(true, false, out, in, rows, dy.data(), x.data(), fresh.data(), false);
+            detail::gemm_weights(true, false, out, in, rows, dy.data(), x.data(), sum.data(), true);
+            detail::gemm_weights(true, false, out, in, rows, dy.data(), x.data(), again.data(), false);
+            CHECK(detail::products_summed_in_parts() - before == (threads == 1 ? 0 : 3));
+            CHECK(worst_relative(fresh, expected) < 1e-5);
+            CHECK(worst_relative(sum, added) < 1e-5);
+            CHECK(fresh.to_vector() == again.to_vector());
+        }
     }
-    set_num_threads(before_threads);
     // A sum shorter than twice dW's longer side keeps the split by dW's rows.
-    set_num_threads(2);
+    const ThreadCountScope scope(2);
     const int64_t before = detail::products_summed_in_parts();
     const Tensor dy_wide = random_tensor({1100, 600}, 34, -1, 1, false),
                  x_wide = random_tensor({1100, 500}, 35, -1, 1, false);
@@ -180,5 +181,4 @@ TEST_CASE("a weight's gradient summed over many rows in parts, one a thread, equ
     detail::gemm_weights(true, false, 600, 500, 1100, dy_wide.data(), x_wide.data(), wide.data(), false);
     CHECK(detail::products_summed_in_parts() == before);
     CHECK(worst_relative(wide, transposed_product(dy_wide, x_wide)) < 1e-5);
-    set_num_threads(before_threads);
 }

@@ -91,7 +91,6 @@ TEST_CASE("Adam follows PyTorch's update for three steps and skips parameters wi
 
 TEST_CASE("Adam's update of a large parameter is the same on one thread and on two", "[nn][optim][threads]") {
     // Large enough for the update to be split across the pool.
-    const int before = get_num_threads();
     auto run = [](int threads) {
         set_num_threads(threads);
         Tensor w = testing::random_tensor({300, 700}, 21);
@@ -105,9 +104,12 @@ TEST_CASE("Adam's update of a large parameter is the same on one thread and on t
         }
         return w.to_vector();
     };
-    const auto one = run(1);
-    const auto two = run(2);
-    set_num_threads(before);
+    std::vector<float> one, two;
+    {
+        const testing::ThreadCountScope restore;
+        one = run(1);
+        two = run(2);
+    }
     CHECK(one == two);
 }
 
@@ -120,7 +122,7 @@ namespace {
 template <typename Make, typename Also>
 void one_pass_equals_each(const std::vector<Shape>& shapes, uint64_t seed, const std::string& what, const Make& make,
                           const Also& also) {
-    const int before = get_num_threads();
+    const testing::ThreadCountScope restore;
     auto parameters = [&] {
         NamedTensors params;
         for (size_t i = 0; i < shapes.size(); ++i)
@@ -151,7 +153,6 @@ void one_pass_equals_each(const std::vector<Shape>& shapes, uint64_t seed, const
         }
         also(*joint, each);
     }
-    set_num_threads(before);
 }
 
 }  // namespace
@@ -379,40 +380,41 @@ TEST_CASE("clip_grad_norm returns the total norm and scales only when it exceeds
 TEST_CASE("clip_grad_norm over many gradients: the norm in double, the same on any number of threads",
           "[nn][optim][threads]") {
     const std::vector<Shape> shapes{{3}, {100, 170}, {1}, {40000}, {9, 9}};
-    const int before = get_num_threads();
     std::vector<std::vector<float>> scaled;
     std::vector<float> norms;
-    for (int threads : {1, 2, 3}) {
-        set_num_threads(threads);
-        std::vector<Tensor> params;
-        double sum = 0;
-        for (size_t i = 0; i < shapes.size(); ++i) {
-            Tensor p = Tensor::zeros(shapes[i], true);
-            p.set_grad(testing::random_tensor(shapes[i], 70 + i));
-            for (float g : p.grad().to_vector()) sum += static_cast<double>(g) * g;
-            params.push_back(p);
+    {
+        const testing::ThreadCountScope restore;
+        for (int threads : {1, 2, 3}) {
+            set_num_threads(threads);
+            std::vector<Tensor> params;
+            double sum = 0;
+            for (size_t i = 0; i < shapes.size(); ++i) {
+                Tensor p = Tensor::zeros(shapes[i], true);
+                p.set_grad(testing::random_tensor(shapes[i], 70 + i));
+                for (float g : p.grad().to_vector()) sum += static_cast<double>(g) * g;
+                params.push_back(p);
+            }
+            params.push_back(Tensor::zeros({4}, true));  // no gradient: left out, left undefined
+            const std::vector<std::vector<float>> before_clip = [&] {
+                std::vector<std::vector<float>> out;
+                for (size_t i = 0; i < shapes.size(); ++i) out.push_back(params[i].grad().to_vector());
+                return out;
+            }();
+            const float norm = clip_grad_norm(params, 1.0f);
+            CHECK(norm == Approx(std::sqrt(sum)).epsilon(1e-7));
+            const float coefficient = 1.0f / (norm + 1e-6f);
+            std::vector<float> all;
+            for (size_t i = 0; i < shapes.size(); ++i) {
+                const auto after = params[i].grad().to_vector();
+                REQUIRE(after.size() == before_clip[i].size());
+                for (size_t j = 0; j < after.size(); ++j) REQUIRE(after[j] == before_clip[i][j] * coefficient);
+                all.insert(all.end(), after.begin(), after.end());
+            }
+            CHECK_FALSE(params.back().grad().defined());
+            scaled.push_back(all);
+            norms.push_back(norm);
         }
-        params.push_back(Tensor::zeros({4}, true));  // no gradient: left out, left undefined
-        const std::vector<std::vector<float>> before_clip = [&] {
-            std::vector<std::vector<float>> out;
-            for (size_t i = 0; i < shapes.size(); ++i) out.push_back(params[i].grad().to_vector());
-            return out;
-        }();
-        const float norm = clip_grad_norm(params, 1.0f);
-        CHECK(norm == Approx(std::sqrt(sum)).epsilon(1e-7));
-        const float coefficient = 1.0f / (norm + 1e-6f);
-        std::vector<float> all;
-        for (size_t i = 0; i < shapes.size(); ++i) {
-            const auto after = params[i].grad().to_vector();
-            REQUIRE(after.size() == before_clip[i].size());
-            for (size_t j = 0; j < after.size(); ++j) REQUIRE(after[j] == before_clip[i][j] * coefficient);
-            all.insert(all.end(), after.begin(), after.end());
-        }
-        CHECK_FALSE(params.back().grad().defined());
-        scaled.push_back(all);
-        norms.push_back(norm);
     }
-    set_num_threads(before);
     CHECK(norms[0] == norms[1]);
     CHECK(norms[0] == norms[2]);
     CHECK(scaled[0] == scaled[1]);
@@ -528,7 +530,7 @@ TEST_CASE("WeightAverage follows its formula, swaps in place and restores its st
 
 TEST_CASE("WeightAverage over many parameters in one pass equals each parameter's own", "[nn][optim][threads]") {
     const std::vector<Shape> shapes{{1}, {200, 201}, {7}, {150, 220}, {0}, {40000}};
-    const int before = get_num_threads();
+    const testing::ThreadCountScope restore;
     for (int threads : {1, 2, 3}) {
         set_num_threads(threads);
         NamedTensors together, alone;
@@ -557,7 +559,6 @@ TEST_CASE("WeightAverage over many parameters in one pass equals each parameter'
             CHECK(joint.state().at(key).to_vector() == each[i]->state().at(key).to_vector());  // the values
         }
     }
-    set_num_threads(before);
 }
 
 TEST_CASE("WeightAverage rejects a bad decay and a state that does not fit", "[nn][optim][errors]") {

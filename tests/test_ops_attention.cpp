@@ -7,6 +7,7 @@ using namespace seqgrad;
 using testing::max_abs_diff;
 using testing::random_tensor;
 using testing::require_gradcheck;
+using testing::ThreadCountScope;
 
 namespace {
 
@@ -217,7 +218,6 @@ TEST_CASE("attention's dropout at p = 1 zeroes the context but not the weights",
 }
 
 TEST_CASE("attention's results do not depend on the number of threads", "[ops][attention][threads]") {
-    const int before = get_num_threads();
     auto run = [](int threads) {
         set_num_threads(threads);
         auto q = random_tensor({64, 6, 32}, 51), k = random_tensor({64, 9, 32}, 52), v = random_tensor({64, 9, 32}, 53);
@@ -231,9 +231,12 @@ TEST_CASE("attention's results do not depend on the number of threads", "[ops][a
         }
         return all;
     };
-    const auto one = run(1);
-    const auto two = run(2);
-    set_num_threads(before);
+    std::vector<float> one, two;
+    {
+        const ThreadCountScope restore;
+        one = run(1);
+        two = run(2);
+    }
     CHECK(one == two);
 }
 

@@ -123,15 +123,16 @@ TEST_CASE("a dropout mask past 2^32 elements draws each element as dropout_draw 
 }
 
 TEST_CASE("dropout's mask does not depend on the number of threads", "[ops][dropout][threads]") {
-    const int before = get_num_threads();
     auto x = testing::random_tensor({300000}, 9);
-    set_num_threads(1);
-    Generator one(10);
-    const auto serial = dropout(x, 0.25f, true, one).to_vector();
-    set_num_threads(2);
-    Generator two(10);
-    const auto parallel = dropout(x, 0.25f, true, two).to_vector();
-    set_num_threads(before);
+    std::vector<float> serial, parallel;
+    {
+        const testing::ThreadCountScope restore(1);
+        Generator one(10);
+        serial = dropout(x, 0.25f, true, one).to_vector();
+        set_num_threads(2);
+        Generator two(10);
+        parallel = dropout(x, 0.25f, true, two).to_vector();
+    }
     CHECK(serial == parallel);
 }
 

@@ -4,6 +4,7 @@
 using namespace seqgrad;
 using testing::random_tensor;
 using testing::require_gradcheck;
+using testing::ThreadCountScope;
 
 namespace {
 
@@ -185,7 +186,7 @@ TEST_CASE("lstm_sequence of a large batch, each thread's rows through every step
     const int64_t batch = 100, steps = 6, in = 5, hidden = 8;
     std::vector<int64_t> lengths;
     for (int64_t b = 0; b < batch; ++b) lengths.push_back((b * 5) % (steps + 1));  // 0 to 6, mixed
-    const int before = get_num_threads();
+
     struct SgemmProducts {  // for the test's lifetime
         SgemmProducts() { set_float32_products("sgemm"); }
         ~SgemmProducts() { set_float32_products("auto"); }
@@ -207,8 +208,12 @@ TEST_CASE("lstm_sequence of a large batch, each thread's rows through every step
                 for (const Tensor& t : a) all.push_back(t.grad());
                 return all;
             };
-            const std::vector<Tensor> one = fused_run(1), two = fused_run(2);
-            set_num_threads(before);
+            std::vector<Tensor> one, two;
+            {
+                const ThreadCountScope restore;
+                one = fused_run(1);
+                two = fused_run(2);
+            }
             const std::vector<Tensor> b = make();
             const LstmSequence looped = looped_lstm(b[0], b[1], b[2], b[3], b[4], b[5], b[6], lengths, reverse);
             ((looped.outputs * r).sum() + (looped.h * rh).sum() + (looped.c * rc).sum()).backward();

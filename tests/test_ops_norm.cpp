@@ -6,6 +6,7 @@
 using namespace seqgrad;
 using testing::random_tensor;
 using testing::require_gradcheck;
+using testing::ThreadCountScope;
 
 namespace {
 
@@ -56,42 +57,43 @@ TEST_CASE("layer norm's gradients over many rows: sums in double, the same bits 
     // split between threads. dgamma and dbeta against sums in double; every gradient the same bits
     // on 1, 2 and 3 threads, and dgamma and dbeta the same whether x asks for its gradient or not.
     const int64_t rows = 1000, d = 200;
-    const int before = get_num_threads();
     const Tensor r = random_tensor({rows, d}, 9, -1, 1, false);
     std::vector<std::vector<float>> runs;
-    for (int threads : {1, 2, 3})
-        for (bool x_grad : {true, false}) {
-            set_num_threads(threads);
-            const Tensor x = random_tensor({rows, d}, 10, -2, 2, x_grad);
-            const Tensor gamma = random_tensor({d}, 11, 0.5, 1.5), beta = random_tensor({d}, 12);
-            (layer_norm(x, gamma, beta, 1e-5f) * r).sum().backward();
-            std::vector<float> got = gamma.grad().to_vector();
-            for (float v : beta.grad().to_vector()) got.push_back(v);
-            if (x_grad)
-                for (float v : x.grad().to_vector()) got.push_back(v);
-            runs.push_back(got);
-            if (threads == 1 && x_grad) {  // against double
-                const std::vector<float> xs = x.to_vector(), gs = r.to_vector();
-                std::vector<double> dgamma(d, 0.0), dbeta(d, 0.0);
-                for (int64_t i = 0; i < rows; ++i) {
-                    double m = 0, v = 0;
-                    for (int64_t j = 0; j < d; ++j) m += xs[static_cast<size_t>(i * d + j)];
-                    m /= d;
-                    for (int64_t j = 0; j < d; ++j) v += std::pow(xs[static_cast<size_t>(i * d + j)] - m, 2);
-                    const double inv = 1 / std::sqrt(v / d + 1e-5);
+    {
+        const ThreadCountScope restore;
+        for (int threads : {1, 2, 3})
+            for (bool x_grad : {true, false}) {
+                set_num_threads(threads);
+                const Tensor x = random_tensor({rows, d}, 10, -2, 2, x_grad);
+                const Tensor gamma = random_tensor({d}, 11, 0.5, 1.5), beta = random_tensor({d}, 12);
+                (layer_norm(x, gamma, beta, 1e-5f) * r).sum().backward();
+                std::vector<float> got = gamma.grad().to_vector();
+                for (float v : beta.grad().to_vector()) got.push_back(v);
+                if (x_grad)
+                    for (float v : x.grad().to_vector()) got.push_back(v);
+                runs.push_back(got);
+                if (threads == 1 && x_grad) {  // against double
+                    const std::vector<float> xs = x.to_vector(), gs = r.to_vector();
+                    std::vector<double> dgamma(d, 0.0), dbeta(d, 0.0);
+                    for (int64_t i = 0; i < rows; ++i) {
+                        double m = 0, v = 0;
+                        for (int64_t j = 0; j < d; ++j) m += xs[static_cast<size_t>(i * d + j)];
+                        m /= d;
+                        for (int64_t j = 0; j < d; ++j) v += std::pow(xs[static_cast<size_t>(i * d + j)] - m, 2);
+                        const double inv = 1 / std::sqrt(v / d + 1e-5);
+                        for (int64_t j = 0; j < d; ++j) {
+                            const double g = gs[static_cast<size_t>(i * d + j)];
+                            dgamma[static_cast<size_t>(j)] += g * (xs[static_cast<size_t>(i * d + j)] - m) * inv;
+                            dbeta[static_cast<size_t>(j)] += g;
+                        }
+                    }
                     for (int64_t j = 0; j < d; ++j) {
-                        const double g = gs[static_cast<size_t>(i * d + j)];
-                        dgamma[static_cast<size_t>(j)] += g * (xs[static_cast<size_t>(i * d + j)] - m) * inv;
-                        dbeta[static_cast<size_t>(j)] += g;
+                        CHECK(got[static_cast<size_t>(j)] == Approx(dgamma[static_cast<size_t>(j)]).margin(1e-4));
+                        CHECK(got[static_cast<size_t>(d + j)] == Approx(dbeta[static_cast<size_t>(j)]).margin(1e-4));
                     }
                 }
-                for (int64_t j = 0; j < d; ++j) {
-                    CHECK(got[static_cast<size_t>(j)] == Approx(dgamma[static_cast<size_t>(j)]).margin(1e-4));
-                    CHECK(got[static_cast<size_t>(d + j)] == Approx(dbeta[static_cast<size_t>(j)]).margin(1e-4));
-                }
             }
-        }
-    set_num_threads(before);
+    }
     for (size_t k = 2; k < runs.size(); k += 2) CHECK(runs[k] == runs[0]);  // x's gradient asked
     for (size_t k = 1; k < runs.size(); k += 2) {
         CHECK(runs[k] == std::vector<float>(runs[0].begin(), runs[0].begin() + 2 * d));  // dgamma, dbeta alone

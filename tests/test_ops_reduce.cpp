@@ -6,6 +6,7 @@
 using namespace seqgrad;
 using testing::random_tensor;
 using testing::require_gradcheck;
+using testing::ThreadCountScope;
 
 TEST_CASE("sum and mean reduce the given axes", "[ops][reduce]") {
     auto x = Tensor::from_vector({1, 2, 3, 4, 5, 6}, {2, 3});
@@ -43,18 +44,19 @@ TEST_CASE("sums over a middle axis: each column in double, the same bits on any 
     // short), inner past a block of 1,024 columns, and a bias gradient's [rows, d]. Each column
     // against its sum in double over the rows in order: up to 64 rows the same float, beyond within
     // a float's rounding of it; and the same bits on 1, 2 and 3 threads.
-    const int before = get_num_threads();
     const std::vector<Shape> shapes{{3, 200, 1100}, {2, 64, 70}, {1, 5, 3000}, {1, 3072, 256}, {4, 129, 1}};
     for (const Shape& shape : shapes) {
         INFO("shape " << shape);
         const Tensor x = random_tensor(shape, 7, -2, 2, false);
         const int64_t outer = shape[0], reduced = shape[1], inner = shape[2];
         std::vector<std::vector<float>> by_threads;
-        for (int threads : {1, 2, 3}) {
-            set_num_threads(threads);
-            by_threads.push_back(x.sum({1}).to_vector());
+        {
+            const ThreadCountScope restore;
+            for (int threads : {1, 2, 3}) {
+                set_num_threads(threads);
+                by_threads.push_back(x.sum({1}).to_vector());
+            }
         }
-        set_num_threads(before);
         CHECK(by_threads[0] == by_threads[1]);
         CHECK(by_threads[0] == by_threads[2]);
         const std::vector<float> values = x.to_vector();

@@ -124,7 +124,7 @@ TEST_CASE("without packing, float32 layers stay on sgemm and int8 is refused", "
 template <typename Expected, typename OnMatrix>
 void check_every_packing(Precision precision, const Expected& expected, float tolerance, const OnMatrix& on_matrix) {
     NoGradGuard no_grad;
-    const int threads = get_num_threads();
+    const ThreadCountScope restore;
     for (int pack_threads : {1, 2}) {
         set_num_threads(pack_threads);  // one column block per thread
         for (const auto& [out, in] : kShapes) {
@@ -145,7 +145,6 @@ void check_every_packing(Precision precision, const Expected& expected, float to
             }
         }
     }
-    set_num_threads(threads);
 }
 
 // Where oneDNN's float32 kernel would not pay (no AVX-512) layers are not packed, but a PackedMatrix
@@ -232,29 +231,30 @@ TEST_CASE("two packed products in a row equal the two one after the other", "[pa
     const Tensor w1 = random_tensor({hidden, in}, 71, -0.5f, 0.5f, false);
     const Tensor w2 = random_tensor({in, hidden}, 72, -0.5f, 0.5f, false);
     const Tensor b1 = random_tensor({hidden}, 73, -1.0f, 1.0f, false), b2 = random_tensor({in}, 74, -1.0f, 1.0f, false);
-    const int threads = get_num_threads();
-    for (const int pack_threads : {1, 2}) {
-        set_num_threads(pack_threads);
-        for (const Precision precision : precisions) {
-            const PackedMatrix p1(w1, precision), p2(w2, precision);
-            // 700 and 1100 rows: chunk by chunk through both (by rows); fewer: one product, then the other
-            for (const int64_t rows : {3, 300, 700, 1100})
-                for (const PackedActivation between :
-                     {PackedActivation::none, PackedActivation::relu, PackedActivation::gelu})
-                    for (const bool biased : {true, false}) {
-                        INFO(precision_name(precision)
-                             << ", " << rows << " rows, " << pack_threads << " threads, activation "
-                             << static_cast<int>(between) << (biased ? ", biases" : ""));
-                        const Tensor x =
-                            random_tensor({rows, in}, static_cast<uint64_t>(rows + 75), -2.0f, 2.0f, false);
-                        const Tensor c1 = biased ? b1 : Tensor(), c2 = biased ? b2 : Tensor();
-                        const Tensor pair = linear_packed(x, p1, c1, between, p2, c2);
-                        REQUIRE(pair.shape() == Shape{rows, in});
-                        REQUIRE(max_abs_diff(pair, linear_packed(linear_packed(x, p1, c1, between), p2, c2)) == 0);
-                    }
+    {
+        const ThreadCountScope restore;
+        for (const int pack_threads : {1, 2}) {
+            set_num_threads(pack_threads);
+            for (const Precision precision : precisions) {
+                const PackedMatrix p1(w1, precision), p2(w2, precision);
+                // 700 and 1100 rows: chunk by chunk through both (by rows); fewer: one product, then the other
+                for (const int64_t rows : {3, 300, 700, 1100})
+                    for (const PackedActivation between :
+                         {PackedActivation::none, PackedActivation::relu, PackedActivation::gelu})
+                        for (const bool biased : {true, false}) {
+                            INFO(precision_name(precision)
+                                 << ", " << rows << " rows, " << pack_threads << " threads, activation "
+                                 << static_cast<int>(between) << (biased ? ", biases" : ""));
+                            const Tensor x =
+                                random_tensor({rows, in}, static_cast<uint64_t>(rows + 75), -2.0f, 2.0f, false);
+                            const Tensor c1 = biased ? b1 : Tensor(), c2 = biased ? b2 : Tensor();
+                            const Tensor pair = linear_packed(x, p1, c1, between, p2, c2);
+                            REQUIRE(pair.shape() == Shape{rows, in});
+                            REQUIRE(max_abs_diff(pair, linear_packed(linear_packed(x, p1, c1, between), p2, c2)) == 0);
+                        }
+            }
         }
     }
-    set_num_threads(threads);
     const PackedMatrix f(w1, Precision::float32), q(w2, Precision::int8), f2(w1, Precision::float32);
     const Tensor x = random_tensor({3, in}, 7, -1.0f, 1.0f, false);
     REQUIRE(error_of([&] {
@@ -344,13 +344,12 @@ TEST_CASE("packed products do not depend on the number of threads they run on", 
     if (!have_onednn()) return;
     NoGradGuard no_grad;
     const Tensor w = random_tensor({384, 256}, 5, -1.0f, 1.0f, false);
-    const int threads = get_num_threads();
     // 200 rows: a column block per thread; 700: by rows on two threads (the second thread's chunks
     // start at row 350), by chunks of 256 on one
     for (const int64_t rows : {200, 700}) {
         INFO(rows << " rows");
         const Tensor x = random_tensor({rows, 256}, 6, -1.0f, 1.0f, false);
-        set_num_threads(2);
+        const ThreadCountScope restore(2);
         const PackedMatrix q(w, Precision::int8), f(w, Precision::float32);
         const Tensor few = random_tensor({3, 256}, 7, -1.0f, 1.0f, false);  // a beam's rows
         const Tensor q2 = linear_packed(x, q, Tensor()), f2 = linear_packed(x, f, Tensor());
@@ -360,7 +359,6 @@ TEST_CASE("packed products do not depend on the number of threads they run on", 
         const Tensor few1 = linear_packed(few, f, Tensor());
         // Packed on one thread (one block): int8 sums are exact, so the blocks cannot change them.
         const Tensor q_one_block = linear_packed(x, PackedMatrix(w, Precision::int8), Tensor());
-        set_num_threads(threads);
         REQUIRE(max_abs_diff(q1, q2) == 0);
         REQUIRE(max_abs_diff(few1, few2) == 0);
         // Beyond four rows seqgrad's own float32 panels (below AVX-512) hand the product to sgemm,

@@ -34,7 +34,7 @@ TEST_CASE("factories fill and shape their tensors", "[tensor]") {
     // Past 4 MB the fill is split across the threads: every element written, at 1, 2 and 3 threads,
     // over memory that held other numbers before (the allocator hands back freed blocks), each time
     // a value no earlier fill wrote.
-    const int before = get_num_threads();
+    const testing::ThreadCountScope restore;
     for (int threads : {1, 2, 3}) {
         INFO(threads << " threads");
         set_num_threads(threads);
@@ -43,7 +43,6 @@ TEST_CASE("factories fill and shape their tensors", "[tensor]") {
         const std::vector<float> filled = Tensor::full({3, 700001}, value).to_vector();
         CHECK(std::count(filled.begin(), filled.end(), value) == 3 * 700001);
     }
-    set_num_threads(before);
 }
 
 TEST_CASE("random factories are reproducible from the seed and have the right moments", "[tensor]") {

@@ -7,6 +7,7 @@
 #include "helpers.h"
 
 using namespace seqgrad;
+using testing::ThreadCountScope;
 
 namespace {
 
@@ -29,42 +30,36 @@ std::vector<float> step_gradients() {
 
 // Runs f on two threads of the caller's at once, with a pool of two threads.
 void on_two_threads_at_once(const std::function<void()>& f) {
-    const int before = get_num_threads();
-    set_num_threads(2);
+    const ThreadCountScope scope(2);
     std::thread first(f), second(f);
     first.join();
     second.join();
-    set_num_threads(before);
 }
 
 }  // namespace
 
 TEST_CASE("set_num_threads sets the count and rejects zero", "[threads]") {
-    const int before = get_num_threads();
-    set_num_threads(1);
+    const ThreadCountScope scope(1);
     CHECK(get_num_threads() == 1);
     CHECK_THROWS_AS(set_num_threads(0), Error);
-    set_num_threads(before);
 }
 
 TEST_CASE("results are bit-identical run to run for a fixed thread count", "[threads]") {
-    const int before = get_num_threads();
+    const ThreadCountScope restore;
     for (int threads : {1, 2}) {
         set_num_threads(threads);
         const auto first = step_gradients();
         const auto second = step_gradients();
         CHECK(first == second);
     }
-    set_num_threads(before);
 }
 
 TEST_CASE("parallel_for runs each index once, job after job, with more threads than cores", "[threads]") {
     // A thread done with its own part takes any part not yet started (a worker late to come, as
     // when the cores are busy): with more threads than cores that happens often. Every index must
     // still run exactly once, on one thread, in every job, and no job may see another's parts.
-    const int before = get_num_threads();
     const int threads = static_cast<int>(std::max(4u, 2 * std::thread::hardware_concurrency()));
-    set_num_threads(threads);
+    const ThreadCountScope scope(threads);
     constexpr int64_t kJobs = 20000;
     std::vector<std::atomic<int>> runs(static_cast<size_t>(threads));
     int64_t wrong = 0;
@@ -77,7 +72,6 @@ TEST_CASE("parallel_for runs each index once, job after job, with more threads t
         for (int64_t i = 0; i < threads; ++i) wrong += runs[static_cast<size_t>(i)].load() != (i < n ? 1 : 0);
     }
     CHECK(wrong == 0);
-    set_num_threads(before);
 }
 
 TEST_CASE("parallel_for called from two of the caller's threads at once runs each index once", "[threads]") {
@@ -102,10 +96,11 @@ TEST_CASE("parallel_for called from two of the caller's threads at once runs eac
 TEST_CASE("two of the caller's threads computing gradients at once get one thread's results", "[threads]") {
     // Whichever thread has the pool's workers, the other runs the same parts alone: the same sums
     // in the same order, so the same bits as a call made with nothing else running.
-    const int before = get_num_threads();
-    set_num_threads(2);
-    const auto alone = step_gradients();
-    set_num_threads(before);
+    std::vector<float> alone;
+    {
+        const ThreadCountScope scope(2);
+        alone = step_gradients();
+    }
     std::atomic<int> differ{0};
     on_two_threads_at_once([&] {
         for (int i = 0; i < 10; ++i) differ += step_gradients() != alone;
@@ -116,8 +111,7 @@ TEST_CASE("two of the caller's threads computing gradients at once get one threa
 TEST_CASE("set_num_threads from another thread waits for the parallel work running then", "[threads]") {
     // Part 0 runs on the calling thread and ends last: if the pool were resized under it, its
     // search for parts not yet started would read the new, smaller pool's records.
-    const int before = get_num_threads();
-    set_num_threads(2);
+    const ThreadCountScope scope(2);
     std::vector<std::atomic<int>> runs(2);
     std::atomic<int> started{0};
     std::thread caller([&] {
@@ -133,5 +127,4 @@ TEST_CASE("set_num_threads from another thread waits for the parallel work runni
     CHECK(runs[0] == 1);
     CHECK(runs[1] == 1);
     CHECK(get_num_threads() == 1);
-    set_num_threads(before);
 }

@@ -73,7 +73,6 @@ double worst_relative(const std::vector<float>& c, const std::vector<float>& c0,
 TEST_CASE("WeightPanels multiply as sums in double, in both layouts, on one thread and two", "[panels][ops]") {
     if (!have_avx2()) return;
     const PanelsScope scope(IsaLevel::avx2);
-    const int threads = get_num_threads();
     // k 300: more inputs than a panel's stretch of 256, so the second stretch adds to the first's.
     for (bool transposed : {true, false})
         for (bool accumulate : {false, true})
@@ -89,11 +88,13 @@ TEST_CASE("WeightPanels multiply as sums in double, in both layouts, on one thre
                         const detail::WeightPanels panels(w.data(), n, k, transposed, std::min<int64_t>(m, 64), 4);
                         REQUIRE(panels.active());
                         std::vector<float> two = c0, one = c0;
-                        set_num_threads(2);
-                        panels.multiply(m, a.data(), two.data(), accumulate);
-                        set_num_threads(1);
-                        panels.multiply(m, a.data(), one.data(), accumulate);
-                        set_num_threads(threads);
+                        {
+                            const ThreadCountScope restore;
+                            set_num_threads(2);
+                            panels.multiply(m, a.data(), two.data(), accumulate);
+                            set_num_threads(1);
+                            panels.multiply(m, a.data(), one.data(), accumulate);
+                        }
                         CHECK(worst_relative(two, c0, a, w, m, n, k, transposed, accumulate) < 1e-5);
                         CHECK(std::memcmp(one.data(), two.data(), one.size() * sizeof(float)) == 0);
                     }
