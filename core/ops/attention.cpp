@@ -121,6 +121,10 @@ SEQGRAD_TARGET_AVX2 void scale8(float* row, int64_t n, float f) {
 }
 #endif
 
+// What the raw scores q . k are multiplied by: 1 / sqrt(head_size), for training's attention() and
+// decoding's gathered_attention() alike.
+float score_scale(int64_t head_size) { return 1.0f / std::sqrt(static_cast<float>(head_size)); }
+
 // A row of raw scores q . k each times `scale` (1 / sqrt(head_size): a product, as a division takes
 // several times as long a vector), or set to kAttentionMaskFill where masked (mask[j * mask_step]
 // == 0; no mask when it is null); returns the row's largest.
@@ -364,7 +368,7 @@ Problem describe(const Tensor& q, const Tensor& k, const Tensor& v, int64_t head
     pr.tk = k.size(1);
     pr.width = q.size(2);
     pr.head_size = pr.width / heads;
-    pr.scale = 1.0f / std::sqrt(static_cast<float>(pr.head_size));
+    pr.scale = score_scale(pr.head_size);
     for (int64_t n : {pr.tq, pr.tk, pr.width}) detail::check_blas_size(n, "attention");
     if (mask.numel() > 0) {
         const Shape scores{pr.batch, heads, pr.tq, pr.tk};
@@ -758,7 +762,7 @@ Tensor gathered_attention(const Tensor& q, const Tensor& k, const Tensor& v, con
         if (weights_out) *weights_out = weights;
         return context;
     }
-    const float scale = 1.0f / std::sqrt(static_cast<float>(head_size));
+    const float scale = score_scale(head_size);
     const float* pq = q.data();
     const float* pk = k.data();
     const float* pv = v.data();
