@@ -20,7 +20,9 @@
 //                                                 smoothing 0.1
 //   attention/forward_backward/B/H/T/S   the fused attention() of a causal self-attention, batch B,
 //                                        H heads of S, T positions, dropout 0.2 on the weights (the
-//                                        baby GPT's shape is 64/6/256/64); GFLOP/s counts the six
+//                                        baby GPT's shape is 64/6/256/64, the GPT CPU recipe's
+//                                        12/4/64/32, the g2p Transformer's decoder's 256/4/12/64:
+//                                        short texts, many pairs); GFLOP/s counts the six
 //                                        products' operations (two forward, four backward) over the
 //                                        scores a causal mask keeps, T (T + 1) / 2 per head: against
 //                                        the sgemm peak, the rest is attention's own work
