@@ -30,6 +30,13 @@
 //                                        without a gradient, as a BERT classifying full texts runs
 //                                        it (no mask, no dropout; 64/4/64/32 is the langid
 //                                        recipe's); GFLOP/s counts its two products, 4 T^2 S per head
+//   lstm/forward_backward/B/T/H          one LSTM layer's recurrence over T steps of B rows, hidden H
+//                                        (lstm_sequence, time-major, as training runs it: the
+//                                        attention LSTM's encoder at `small` is 64/32/256, at `seed`
+//                                        32/10/512, at `g2p` 256/12/256); GFLOP/s counts the
+//                                        recurrent products, h W_hh^T forward, then d gates W_hh
+//                                        and W_hh's gradient (3 x 8 B T H^2): against the sgemm
+//                                        peak, the rest is the gates' own work and the waits
 //   dropout/forward_backward/N           dropout(p = 0.2) of N floats and its backward; GB/s counts
 //                                        the input read and the output written each way (16 N)
 //   gelu/forward_backward/N              gelu of N floats and its backward; GB/s counts x read and
@@ -362,6 +369,27 @@ void attention_forward_backward(benchmark::State& state) {
     set_rate_counter(state, "GFLOP/s", 6 * 2 * scores * static_cast<double>(size));
 }
 
+void lstm_forward_backward(benchmark::State& state) {
+    const int64_t batch = state.range(0), steps = state.range(1), hidden = state.range(2);
+    Generator gen(7);
+    Tensor gates = random_tensor({steps, batch, 4 * hidden}, gen, /*requires_grad=*/true);
+    Tensor h0 = random_tensor({batch, hidden}, gen, /*requires_grad=*/true);
+    Tensor c0 = random_tensor({batch, hidden}, gen, /*requires_grad=*/true);
+    Tensor w_hh = random_tensor({4 * hidden, hidden}, gen, /*requires_grad=*/true);
+    const Tensor grad_out = random_tensor({steps, batch, hidden}, gen);
+    for (auto _ : state) {
+        {
+            const seqgrad::LstmSequence run = seqgrad::lstm_sequence(gates, h0, c0, w_hh, {}, false, true);
+            run.outputs.backward(grad_out);
+        }
+        benchmark::DoNotOptimize(w_hh.grad().data());
+        benchmark::ClobberMemory();
+        for (Tensor* t : {&gates, &h0, &c0, &w_hh}) t->zero_grad();
+    }
+    set_rate_counter(state, "GFLOP/s",
+                     3.0 * 8.0 * static_cast<double>(batch * steps) * static_cast<double>(hidden * hidden));
+}
+
 void attention_forward(benchmark::State& state) {
     const int64_t batch = state.range(0), heads = state.range(1), length = state.range(2), size = state.range(3);
     Generator gen(6);
@@ -461,6 +489,7 @@ void register_op_benchmarks() {
     register_rows("attention/forward_backward", attention_forward_backward,
                   {{64, 6, 256, 64}, {12, 4, 64, 32}, {256, 4, 12, 64}});
     register_rows("attention/forward", attention_forward, {{64, 4, 64, 32}, {64, 6, 256, 64}});
+    register_rows("lstm/forward_backward", lstm_forward_backward, {{64, 32, 256}, {32, 10, 512}, {256, 12, 256}});
     // a baby GPT's [64, 256, 384] activation; one that stays in the caches
     register_rows("dropout/forward_backward", dropout_forward_backward, {{64 * 256 * 384}, {64 * 1024}});
     // the baby GPT's feed-forward activation [64, 256, 1536]; one that stays in the caches
