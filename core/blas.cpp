@@ -2,7 +2,7 @@
 // in its stead (float32_products(), precision.h), and, in bf16 mode, oneDNN's bfloat16 products
 // (bf16.cpp).
 // OpenBLAS runs single-threaded (threads.cpp); a product large enough to be worth it is split here
-// into one block of rows (or columns) per thread of the pool, or, for a weight's gradient summed
+// into blocks of rows (or columns), a few per thread of the pool, or, for a weight's gradient summed
 // over many rows, into one part of the sum per thread; attention's per-head products (already
 // spread over the pool) come as single blocks.
 #include "blas.h"
@@ -56,7 +56,7 @@ namespace {
 
 // Runs C = op(A) op(B) (+ C) as `block` calls (gemm_block's arguments, on A's and B's element type):
 // one call for a small product, else the longer side of C cut into blocks of whole 16-row (or
-// column) tiles, one per thread of the pool.
+// column) tiles, up to ThreadPool::kPartsPerThread a thread of the pool.
 template <typename T, typename Block>
 void split_product(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a, const T* b, float* c, bool accumulate,
                    const Block& block) {
@@ -69,7 +69,10 @@ void split_product(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a
     const bool by_rows = m >= n;
     const int64_t side = by_rows ? m : n;
     const int64_t tiles = (side + 15) / 16;
-    parallel_for(tiles, 1, [&](int64_t first_tile, int64_t end_tile) {
+    // At least four tiles a part where there are enough for one part a thread: each part's sgemm
+    // copies the whole of the operand it does not split into its own panels.
+    const int64_t grain = std::clamp<int64_t>(tiles / get_num_threads(), 1, 4);
+    parallel_for(tiles, grain, [&](int64_t first_tile, int64_t end_tile) {
         const int64_t begin = first_tile * 16, end = std::min(side, end_tile * 16);
         if (by_rows)  // rows [begin, end) of A (or of A^T) and C
             block(ta, tb, end - begin, n, k, ta ? a + begin : a + begin * lda, lda, b, ldb, c + begin * ldc, ldc,

@@ -1,4 +1,4 @@
-// parallel_for: seqgrad's own loops over independent rows, split into one static chunk per
+// parallel_for: seqgrad's own loops over independent rows, split into a few fixed chunks per
 // thread of the pool (thread_pool.h). Each index is handled by exactly one thread with the same
 // code whatever the split, so results do not depend on the number of threads or on timing.
 #pragma once
@@ -27,8 +27,12 @@ void parallel_for(int64_t n, int64_t grain, const Body& body) {
     // Settled here, where a refused SEQGRAD_MAX_CPU_ISA can throw: not on a worker, where a throw
     // would end the program.
     isa_level();
-    const int64_t chunk = (n + threads - 1) / threads;
-    pool.run(threads, [&](int64_t t) {
+    // Up to kPartsPerThread parts a thread of at least `grain` items each, so that a thread done
+    // with its own takes a slower one's; the parts, and so the results, depend only on n, grain
+    // and the thread count.
+    const int64_t parts = std::min(threads * ThreadPool::kPartsPerThread, n / std::max<int64_t>(grain, 1));
+    const int64_t chunk = (n + parts - 1) / parts;
+    pool.run((n + chunk - 1) / chunk, [&](int64_t t) {
         const int64_t begin = t * chunk;
         const int64_t end = std::min(n, begin + chunk);
         if (begin < end) body(begin, end);

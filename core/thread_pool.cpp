@@ -30,7 +30,7 @@ void ThreadPool::resize(int threads) {
     // A worker starts from the generation current now: a job posted before its thread runs is
     // still one it has not seen.
     const uint64_t start = generation_.load();
-    claimed_ = std::vector<std::atomic<uint64_t>>(threads);
+    claimed_ = std::vector<std::atomic<uint64_t>>(static_cast<size_t>(threads) * kPartsPerThread);
     for (auto& c : claimed_) c.store(start);
     for (int i = 1; i < threads; ++i) workers_.emplace_back([this, i, start] { worker_loop(i, start); });
 }
@@ -54,7 +54,8 @@ void ThreadPool::run(int64_t n, const std::function<void(int64_t)>& job) {
     };
     if (n <= 1 || t_in_job) return serially();
     std::unique_lock<std::mutex> turn(turn_, std::try_to_lock);
-    if (!turn.owns_lock() || n > size()) return serially();  // another thread's job, or fewer threads since
+    // Another thread's job, or fewer threads since.
+    if (!turn.owns_lock() || n > static_cast<int64_t>(size()) * kPartsPerThread) return serially();
     uint64_t generation;
     {
         std::lock_guard<std::mutex> lock(mutex_);
@@ -78,16 +79,31 @@ void ThreadPool::run(int64_t n, const std::function<void(int64_t)>& job) {
 }
 
 int64_t ThreadPool::claim(int64_t own, uint64_t generation, int64_t parts) {
-    // Each part holds the generation of the last job that took it. A thread takes its own part
-    // first, then any other the job's threads have not started; a worker without a part of its own
+    // Each part holds the generation of the last job that took it. The parts lie in one run of
+    // `per` a thread (thread t's from t * per): a thread takes its own in order, then any other the
+    // job's threads have not started, from the end of each other thread's run back, so that a
+    // slower thread keeps the parts next to the one it is on. A worker without parts of its own
     // takes none, and one still holding an older job's generation takes nothing, as that job's
     // parts were all taken before it ended.
-    if (own >= parts) return -1;
-    for (int64_t i = 0; i < parts; ++i) {
-        const int64_t part = (own + i) % parts;
+    const int64_t threads = size();
+    const int64_t per = (parts + threads - 1) / threads;
+    if (own * per >= parts) return -1;
+    const auto take = [&](int64_t part) {
         uint64_t last = claimed_[part].load(std::memory_order_acquire);
         while (last < generation)
-            if (claimed_[part].compare_exchange_weak(last, generation, std::memory_order_acq_rel)) return part;
+            if (claimed_[part].compare_exchange_weak(last, generation, std::memory_order_acq_rel)) return true;
+        return false;
+    };
+    for (int64_t i = 0; i < threads; ++i) {
+        const int64_t other = (own + i) % threads;
+        const int64_t first = other * per, end = std::min(parts, first + per);
+        if (other == own) {
+            for (int64_t part = first; part < end; ++part)
+                if (take(part)) return part;
+        } else {
+            for (int64_t part = end - 1; part >= first; --part)
+                if (take(part)) return part;
+        }
     }
     return -1;
 }

@@ -18,12 +18,17 @@ class ThreadPool {
 public:
     static ThreadPool& instance();
 
-    // Runs job(t) for t in [0, n): part 0 on the calling thread, part t on worker t, except that a
-    // thread done with its own part takes any other not yet started, so a worker late to come (the
-    // cores busy with other work) is not waited for; returns when all are done. Called from inside
-    // a job, or with n above size(), it runs serially; so it does on a thread of the caller's while
-    // another of its threads has the workers (two models used from two threads at once): the same
-    // parts, so the same results, on that thread alone.
+    // Parts a job may have for each thread: a thread done with its own takes those of a slower one
+    // (a core shared with other work, or a smaller core of a hybrid CPU) instead of waiting.
+    static constexpr int kPartsPerThread = 4;
+
+    // Runs job(t) for t in [0, n): the parts in one run a thread, in order (the calling thread's
+    // first, then worker 1's, ...), except that a thread done with its own takes any other not yet
+    // started, so a worker late to come or slower (the cores busy with other work) is not waited
+    // for; returns when all are done. Called from inside a job, or with n above size() x
+    // kPartsPerThread, it runs serially; so it does on a thread of the caller's while another of
+    // its threads has the workers (two models used from two threads at once): the same parts, so
+    // the same results, on that thread alone.
     void run(int64_t n, const std::function<void(int64_t)>& job);
     int size() const { return static_cast<int>(workers_.size()) + 1; }  // the caller counts
     void resize(int threads);

@@ -111,7 +111,10 @@ Tensor split_batch(int64_t batch, const std::function<Tensor(int64_t begin, int6
     std::mutex mutex;
     std::exception_ptr failure;
     std::vector<std::pair<int64_t, Tensor>> slices;
-    parallel_for(batch, 1, [&](int64_t begin, int64_t end) {
+    // Slices of whole pieces where the batch has a piece a thread, so that a thread done with its
+    // own takes a slower one's pieces, never fewer sequences a forward pass than a piece.
+    const int64_t grain = std::max<int64_t>(1, std::min(piece, batch / get_num_threads()));
+    parallel_for(batch, grain, [&](int64_t begin, int64_t end) {
         try {
             const NoGradGuard no_grad;  // the mode is the thread's own: the caller's does not reach here
             for (int64_t first = begin, last; first < end; first = last) {

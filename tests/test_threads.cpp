@@ -55,23 +55,48 @@ TEST_CASE("results are bit-identical run to run for a fixed thread count", "[thr
 }
 
 TEST_CASE("parallel_for runs each index once, job after job, with more threads than cores", "[threads]") {
-    // A thread done with its own part takes any part not yet started (a worker late to come, as
+    // A thread done with its own parts takes any part not yet started (a worker late to come, as
     // when the cores are busy): with more threads than cores that happens often. Every index must
     // still run exactly once, on one thread, in every job, and no job may see another's parts.
     const int threads = static_cast<int>(std::max(4u, 2 * std::thread::hardware_concurrency()));
     const ThreadCountScope scope(threads);
     constexpr int64_t kJobs = 20000;
-    std::vector<std::atomic<int>> runs(static_cast<size_t>(threads));
+    const int64_t most = int64_t{threads} * 5;  // past the parts a job may have, kPartsPerThread a thread
+    std::vector<std::atomic<int>> runs(static_cast<size_t>(most));
     int64_t wrong = 0;
     for (int64_t job = 0; job < kJobs; ++job) {
-        const int64_t n = 2 + job % (threads - 1);  // 2 .. threads indices, one a thread
+        const int64_t n = 2 + job % (most - 1);  // 2 .. most indices, up to several a thread
         for (auto& r : runs) r.store(0, std::memory_order_relaxed);
         parallel_for(n, 1, [&](int64_t begin, int64_t end) {
             for (int64_t i = begin; i < end; ++i) runs[static_cast<size_t>(i)].fetch_add(1, std::memory_order_relaxed);
         });
-        for (int64_t i = 0; i < threads; ++i) wrong += runs[static_cast<size_t>(i)].load() != (i < n ? 1 : 0);
+        for (int64_t i = 0; i < most; ++i) wrong += runs[static_cast<size_t>(i)].load() != (i < n ? 1 : 0);
     }
     CHECK(wrong == 0);
+}
+
+TEST_CASE("parallel_for: a thread done with its own parts takes a slower thread's", "[threads]") {
+    // Two threads, eight indices of one part each: the calling thread's run is 0-3, the worker's
+    // 4-7. Index 4, the worker's first, stays busy until 5, 6 and 7 are done: only another thread
+    // taking them ends the wait early (one fixed share a thread would run them after 4, on the
+    // thread stuck on it). A core shared with other work, or a small core of a hybrid CPU, is
+    // such a slow thread.
+    const ThreadCountScope scope(2);
+    std::atomic<int> later_done{0};
+    std::atomic<bool> waited_out{false};
+    parallel_for(8, 1, [&](int64_t begin, int64_t end) {
+        for (int64_t i = begin; i < end; ++i) {
+            if (i == 4) {
+                const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+                while (later_done.load() < 3 && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
+                waited_out = later_done.load() < 3;
+            } else if (i > 4) {
+                later_done.fetch_add(1);
+            }
+        }
+    });
+    CHECK(later_done.load() == 3);
+    CHECK_FALSE(waited_out.load());
 }
 
 TEST_CASE("parallel_for called from two of the caller's threads at once runs each index once", "[threads]") {

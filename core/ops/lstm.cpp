@@ -76,6 +76,10 @@ bool by_rows(int64_t batch, const detail::WeightPanels& panels) {
     return !panels.active() && detail::weight_products_on_sgemm() && batch >= 2 * kRowsAlone;
 }
 
+// The grain that gives each thread one share of the rows, of at least kRowsAlone rows: the finer
+// parts parallel_for cuts for balance would each run their products on fewer rows.
+int64_t rows_grain(int64_t batch) { return std::max(kRowsAlone, batch / std::max(1, get_num_threads())); }
+
 }  // namespace
 
 LstmState lstm_cell(const Tensor& x, const LstmState& state, const Tensor& w_ih, const Tensor& w_hh, const Tensor& b_ih,
@@ -273,7 +277,7 @@ LstmSequence lstm_sequence(const Tensor& input_gates, const Tensor& h0, const Te
     if (rows_alone) {
         // Each row's recurrence is its own: every thread takes its rows through all the steps,
         // its product on its own rows, with no wait for the other threads between steps.
-        detail::parallel_for(batch, kRowsAlone, [&](int64_t begin, int64_t end) {
+        detail::parallel_for(batch, rows_grain(batch), [&](int64_t begin, int64_t end) {
             for (int64_t b = begin; b < end; ++b) take_inputs(0, b);
             for (int64_t s = 0; s < steps; ++s) {
                 forward_panels.multiply(end - begin, hs.data() + (slot(s) * batch + begin) * hidden,
@@ -343,7 +347,7 @@ LstmSequence lstm_sequence(const Tensor& input_gates, const Tensor& h0, const Te
             backward_panels->multiply(end - begin, dg, pdh + begin * hidden, true);
         };
         if (rows_alone && detail::weight_products_on_sgemm()) {  // as the forward, unless the products moved since
-            detail::parallel_for(batch, kRowsAlone, [&](int64_t begin, int64_t end) {
+            detail::parallel_for(batch, rows_grain(batch), [&](int64_t begin, int64_t end) {
                 for (int64_t s = steps - 1; s >= 0; --s) {
                     step_rows(s, begin, end);
                     recurrent_rows(s, begin, end);

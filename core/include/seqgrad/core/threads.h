@@ -1,5 +1,6 @@
 // One knob for all parallelism: OpenBLAS's threads and seqgrad's own loops. Work is split into
-// fixed static chunks, so a result is bit-identical run to run for a given thread count.
+// fixed chunks (a few a thread, a thread done with its own taking those another has not started),
+// so a result is bit-identical run to run for a given thread count.
 #pragma once
 
 #include <cstdint>
@@ -14,10 +15,11 @@ namespace seqgrad {
 void set_num_threads(int n);  // n >= 1; the default is the number of cores
 int get_num_threads();
 
-// Calls body(begin, end) on disjoint ranges covering [0, n), one static chunk per thread of
-// seqgrad's pool (serially when n is below `grain` items per thread, or when called from inside
-// the pool). For loops whose items are independent, such as an optimizer's update of each
-// element: a result that depends only on its own item is the same for any thread count.
+// Calls body(begin, end) on disjoint ranges covering [0, n) of at least `grain` items, up to four
+// a thread of seqgrad's pool, each thread first taking its own, then those another thread has not
+// started (serially when n is below `grain` items per thread, or when called from inside the
+// pool). For loops whose items are independent, such as an optimizer's update of each element: a
+// result that depends only on its own item is the same for any thread count.
 void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t begin, int64_t end)>& body);
 
 // The CPU kernels OpenBLAS chose at start-up: its core name ("SkylakeX", "Haswell", "Prescott", ...).
