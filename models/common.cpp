@@ -111,8 +111,8 @@ Tensor split_batch(int64_t batch, const std::function<Tensor(int64_t begin, int6
     std::mutex mutex;
     std::exception_ptr failure;
     std::vector<std::pair<int64_t, Tensor>> slices;
-    // Slices of whole pieces where the batch has a piece a thread, so that a thread done with its
-    // own takes a slower one's pieces, never fewer sequences a forward pass than a piece.
+    // Slices of at least a piece each where the batch has a piece a thread, so that a thread done
+    // with its own takes a slower one's, and no thread's share is cut below a piece for it.
     const int64_t grain = std::max<int64_t>(1, std::min(piece, batch / get_num_threads()));
     parallel_for(batch, grain, [&](int64_t begin, int64_t end) {
         try {
