@@ -32,10 +32,9 @@ void parallel_for(int64_t n, int64_t grain, const Body& body) {
     // and the thread count.
     const int64_t parts = std::min(threads * ThreadPool::kPartsPerThread, n / std::max<int64_t>(grain, 1));
     const int64_t chunk = (n + parts - 1) / parts;
-    pool.run((n + chunk - 1) / chunk, [&](int64_t t) {
+    pool.run((n + chunk - 1) / chunk, [&](int64_t t) {  // every part starts before n
         const int64_t begin = t * chunk;
-        const int64_t end = std::min(n, begin + chunk);
-        if (begin < end) body(begin, end);
+        body(begin, std::min(n, begin + chunk));
     });
 }
 
