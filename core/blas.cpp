@@ -71,8 +71,7 @@ void split_product(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a
     const int64_t tiles = (side + 15) / 16;
     // At least four tiles a part where there are enough for one part a thread: each part's sgemm
     // copies the whole of the operand it does not split into its own panels.
-    const int64_t grain = std::clamp<int64_t>(tiles / get_num_threads(), 1, 4);
-    parallel_for(tiles, grain, [&](int64_t first_tile, int64_t end_tile) {
+    parallel_for(tiles, balanced_grain(tiles, 4), [&](int64_t first_tile, int64_t end_tile) {
         const int64_t begin = first_tile * 16, end = std::min(side, end_tile * 16);
         if (by_rows)  // rows [begin, end) of A (or of A^T) and C
             block(ta, tb, end - begin, n, k, ta ? a + begin : a + begin * lda, lda, b, ldb, c + begin * ldc, ldc,

@@ -30,12 +30,9 @@ void parallel_for(int64_t n, int64_t grain, const Body& body) {
     // Up to kPartsPerThread parts a thread of at least `grain` items each, so that a thread done
     // with its own takes a slower one's; the parts, and so the results, depend only on n, grain
     // and the thread count.
+    // Their sizes differ by one at most, so none is below the grain (parts <= n / grain).
     const int64_t parts = std::min(threads * ThreadPool::kPartsPerThread, n / std::max<int64_t>(grain, 1));
-    const int64_t chunk = (n + parts - 1) / parts;
-    pool.run((n + chunk - 1) / chunk, [&](int64_t t) {  // every part starts before n
-        const int64_t begin = t * chunk;
-        body(begin, std::min(n, begin + chunk));
-    });
+    pool.run(parts, [&](int64_t t) { body(t * n / parts, (t + 1) * n / parts); });
 }
 
 // The first failure among work spread over the pool's threads, which carry no exceptions (a throw

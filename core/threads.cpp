@@ -43,6 +43,10 @@ void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t beg
     detail::parallel_for(n, grain, body);
 }
 
+int64_t balanced_grain(int64_t n, int64_t least) {
+    return std::clamp<int64_t>(n / get_num_threads(), 1, std::max<int64_t>(least, 1));
+}
+
 std::string blas_core_name() {
     const char* name = openblas_get_corename();
     return name ? name : "";

@@ -113,8 +113,7 @@ Tensor split_batch(int64_t batch, const std::function<Tensor(int64_t begin, int6
     std::vector<std::pair<int64_t, Tensor>> slices;
     // Slices of at least a piece each where the batch has a piece a thread, so that a thread done
     // with its own takes a slower one's, and no thread's share is cut below a piece for it.
-    const int64_t grain = std::max<int64_t>(1, std::min(piece, batch / get_num_threads()));
-    parallel_for(batch, grain, [&](int64_t begin, int64_t end) {
+    parallel_for(batch, balanced_grain(batch, piece), [&](int64_t begin, int64_t end) {
         try {
             const NoGradGuard no_grad;  // the mode is the thread's own: the caller's does not reach here
             for (int64_t first = begin, last; first < end; first = last) {

@@ -99,6 +99,24 @@ TEST_CASE("parallel_for: a thread done with its own parts takes a slower thread'
     CHECK_FALSE(waited_out.load());
 }
 
+TEST_CASE("balanced_grain: parts of `least` items where there are enough, else a share a thread", "[threads]") {
+    const ThreadCountScope scope(2);
+    CHECK(balanced_grain(100, 4) == 4);  // 25 parts at most, parallel_for keeps 8: two runs of four a thread
+    CHECK(balanced_grain(6, 4) == 3);    // fewer than 4 a thread: one part of 3 a thread
+    CHECK(balanced_grain(1, 4) == 1);
+    CHECK(balanced_grain(100, 0) == 1);  // no least: any part size
+    // A loop so cut runs each index once, in parts of at least the grain where it has them.
+    std::vector<std::atomic<int>> seen(37);
+    std::atomic<int64_t> smallest{1000};
+    parallel_for(37, balanced_grain(37, 4), [&](int64_t begin, int64_t end) {
+        for (int64_t i = begin; i < end; ++i) seen[static_cast<size_t>(i)].fetch_add(1);
+        int64_t was = smallest.load();
+        while (end - begin < was && !smallest.compare_exchange_weak(was, end - begin)) {}
+    });
+    for (const auto& count : seen) CHECK(count.load() == 1);
+    CHECK(smallest.load() >= 4);
+}
+
 TEST_CASE("parallel_for called from two of the caller's threads at once runs each index once", "[threads]") {
     // A server may run a translator on one thread and a classifier on another: both split their
     // work across the one pool. Each call must still run every index of its own job exactly once.

@@ -21,6 +21,10 @@ int get_num_threads();
 // pool). For loops whose items are independent, such as an optimizer's update of each element: a
 // result that depends only on its own item is the same for any thread count.
 void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t begin, int64_t end)>& body);
+// A grain for parallel_for whose parts each pay a fixed cost (a copy of an operand, a slice's
+// set-up): `least` items a part where the loop has that many a thread, so that a thread done with
+// its own takes a slower one's, and an even share a thread where it has fewer.
+int64_t balanced_grain(int64_t n, int64_t least);
 
 // The CPU kernels OpenBLAS chose at start-up: its core name ("SkylakeX", "Haswell", "Prescott", ...).
 std::string blas_core_name();
