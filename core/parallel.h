@@ -29,9 +29,11 @@ void parallel_for(int64_t n, int64_t grain, const Body& body) {
     isa_level();
     // Up to kPartsPerThread parts a thread of at least `grain` items each, so that a thread done
     // with its own takes a slower one's; the parts, and so the results, depend only on n, grain
-    // and the thread count.
-    // Their sizes differ by one at most, so none is below the grain (parts <= n / grain).
-    const int64_t parts = std::min(threads * ThreadPool::kPartsPerThread, n / std::max<int64_t>(grain, 1));
+    // and the thread count. As many parts for every thread: three on two threads would leave one
+    // thread two thirds of the work while no thread is slower than the other. Their sizes differ
+    // by one at most, so none is below the grain (parts <= n / grain).
+    int64_t parts = std::min(threads * ThreadPool::kPartsPerThread, n / std::max<int64_t>(grain, 1));
+    parts -= parts % threads;
     pool.run(parts, [&](int64_t t) { body(t * n / parts, (t + 1) * n / parts); });
 }
 

@@ -2,6 +2,7 @@
 #include <atomic>
 #include <chrono>
 #include <functional>
+#include <mutex>
 #include <thread>
 
 #include "helpers.h"
@@ -115,6 +116,23 @@ TEST_CASE("balanced_grain: parts of `least` items where there are enough, else a
     });
     for (const auto& count : seen) CHECK(count.load() == 1);
     CHECK(smallest.load() >= 4);
+}
+
+TEST_CASE("parallel_for gives every thread as many parts, and as many items", "[threads]") {
+    // 12 items at a grain of 4 on two threads: three parts would leave one thread 8 items and the
+    // other 4; two parts of 6 give each its half. 28 items: six parts of 4 or 5, not seven.
+    const ThreadCountScope scope(2);
+    for (const auto& [n, expected] : std::vector<std::pair<int64_t, size_t>>{{12, 2}, {20, 4}, {28, 6}, {100, 8}}) {
+        std::mutex mutex;
+        std::vector<std::pair<int64_t, int64_t>> parts;
+        parallel_for(n, 4, [&](int64_t begin, int64_t end) {
+            const std::lock_guard<std::mutex> lock(mutex);
+            parts.emplace_back(begin, end);
+        });
+        CAPTURE(n);
+        CHECK(parts.size() == expected);
+        for (const auto& [begin, end] : parts) CHECK(end - begin >= 4);
+    }
 }
 
 TEST_CASE("parallel_for called from two of the caller's threads at once runs each index once", "[threads]") {
