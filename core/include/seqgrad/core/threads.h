@@ -16,10 +16,11 @@ void set_num_threads(int n);  // n >= 1; the default is the number of cores
 int get_num_threads();
 
 // Calls body(begin, end) on disjoint ranges covering [0, n) of at least `grain` items, up to four
-// a thread of seqgrad's pool, each thread first taking its own, then those another thread has not
-// started (serially when n is below `grain` items per thread, or when called from inside the
-// pool). For loops whose items are independent, such as an optimizer's update of each element: a
-// result that depends only on its own item is the same for any thread count.
+// a thread of seqgrad's pool and as many for every thread, each thread first taking its own, then
+// those another thread has not started (serially when n is below `grain` items per thread, or when
+// called from inside the pool). For loops whose items are independent, such as an optimizer's
+// update of each element: a result that depends only on its own item is the same for any thread
+// count.
 void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t begin, int64_t end)>& body);
 // A grain for parallel_for whose parts each pay a fixed cost (a copy of an operand, a slice's
 // set-up): `least` items a part where the loop has that many a thread, so that a thread done with
