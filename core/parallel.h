@@ -19,7 +19,8 @@ namespace seqgrad::detail {
 template <typename Body>
 void parallel_for(int64_t n, int64_t grain, const Body& body) {
     ThreadPool& pool = ThreadPool::instance();
-    const int64_t threads = std::min<int64_t>(get_num_threads(), n / std::max<int64_t>(grain, 1));
+    const int64_t most = n / std::max<int64_t>(grain, 1);  // parts of at least `grain` items
+    const int64_t threads = std::min<int64_t>(get_num_threads(), most);
     if (threads <= 1 || ThreadPool::in_worker()) {
         if (n > 0) body(int64_t{0}, n);
         return;
@@ -31,8 +32,8 @@ void parallel_for(int64_t n, int64_t grain, const Body& body) {
     // with its own takes a slower one's; the parts, and so the results, depend only on n, grain
     // and the thread count. As many parts for every thread: three on two threads would leave one
     // thread two thirds of the work while no thread is slower than the other. Their sizes differ
-    // by one at most, so none is below the grain (parts <= n / grain).
-    int64_t parts = std::min(threads * ThreadPool::kPartsPerThread, n / std::max<int64_t>(grain, 1));
+    // by one at most, so none is below the grain (parts <= most).
+    int64_t parts = std::min(threads * ThreadPool::kPartsPerThread, most);
     parts -= parts % threads;
     pool.run(parts, [&](int64_t t) { body(t * n / parts, (t + 1) * n / parts); });
 }
