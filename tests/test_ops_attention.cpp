@@ -315,6 +315,48 @@ TEST_CASE("gathered attention equals attention over the keys its table of rows p
     }
 }
 
+TEST_CASE("gathered attention at one row splits its heads among threads, with the same results",
+          "[ops][attention][threads]") {
+    NoGradGuard no_grad;
+    // Long enough caches that one row's heads are shared out; heads 64, 32 and 12 wide (vector
+    // paths and plain loops), masks the same for every head and one for each head.
+    const std::vector<std::tuple<int64_t, int64_t, int64_t>> shapes = {
+        {512, 8, 64}, {384, 6, 60}, {96, 3, 200}, {60, 5, 300}};
+    for (const auto& [d, heads, length] : shapes) {
+        INFO("width " << d << ", " << heads << " heads, " << length << " positions");
+        const int64_t capacity = length + 3;
+        const Tensor q = random_tensor({1, 1, d}, 4, -1, 1, false);
+        const Tensor k = random_tensor({2, capacity, d}, 5, -1, 1, false);
+        const Tensor v = random_tensor({2, capacity, d}, 6, -1, 1, false);
+        IntTensor rows = IntTensor::zeros({1, capacity});
+        for (int64_t j = 0; j < capacity; ++j) rows.data()[j] = (j / 7) % 2;
+        IntTensor per_head = IntTensor::full({1, heads, 1, length}, 1);
+        for (int64_t h = 0; h < heads; ++h)
+            for (int64_t j = h; j < length; j += heads + 1) per_head.data()[h * length + j] = 0;
+        IntTensor shared = IntTensor::full({1, 1, 1, length}, 1);
+        shared.data()[length / 2] = 0;
+        for (const IntTensor& mask : {IntTensor(), shared, per_head}) {
+            INFO("mask " << mask.shape());
+            std::vector<float> by_thread_count[2];
+            for (const int threads : {1, 2}) {
+                const ThreadCountScope restore;
+                set_num_threads(threads);
+                Tensor weights, expected_weights;
+                const Tensor context = gathered_attention(q, k, v, rows, length, heads, mask, &weights);
+                const Tensor expected = attention(q, gather_positions(k, rows, length),
+                                                  gather_positions(v, rows, length), heads, mask, 0.0f, false, nullptr,
+                                                  &expected_weights);
+                CHECK(max_abs_diff(context, expected) < 1e-5f);
+                CHECK(max_abs_diff(weights, expected_weights) < 1e-6f);
+                by_thread_count[threads - 1] = context.to_vector();
+                const std::vector<float> w = weights.to_vector();
+                by_thread_count[threads - 1].insert(by_thread_count[threads - 1].end(), w.begin(), w.end());
+            }
+            CHECK(by_thread_count[0] == by_thread_count[1]);
+        }
+    }
+}
+
 TEST_CASE("gathered attention rejects gradients, rows and lengths that do not fit", "[ops][attention][errors]") {
     const Tensor q = random_tensor({2, 1, 4}, 1, -1, 1, false);
     const Tensor k = random_tensor({2, 3, 4}, 2, -1, 1, false);

@@ -580,7 +580,11 @@ namespace {
 // shorter than a page, and the hardware's prefetchers stop at every page's end.
 constexpr int64_t kRowsAhead = 4;
 
-SEQGRAD_TARGET_AVX512 inline void prefetch_row(const float* row, int64_t bytes) {
+// Keys (positions x width) from which a row's heads are split among threads when there are fewer
+// rows than threads: below it, waking another thread costs about what the split saves.
+constexpr int64_t kSplitHeadsFrom = 16384;
+
+inline void prefetch_row(const float* row, int64_t bytes) {
     const char* p = reinterpret_cast<const char*>(row);
     for (int64_t b = 0; b < bytes; b += 64) _mm_prefetch(p + b, _MM_HINT_T0);
 }
@@ -679,11 +683,16 @@ SEQGRAD_TARGET_AVX2 inline void sum_lanes8x8(const __m256 a[8], float s[8]) {
     _mm256_storeu_ps(s, _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31)));
 }
 
-SEQGRAD_TARGET_AVX2 void gathered_scores_avx2(const float* query, const float* const* keys, int64_t length,
-                                              int64_t heads, int64_t head_size, float* scores) {
+SEQGRAD_TARGET_AVX2 void gathered_scores_avx2(const float* query, const float* const* keys, const float* const* values,
+                                              int64_t length, int64_t heads, int64_t head_size, float* scores) {
     const int64_t chunks = head_size / 8;
+    const int64_t row_bytes = heads * head_size * static_cast<int64_t>(sizeof(float));
     for (int64_t j = 0; j < length; ++j) {
         const float* key = keys[j];
+        if (j + kRowsAhead < length) {
+            prefetch_row(keys[j + kRowsAhead], row_bytes);
+            prefetch_row(values[j + kRowsAhead], row_bytes);
+        }
         for (int64_t h0 = 0; h0 < heads; h0 += 8) {
             const int64_t group = std::min<int64_t>(8, heads - h0);
             __m256 acc[8];  // loops over g run to the constant 8, so that acc stays in registers
@@ -770,50 +779,61 @@ Tensor gathered_attention(const Tensor& q, const Tensor& k, const Tensor& v, con
     float* pc = context.data();
     // Row by row, each key and value read whole (all heads at once, one contiguous stretch) in
     // position order: reading one head's slice of every position, then the next head's, would
-    // leave the hardware prefetcher a pattern it does not follow.
-    const int64_t grain = std::max<int64_t>(1, 4096 / std::max<int64_t>(1, length * width));
-    detail::parallel_for(n, grain, [&](int64_t begin, int64_t end) {
+    // leave the hardware prefetcher a pattern it does not follow. With fewer rows than threads (one
+    // sentence, one sampled text), a row's heads are split among the threads instead, each reading
+    // its contiguous share of every key and value: at one row, attention over a long cache would
+    // otherwise run on the calling thread alone while the others wait. A head's scores, weights and
+    // context are the same whichever share it is in, so the split does not change the results.
+    const int64_t threads = get_num_threads();
+    const int64_t split = n >= threads || length * width < kSplitHeadsFrom ? 1 : std::min(heads, (threads + n - 1) / n);
+    const int64_t items = n * split;  // item t: row t / split, share t % split of its heads
+    const int64_t grain = split > 1 ? 1 : std::max<int64_t>(1, 4096 / std::max<int64_t>(1, length * width));
+    detail::parallel_for(items, grain, [&](int64_t begin, int64_t end) {
         std::vector<const float*> keys, values;
         with_isa_level([&](auto isa) {
             constexpr IsaLevel L = decltype(isa)::value;
-            for (int64_t i = begin; i < end; ++i) {
-                const float* query = pq + i * width;
+            for (int64_t t = begin; t < end; ++t) {
+                const int64_t i = t / split, part = t % split;
+                const int64_t h0 = heads * part / split, count = heads * (part + 1) / split - h0;
+                const int64_t offset = h0 * head_size;  // the share's first column
+                const float* query = pq + i * width + offset;
                 const int64_t* from = row_of + i * row_stride;
-                float* w = pw + i * heads * length;  // [heads, length]
-                float* out = pc + i * width;
+                float* w = pw + (i * heads + h0) * length;  // [count, length]
+                float* out = pc + i * width + offset;
                 const auto weights_of_row = [&] {
-                    attention_weights_rows<L>(w, heads, length, length, scale, pm ? pm + i * mask_strides[0] : nullptr,
-                                              mask_strides[1], mask_strides[3]);
+                    const int64_t* row_mask = pm ? pm + i * mask_strides[0] + h0 * mask_strides[1] : nullptr;
+                    attention_weights_rows<L>(w, count, length, length, scale, row_mask, mask_strides[1],
+                                              mask_strides[3]);
                 };
                 if constexpr (L != IsaLevel::portable) {
                     if (head_size % (L == IsaLevel::avx512 ? 16 : 8) == 0) {
                         keys.resize(static_cast<size_t>(length));
                         values.resize(static_cast<size_t>(length));
                         for (int64_t j = 0; j < length; ++j) {
-                            keys[static_cast<size_t>(j)] = pk + (from[j] * capacity + j) * width;
-                            values[static_cast<size_t>(j)] = pv + (from[j] * capacity + j) * width;
+                            keys[static_cast<size_t>(j)] = pk + (from[j] * capacity + j) * width + offset;
+                            values[static_cast<size_t>(j)] = pv + (from[j] * capacity + j) * width + offset;
                         }
                         if constexpr (L == IsaLevel::avx512) {
-                            gathered_scores_avx512(query, keys.data(), values.data(), length, heads, head_size, w);
+                            gathered_scores_avx512(query, keys.data(), values.data(), length, count, head_size, w);
                             weights_of_row();
-                            gathered_context_avx512(w, values.data(), length, heads, head_size, out);
+                            gathered_context_avx512(w, values.data(), length, count, head_size, out);
                         } else {
-                            gathered_scores_avx2(query, keys.data(), length, heads, head_size, w);
+                            gathered_scores_avx2(query, keys.data(), values.data(), length, count, head_size, w);
                             weights_of_row();
-                            gathered_context_avx2(w, values.data(), length, heads, head_size, out);
+                            gathered_context_avx2(w, values.data(), length, count, head_size, out);
                         }
                         continue;
                     }
                 }
                 for (int64_t j = 0; j < length; ++j) {
-                    const float* key = pk + (from[j] * capacity + j) * width;
-                    for (int64_t h = 0; h < heads; ++h)
+                    const float* key = pk + (from[j] * capacity + j) * width + offset;
+                    for (int64_t h = 0; h < count; ++h)
                         w[h * length + j] = detail::dot(query + h * head_size, key + h * head_size, head_size);
                 }
                 weights_of_row();
                 for (int64_t j = 0; j < length; ++j) {
-                    const float* value = pv + (from[j] * capacity + j) * width;
-                    for (int64_t h = 0; h < heads; ++h) {
+                    const float* value = pv + (from[j] * capacity + j) * width + offset;
+                    for (int64_t h = 0; h < count; ++h) {
                         const float a = w[h * length + j];
                         float* o = out + h * head_size;
                         const float* v = value + h * head_size;
