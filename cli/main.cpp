@@ -54,6 +54,8 @@ int main(int argc, char** argv) {
     } catch (const seqgrad::Error& e) {
         return fail(&*group, "error", e.what(), 1);
     }
+    // The pool's threads settled before any work, and OpenBLAS's idle ones stopped (threads.cpp).
+    seqgrad::get_num_threads();
     // Past a file-size limit (ulimit -f), a write should fail with EFBIG and a clear message
     // rather than kill the program.
     std::signal(SIGXFSZ, SIG_IGN);

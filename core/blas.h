@@ -7,6 +7,9 @@ extern "C" {
 void openblas_set_num_threads(int num_threads);
 int openblas_get_num_threads(void);
 char* openblas_get_corename(void);
+// OpenBLAS's own way to stop its threads (it calls it before a fork, and starts them again when a
+// call next needs them). Weak, so that a BLAS without it still links: then it is null.
+int blas_thread_shutdown_(void) __attribute__((weak));
 }
 
 #include <cstdint>

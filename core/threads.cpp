@@ -22,6 +22,10 @@ namespace {
 std::atomic<int>& thread_count() {  // read by every thread that runs parallel work
     static std::atomic<int> count = [] {
         openblas_set_num_threads(1);
+        // OpenBLAS starts a thread for each further core as it loads, and each polls for work
+        // (sched_yield in a loop) for about a second before it sleeps: a third thread on the cores
+        // while seqgrad's own start their work. seqgrad never gives them any, so they are stopped.
+        if (blas_thread_shutdown_ != nullptr) blas_thread_shutdown_();
         const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
         detail::ThreadPool::instance().resize(cores);
         return cores;
