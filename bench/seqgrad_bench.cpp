@@ -98,6 +98,8 @@ extern "C" {
 char* openblas_get_corename(void);
 int openblas_get_num_threads(void);
 void openblas_set_num_threads(int num_threads);
+// Stops OpenBLAS's threads until a call next needs them; weak, null in a BLAS without it.
+int blas_thread_shutdown_(void) __attribute__((weak));
 }
 
 namespace seqgrad_bench {
@@ -522,6 +524,9 @@ double sgemm_peak_flops() {
             best = std::max(best, product_flops(n) / seconds);
         }
         openblas_set_num_threads(blas_threads);
+        // The threads it ran on would poll for work for about a second more, beside the first
+        // benchmark's: stopped here, as seqgrad stops them at start (threads.cpp).
+        if (blas_thread_shutdown_ != nullptr) blas_thread_shutdown_();
         return best;
     }();
     return peak;
@@ -583,7 +588,8 @@ bool other_thread_runnable() {
 // OpenBLAS's own threads (seqgrad keeps OpenBLAS at one thread, but the library starts them when it
 // loads, and the sgemm peak runs on them) poll for work in a loop of sched_yield for about a second
 // before they sleep: a third runnable thread beside seqgrad's two, for the first second of every
-// benchmark. Waits until no other thread of the process runs, three polls 10 ms apart, at most 5 s.
+// benchmark. sgemm_peak_flops stops them; with a BLAS that cannot, this waits until no other
+// thread of the process runs, three polls 10 ms apart, at most 5 s.
 // (On an AMD EPYC at the avx2 cap, `train_step/transformer/g2p` timed for half a second ran 3.7%
 // faster, four alternating pairs, with those threads told to sleep at once.)
 void wait_for_other_threads_to_sleep() {
