@@ -369,6 +369,36 @@ TEST_CASE("packed products do not depend on the number of threads they run on", 
     }
 }
 
+TEST_CASE("products of one to four rows give one thread's results on several, whichever takes a chunk",
+          "[packed][threads]") {
+    // Up to four rows, each thread reads its block of columns a chunk at a time and then takes the
+    // last chunks of a block whose thread has not reached them: each column is still computed by
+    // one thread with the same code, so two or three threads give one thread's results exactly,
+    // for blocks of any width (not whole chunks, not whole panels).
+    if (!have_onednn()) return;
+    NoGradGuard no_grad;
+    for (const auto& [out, in] : std::vector<std::pair<int64_t, int64_t>>{{37, 53}, {1100, 40}, {400, 384}}) {
+        const Tensor w = random_tensor({out, in}, 11, -1.0f, 1.0f, false);
+        const Tensor bias = random_tensor({out}, 12, -1.0f, 1.0f, false);
+        for (const int threads : {2, 3}) {
+            const ThreadCountScope scope(threads);
+            const PackedMatrix f(w, Precision::float32);  // a block of columns a thread
+            for (int64_t rows = 1; rows <= 4; ++rows) {
+                CAPTURE(out, in, threads, rows);
+                const Tensor x = random_tensor({rows, in}, 13 + rows, -1.0f, 1.0f, false);
+                std::vector<Tensor> many;
+                for (int repeat = 0; repeat < 20; ++repeat)
+                    many.push_back(linear_packed(x, f, bias, PackedActivation::relu));
+                set_num_threads(1);
+                const Tensor one = linear_packed(x, f, bias, PackedActivation::relu);
+                set_num_threads(threads);
+                for (const Tensor& y : many) REQUIRE(max_abs_diff(y, one) == 0);
+                require_close(one, relu(linear(x, w, bias)), 1e-5f);
+            }
+        }
+    }
+}
+
 TEST_CASE("int8 rows of zeros and NaN, and bad weights and shapes are errors", "[packed][errors]") {
     if (!have_onednn()) return;
     NoGradGuard no_grad;

@@ -1,4 +1,5 @@
-// set_num_threads governs all parallel work, and results are bit-identical run to run.
+// set_num_threads governs all parallel work, and results are bit-identical run to run; parallel_for
+// and parallel_shares (core/parallel.h) run each item once, and a thread done early helps a slow one.
 #include <atomic>
 #include <chrono>
 #include <functional>
@@ -6,6 +7,8 @@
 #include <thread>
 
 #include "helpers.h"
+
+#include "../core/parallel.h"
 
 using namespace seqgrad;
 using testing::ThreadCountScope;
@@ -97,6 +100,64 @@ TEST_CASE("parallel_for: a thread done with its own parts takes a slower thread'
         }
     });
     CHECK(later_done.load() == 3);
+    CHECK_FALSE(waited_out.load());
+}
+
+TEST_CASE("parallel_shares runs each item of every share once, job after job", "[threads]") {
+    // Threads take their own shares from the front and others' from the back: with more threads
+    // than cores, threads come late and the two ends meet often. No item may run twice or never.
+    const int threads = static_cast<int>(std::max(4u, 2 * std::thread::hardware_concurrency()));
+    const ThreadCountScope scope(threads);
+    constexpr int64_t kJobs = 5000;
+    std::vector<std::vector<std::atomic<int>>> runs;
+    for (int s = 0; s < 20; ++s) runs.emplace_back(40);  // up to 20 shares of up to 40 items
+    int64_t wrong = 0;
+    for (int64_t job = 0; job < kJobs; ++job) {
+        std::vector<int64_t> sizes(static_cast<size_t>(1 + job % 20));
+        for (size_t s = 0; s < sizes.size(); ++s) sizes[s] = static_cast<int64_t>((job * 7 + s * 13) % 41);
+        for (auto& share : runs)
+            for (auto& r : share) r.store(0, std::memory_order_relaxed);
+        detail::parallel_shares(sizes, [&](int64_t s, int64_t begin, int64_t end) {
+            for (int64_t i = begin; i < end; ++i)
+                runs[static_cast<size_t>(s)][static_cast<size_t>(i)].fetch_add(1, std::memory_order_relaxed);
+        });
+        for (size_t s = 0; s < runs.size(); ++s)
+            for (int64_t i = 0; i < 40; ++i)
+                wrong += runs[s][static_cast<size_t>(i)].load() != (s < sizes.size() && i < sizes[s] ? 1 : 0);
+    }
+    CHECK(wrong == 0);
+}
+
+TEST_CASE("parallel_shares: a thread done with its own share takes a slower share's last items", "[threads]") {
+    // Two shares of eight items on two threads. The thread on share 1 takes its first half, 0-3,
+    // and item 0 stays busy until 4-7, the half it has not taken, are done: only the thread done
+    // with share 0 taking them from the back ends the wait early. (Share 0's first item waits for
+    // share 1 to start, so that the calling thread cannot run both shares before the worker
+    // comes, as the pool lets it when the worker is late.)
+    const ThreadCountScope scope(2);
+    std::atomic<bool> share1_started{false};
+    std::atomic<int> later_done{0};
+    std::atomic<bool> waited_out{false};
+    const auto wait_for = [](const std::function<bool()>& done) {
+        const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+        while (!done() && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
+        return done();
+    };
+    const std::vector<int64_t> sizes{8, 8};
+    detail::parallel_shares(sizes, [&](int64_t s, int64_t begin, int64_t end) {
+        if (s == 1 && begin == 0) share1_started = true;
+        for (int64_t i = begin; i < end; ++i) {
+            if (s == 0 && i == 0) {
+                wait_for([&] { return share1_started.load(); });
+            } else if (s == 1 && i == 0) {
+                waited_out = !wait_for([&] { return later_done.load() == 4; });
+            } else if (s == 1 && i >= 4) {
+                later_done.fetch_add(1);
+            }
+        }
+    });
+    CHECK(share1_started.load());
+    CHECK(later_done.load() == 4);
     CHECK_FALSE(waited_out.load());
 }
 
