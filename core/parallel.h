@@ -10,9 +10,9 @@
 #include <memory>
 #include <mutex>
 #include <span>
+#include <string>
 #include <tuple>
 #include <utility>
-#include <string>
 
 #include "seqgrad/core/cpu.h"
 #include "seqgrad/core/threads.h"
@@ -43,7 +43,8 @@ void parallel_for(int64_t n, int64_t grain, const Body& body) {
     pool.run(parts, [&](int64_t t) { body(t * n / parts, (t + 1) * n / parts); });
 }
 
-// Items [0, n) that one thread takes from the front and others from the back, each item once.
+// Items [0, n), n below 2^32, that one thread takes from the front and others from the back, each
+// item once.
 class alignas(64) SharedRange {
 public:
     void reset(int64_t n) { ends_.store(static_cast<uint64_t>(n) << 32, std::memory_order_relaxed); }
