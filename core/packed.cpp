@@ -1090,6 +1090,13 @@ void by_chunks(int64_t rows, F&& f) {
     check(failure.message().empty(), kOp, "oneDNN failed: ", failure.message());
 }
 
+// Whether a product is split between threads: from 64K multiply-adds, where one row through a
+// 384 x 384 weight (a language model sampling one token) already runs faster on two threads, each
+// reading half of the weight from memory; below it waking a thread costs more than it saves.
+bool worth_splitting(const PackedMatrix::Impl& m, int64_t rows) {
+    return static_cast<double>(rows) * static_cast<double>(m.in) * static_cast<double>(m.out) >= (1 << 16);
+}
+
 // A product of one to four rows, which reads each weight once from memory. Each thread reads
 // its own block of columns, kStealColumns at a time, and then takes from the back the columns of
 // any block whose thread has not reached them (parallel_shares), so that a thread on a slower or
@@ -1103,8 +1110,7 @@ void by_chunks(int64_t rows, F&& f) {
 void run_few_rows(const PackedMatrix::Impl& m, const PackedInput& input, int64_t rows, const float* bias, float* y,
                   PackedActivation activation) {
     const auto* x = static_cast<const float*>(input.rows);
-    // Below 64K multiply-adds waking a thread costs more than it saves (as in run_product).
-    if (static_cast<double>(rows) * static_cast<double>(m.in) * static_cast<double>(m.out) < (1 << 16)) {
+    if (!worth_splitting(m, rows)) {
         for (const auto& block : m.blocks) m.rows_columns(*block, rows, x, bias, y, activation, 0, block->cols);
         return;
     }
@@ -1133,10 +1139,7 @@ void run_product(const PackedMatrix::Impl& m, const PackedInput& input, int64_t 
     thread_local detail::Scratch<int32_t> int_parts;  // int8: room for the blocks' int32 sums
     int32_t* parts = m.precision == Precision::int8 ? int_parts.get(std::min(rows, kChunkRows) * m.out) : nullptr;
     detail::FirstFailure failure;  // an error on a worker, carried back here
-    // Split from 64K multiply-adds: one row through a 384 x 384 weight (a language model sampling
-    // one token) already runs faster on two threads, each reading half of the weight from memory.
-    const double work = static_cast<double>(rows) * static_cast<double>(m.in) * static_cast<double>(m.out);
-    detail::parallel_for(blocks, work < (1 << 16) ? blocks : 1, [&](int64_t first, int64_t end) {
+    detail::parallel_for(blocks, worth_splitting(m, rows) ? 1 : blocks, [&](int64_t first, int64_t end) {
         for (int64_t b = first; b < end; ++b)
             failure.run([&] {
                 PackedMatrix::Impl::Block& block = *m.blocks[static_cast<size_t>(b)];
