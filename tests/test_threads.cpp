@@ -103,6 +103,32 @@ TEST_CASE("parallel_for: a thread done with its own parts takes a slower thread'
     CHECK_FALSE(waited_out.load());
 }
 
+TEST_CASE("a worker asleep between jobs wakes for the next, and a caller asleep wakes when it ends", "[threads]") {
+    // Pauses between jobs long enough for the worker to stop spinning and sleep. The two parts of
+    // each job wait for each other, so they must run at once, on two threads: a worker that
+    // missed its wake-up would leave part 0 waiting out its deadline. Part 1 then takes 20 ms,
+    // long enough for the calling thread, done with part 0, to sleep too until the worker ends.
+    const ThreadCountScope scope(2);
+    int timed_out = 0, unfinished = 0;
+    for (int job = 0; job < 5; ++job) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(30));
+        std::atomic<int> started{0}, finished{0};
+        std::atomic<bool> late{false};
+        parallel_for(2, 1, [&](int64_t begin, int64_t) {
+            ++started;
+            const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+            while (started.load() < 2 && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
+            if (started.load() < 2) late = true;
+            if (begin == 1) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+            ++finished;
+        });
+        timed_out += late.load();
+        unfinished += finished.load() != 2;
+    }
+    CHECK(timed_out == 0);
+    CHECK(unfinished == 0);
+}
+
 TEST_CASE("parallel_shares runs each item of every share once, job after job", "[threads]") {
     // Threads take their own shares from the front and others' from the back: with more threads
     // than cores, threads come late and the two ends meet often. No item may run twice or never.
