@@ -24,6 +24,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -1093,8 +1094,9 @@ void by_chunks(int64_t rows, F&& f) {
 // Whether a product is split between threads: from 64K multiply-adds, where one row through a
 // 384 x 384 weight (a language model sampling one token) already runs faster on two threads, each
 // reading half of the weight from memory; below it waking a thread costs more than it saves.
+constexpr double kSplitWork = 1 << 16;
 bool worth_splitting(const PackedMatrix::Impl& m, int64_t rows) {
-    return static_cast<double>(rows) * static_cast<double>(m.in) * static_cast<double>(m.out) >= (1 << 16);
+    return static_cast<double>(rows) * static_cast<double>(m.in) * static_cast<double>(m.out) >= kSplitWork;
 }
 
 // A product of one to four rows, which reads each weight once from memory. Each thread reads
@@ -1121,6 +1123,35 @@ void run_few_rows(const PackedMatrix::Impl& m, const PackedInput& input, int64_t
         const PackedMatrix::Impl::Block& block = *m.blocks[static_cast<size_t>(b)];
         m.rows_columns(block, rows, x, bias, y, activation, first * kStealColumns,
                        std::min(block.cols, end * kStealColumns));
+    });
+}
+
+// run_few_rows for several weights with one input (a self-attention's queries, keys and values
+// of one position): one job between the threads instead of one a weight, each of whose ends has
+// every thread wait for the slowest. The shares are ordered block by block (block 0 of every
+// weight, then block 1, ...), so that with one block a thread, as the weights were packed, each
+// thread's own shares are its own blocks of all the weights.
+void run_few_rows_each(std::span<const PackedMatrix::Impl* const> ms, const float* x, int64_t rows,
+                       std::span<const float* const> biases, std::span<float* const> ys) {
+    thread_local std::vector<std::pair<size_t, size_t>> which;  // the weight and block of each share
+    thread_local std::vector<int64_t> chunks;                   // of each share; read before the job starts
+    which.clear();
+    chunks.clear();
+    size_t most = 0;
+    for (const PackedMatrix::Impl* m : ms) most = std::max(most, m->blocks.size());
+    for (size_t b = 0; b < most; ++b)
+        for (size_t i = 0; i < ms.size(); ++i)
+            if (b < ms[i]->blocks.size()) {
+                which.emplace_back(i, b);
+                chunks.push_back((ms[i]->blocks[b]->cols + kStealColumns - 1) / kStealColumns);
+            }
+    // This thread's copy of `which`, for the others to read (by name each would read its own).
+    const std::pair<size_t, size_t>* of_share = which.data();
+    detail::parallel_shares(chunks, [&](int64_t share, int64_t first, int64_t end) {
+        const auto [i, b] = of_share[share];
+        const PackedMatrix::Impl::Block& block = *ms[i]->blocks[b];
+        ms[i]->rows_columns(block, rows, x, biases[i], ys[i], PackedActivation::none, first * kStealColumns,
+                            std::min(block.cols, end * kStealColumns));
     });
 }
 
@@ -1182,6 +1213,27 @@ std::vector<Tensor> linear_packed(const Tensor& x, const std::vector<const Packe
     if (rows == 0) return ys;
 #ifdef SEQGRAD_HAVE_DNNL
     const PackedInput input = prepare_input(x, weights[0]->precision(), rows, weights[0]->in_features());
+    // One to four rows through several weights whose columns are shared out (run_few_rows): one
+    // job for all of them, where it is worth the threads.
+    bool few = weights.size() > 1;
+    double work = 0;
+    for (const PackedMatrix* w : weights) {
+        const PackedMatrix::Impl& m = w->impl();
+        few = few && !m.blocks.empty() && m.rows_by_columns(*m.blocks[0], rows);
+        work += static_cast<double>(rows) * static_cast<double>(m.in) * static_cast<double>(m.out);
+    }
+    if (few && work >= kSplitWork) {
+        std::vector<const PackedMatrix::Impl*> ms;
+        std::vector<const float*> bs;
+        std::vector<float*> out;
+        for (size_t i = 0; i < weights.size(); ++i) {
+            ms.push_back(&weights[i]->impl());
+            bs.push_back(biases[i].defined() ? biases[i].data() : nullptr);
+            out.push_back(ys[i].data());
+        }
+        run_few_rows_each(ms, static_cast<const float*>(input.rows), rows, bs, out);
+        return ys;
+    }
     for (size_t i = 0; i < weights.size(); ++i)
         run_product(weights[i]->impl(), input, rows, biases[i].defined() ? biases[i].data() : nullptr, ys[i].data(),
                     PackedActivation::none);

@@ -140,7 +140,11 @@ AttentionOutput MultiHeadAttention::attend(const Tensor& query, const KeysValues
 
 AttentionOutput MultiHeadAttention::attend_gathered(const Tensor& query, const KeysValues& kv, const IntTensor& rows,
                                                     int64_t length, const IntTensor& mask, int64_t position) const {
-    const Tensor q = project_queries(query, position);
+    return attend_gathered_heads(project_queries(query, position), kv, rows, length, mask);
+}
+
+AttentionOutput MultiHeadAttention::attend_gathered_heads(const Tensor& q, const KeysValues& kv, const IntTensor& rows,
+                                                          int64_t length, const IntTensor& mask) const {
     if (tracing()) {  // the traced composition needs the keys side by side: gather them
         check(rows.dim() == 2 && rows.size(0) == q.size(0) && length <= rows.size(1) && kv.keys.dim() == 3 &&
                   length <= kv.keys.size(1),
@@ -165,8 +169,15 @@ AttentionOutput MultiHeadAttention::attend_gathered(const Tensor& query, const K
 AttentionOutput MultiHeadAttention::step(const Tensor& x, KeyValueCache& cache, int64_t layer,
                                          const IntTensor& mask) const {
     const int64_t position = cache.length() - 1;  // the new one's, for rotary positions
-    cache.write(layer, project_keys_values(x, x, position));
-    return attend_gathered(x, cache.stored(layer), cache.table(), cache.length(), mask, position);
+    if (tracing()) {  // each projection traced on its own, in the order forward() takes them
+        cache.write(layer, project_keys_values(x, x, position));
+        return attend_gathered(x, cache.stored(layer), cache.table(), cache.length(), mask, position);
+    }
+    // The queries, keys and values of x in one call: with packed weights and one to four rows,
+    // the three products are one job between the threads rather than three.
+    const std::vector<Tensor> qkv = Linear::forward_each(x, {wq.get(), wk.get(), wv.get()});
+    cache.write(layer, {rotate(qkv[1], position), qkv[2]});
+    return attend_gathered_heads(rotate(qkv[0], position), cache.stored(layer), cache.table(), cache.length(), mask);
 }
 
 AttentionOutput MultiHeadAttention::prefill(const Tensor& x, KeyValueCache& cache, int64_t layer) const {

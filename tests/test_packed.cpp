@@ -399,6 +399,45 @@ TEST_CASE("products of one to four rows give one thread's results on several, wh
     }
 }
 
+TEST_CASE("one to four rows through several weights in one job equal each product on its own", "[packed][threads]") {
+    // Weights large enough to be shared out between the threads, of widths that are not whole
+    // chunks or panels, one without a bias: the three products run as one job whose shares are
+    // every weight's blocks, and each must be what linear_packed gives for that weight alone, bit
+    // for bit, whichever thread takes which columns; packed at one thread count and run at another
+    // too (blocks not one a thread).
+    if (!have_onednn()) return;
+    NoGradGuard no_grad;
+    const int64_t in = 384;
+    const Tensor w1 = random_tensor({384, in}, 41, -0.5f, 0.5f, false);
+    const Tensor w2 = random_tensor({200, in}, 42, -0.5f, 0.5f, false);
+    const Tensor w3 = random_tensor({1000, in}, 43, -0.5f, 0.5f, false);
+    const Tensor b1 = random_tensor({384}, 44, -1.0f, 1.0f, false), b3 = random_tensor({1000}, 45, -1.0f, 1.0f, false);
+    for (const auto& [packed_at, run_at] : std::vector<std::pair<int, int>>{{2, 2}, {3, 3}, {3, 2}, {2, 1}}) {
+        std::unique_ptr<PackedMatrix> p1, p2, p3;
+        {
+            const ThreadCountScope scope(packed_at);
+            p1 = std::make_unique<PackedMatrix>(w1, Precision::float32);
+            p2 = std::make_unique<PackedMatrix>(w2, Precision::float32);
+            p3 = std::make_unique<PackedMatrix>(w3, Precision::float32);
+        }
+        const ThreadCountScope scope(run_at);
+        for (int64_t rows = 1; rows <= 4; ++rows) {
+            CAPTURE(packed_at, run_at, rows);
+            const Tensor x = random_tensor({rows, in}, static_cast<uint64_t>(rows + 60), -1.0f, 1.0f, false);
+            const Tensor y1 = linear_packed(x, *p1, b1), y2 = linear_packed(x, *p2, Tensor()),
+                         y3 = linear_packed(x, *p3, b3);
+            for (int repeat = 0; repeat < 20; ++repeat) {
+                const std::vector<Tensor> ys = linear_packed(x, {p1.get(), p2.get(), p3.get()}, {b1, Tensor(), b3});
+                REQUIRE(ys.size() == 3);
+                REQUIRE(max_abs_diff(ys[0], y1) == 0);
+                REQUIRE(max_abs_diff(ys[1], y2) == 0);
+                REQUIRE(max_abs_diff(ys[2], y3) == 0);
+            }
+            require_close(y3, linear(x, w3, b3), 1e-5f);
+        }
+    }
+}
+
 TEST_CASE("int8 rows of zeros and NaN, and bad weights and shapes are errors", "[packed][errors]") {
     if (!have_onednn()) return;
     NoGradGuard no_grad;

@@ -95,6 +95,9 @@ private:
     Tensor rotate(const Tensor& x, int64_t position) const;  // apply_rotary per head, [B, T, d]
     // wq(query) (rotated): [B, Tq, d]
     Tensor project_queries(const Tensor& query, int64_t position) const;
+    // The rest of attend_gathered() once the queries are projected (and rotated).
+    AttentionOutput attend_gathered_heads(const Tensor& q, const KeysValues& keys_values, const IntTensor& rows,
+                                          int64_t length, const IntTensor& mask) const;
     // The rest of attend() once the queries are projected.
     AttentionOutput attend_heads(const Tensor& q, const KeysValues& keys_values, const IntTensor& mask) const;
     // The same, as the composition of primitive operations, tracing each intermediate result.
