@@ -1095,44 +1095,36 @@ void by_chunks(int64_t rows, F&& f) {
 // 384 x 384 weight (a language model sampling one token) already runs faster on two threads, each
 // reading half of the weight from memory; below it waking a thread costs more than it saves.
 constexpr double kSplitWork = 1 << 16;
-bool worth_splitting(const PackedMatrix::Impl& m, int64_t rows) {
-    return static_cast<double>(rows) * static_cast<double>(m.in) * static_cast<double>(m.out) >= kSplitWork;
+double multiply_adds(const PackedMatrix::Impl& m, int64_t rows) {
+    return static_cast<double>(rows) * static_cast<double>(m.in) * static_cast<double>(m.out);
 }
+bool worth_splitting(const PackedMatrix::Impl& m, int64_t rows) { return multiply_adds(m, rows) >= kSplitWork; }
 
-// A product of one to four rows, which reads each weight once from memory. Each thread reads
-// its own block of columns, kStealColumns at a time, and then takes from the back the columns of
-// any block whose thread has not reached them (parallel_shares), so that a thread on a slower or
-// busier core (a small core of a hybrid CPU, a core shared with other work) does not hold up every
-// product: one fixed half a thread waited for the slower half, whose core, on a busy host, read
-// memory at 30-37 GB/s beside the other's 56. Each column is computed by one thread with the same
-// code, so the results do not depend on which thread took it. A GPT sampling a token at a time on
-// two threads of an AMD EPYC Zen 5, ten alternating pairs each: 1,452 -> 1,508 tok/s at the avx2
-// level (8 of 10 faster), 1,396 -> 1,435 at avx512 (7 of 10). Taken 128 columns at a time from
-// the front rather than half of what is left, it was 2% slower (13 of 36 pairs faster).
-void run_few_rows(const PackedMatrix::Impl& m, const PackedInput& input, int64_t rows, const float* bias, float* y,
-                  PackedActivation activation) {
-    const auto* x = static_cast<const float*>(input.rows);
-    if (!worth_splitting(m, rows)) {
-        for (const auto& block : m.blocks) m.rows_columns(*block, rows, x, bias, y, activation, 0, block->cols);
+// Products of one to four rows through one weight or several with the same input (a
+// self-attention's queries, keys and values of one position), which read each weight once from
+// memory: one job between the threads, whose end has every thread wait for the slowest, rather
+// than one a weight. Each thread reads its own block of columns of every weight, kStealColumns at a
+// time, and then takes from the back the columns of any block whose thread has not reached them
+// (parallel_shares; the shares lie block by block, block 0 of every weight, then block 1, ..., so
+// that with one block a thread, as the weights were packed, a thread's own shares are its own
+// blocks), so that a thread on a slower or busier core (a small core of a hybrid CPU, a core shared
+// with other work) does not hold up every product: one fixed half a thread waited for the slower
+// half, whose core, on a busy host, read memory at 30-37 GB/s beside the other's 56. Each column
+// is computed by one thread with the same code, so the results do not depend on which thread took
+// it, nor on which weights share the job. A GPT sampling a token at a time on two threads of an
+// AMD EPYC Zen 5, ten alternating pairs each: 1,452 -> 1,508 tok/s at the avx2 level (8 of 10
+// faster), 1,396 -> 1,435 at avx512 (7 of 10). Taken 128 columns at a time from the front rather
+// than half of what is left, it was 2% slower (13 of 36 pairs faster).
+void run_few_rows(std::span<const PackedMatrix::Impl* const> ms, const float* x, int64_t rows,
+                  std::span<const float* const> biases, std::span<float* const> ys, PackedActivation activation) {
+    double work = 0;
+    for (const PackedMatrix::Impl* m : ms) work += multiply_adds(*m, rows);
+    if (work < kSplitWork) {
+        for (size_t i = 0; i < ms.size(); ++i)
+            for (const auto& block : ms[i]->blocks)
+                ms[i]->rows_columns(*block, rows, x, biases[i], ys[i], activation, 0, block->cols);
         return;
     }
-    thread_local std::vector<int64_t> chunks;  // of each block; read before the job starts
-    chunks.clear();
-    for (const auto& block : m.blocks) chunks.push_back((block->cols + kStealColumns - 1) / kStealColumns);
-    detail::parallel_shares(chunks, [&](int64_t b, int64_t first, int64_t end) {
-        const PackedMatrix::Impl::Block& block = *m.blocks[static_cast<size_t>(b)];
-        m.rows_columns(block, rows, x, bias, y, activation, first * kStealColumns,
-                       std::min(block.cols, end * kStealColumns));
-    });
-}
-
-// run_few_rows for several weights with one input (a self-attention's queries, keys and values
-// of one position): one job between the threads instead of one a weight, each of whose ends has
-// every thread wait for the slowest. The shares are ordered block by block (block 0 of every
-// weight, then block 1, ...), so that with one block a thread, as the weights were packed, each
-// thread's own shares are its own blocks of all the weights.
-void run_few_rows_each(std::span<const PackedMatrix::Impl* const> ms, const float* x, int64_t rows,
-                       std::span<const float* const> biases, std::span<float* const> ys) {
     thread_local std::vector<std::pair<size_t, size_t>> which;  // the weight and block of each share
     thread_local std::vector<int64_t> chunks;                   // of each share; read before the job starts
     which.clear();
@@ -1150,9 +1142,14 @@ void run_few_rows_each(std::span<const PackedMatrix::Impl* const> ms, const floa
     detail::parallel_shares(chunks, [&](int64_t share, int64_t first, int64_t end) {
         const auto [i, b] = of_share[share];
         const PackedMatrix::Impl::Block& block = *ms[i]->blocks[b];
-        ms[i]->rows_columns(block, rows, x, biases[i], ys[i], PackedActivation::none, first * kStealColumns,
+        ms[i]->rows_columns(block, rows, x, biases[i], ys[i], activation, first * kStealColumns,
                             std::min(block.cols, end * kStealColumns));
     });
+}
+
+// Whether run_product would multiply `rows` rows by m with run_few_rows.
+bool few_rows(const PackedMatrix::Impl& m, int64_t rows) {
+    return m.blocks.size() > 1 && m.rows_by_columns(*m.blocks[0], rows);
 }
 
 // y = the product of the prepared rows with m (+ bias), then `activation`: one block per thread
@@ -1166,7 +1163,10 @@ void run_product(const PackedMatrix::Impl& m, const PackedInput& input, int64_t 
         return;
     }
     const int64_t blocks = static_cast<int64_t>(m.blocks.size());
-    if (blocks > 1 && m.rows_by_columns(*m.blocks[0], rows)) return run_few_rows(m, input, rows, bias, y, activation);
+    if (few_rows(m, rows)) {
+        const PackedMatrix::Impl* one[] = {&m};
+        return run_few_rows(one, static_cast<const float*>(input.rows), rows, {&bias, 1}, {&y, 1}, activation);
+    }
     thread_local detail::Scratch<int32_t> int_parts;  // int8: room for the blocks' int32 sums
     int32_t* parts = m.precision == Precision::int8 ? int_parts.get(std::min(rows, kChunkRows) * m.out) : nullptr;
     detail::FirstFailure failure;  // an error on a worker, carried back here
@@ -1214,15 +1214,10 @@ std::vector<Tensor> linear_packed(const Tensor& x, const std::vector<const Packe
 #ifdef SEQGRAD_HAVE_DNNL
     const PackedInput input = prepare_input(x, weights[0]->precision(), rows, weights[0]->in_features());
     // One to four rows through several weights whose columns are shared out (run_few_rows): one
-    // job for all of them, where it is worth the threads.
+    // job for all of them.
     bool few = weights.size() > 1;
-    double work = 0;
-    for (const PackedMatrix* w : weights) {
-        const PackedMatrix::Impl& m = w->impl();
-        few = few && !m.blocks.empty() && m.rows_by_columns(*m.blocks[0], rows);
-        work += static_cast<double>(rows) * static_cast<double>(m.in) * static_cast<double>(m.out);
-    }
-    if (few && work >= kSplitWork) {
+    for (const PackedMatrix* w : weights) few = few && few_rows(w->impl(), rows);
+    if (few) {
         std::vector<const PackedMatrix::Impl*> ms;
         std::vector<const float*> bs;
         std::vector<float*> out;
@@ -1231,7 +1226,7 @@ std::vector<Tensor> linear_packed(const Tensor& x, const std::vector<const Packe
             bs.push_back(biases[i].defined() ? biases[i].data() : nullptr);
             out.push_back(ys[i].data());
         }
-        run_few_rows_each(ms, static_cast<const float*>(input.rows), rows, bs, out);
+        run_few_rows(ms, static_cast<const float*>(input.rows), rows, bs, out, PackedActivation::none);
         return ys;
     }
     for (size_t i = 0; i < weights.size(); ++i)
