@@ -22,6 +22,9 @@
 //
 //   decode/gathered_attention/length   one step's self-attention over cached keys (128 rows, 8 heads
 //                                       of 64), GFLOP/s
+//   decode/gathered_attention/one_row/length  a sampled token's self-attention over its cache (the
+//                                       GPT's baby shape: one row, 6 heads of 64, 256 positions
+//                                       kept), GFLOP/s
 //   decode/log_softmax_top_k            128 rows' 8 best log-probabilities over 32,000 symbols
 //   decode/linear/{packed,sgemm}/rows/in/out  one product x W^T + b at a decoding step's shapes
 //                                       (128 rows: 32 sentences x beam 4), GFLOP/s, packed float32 as
@@ -266,6 +269,24 @@ void gathered_attention_at(benchmark::State& state) {
     set_rate_counter(state, "GB/s", 2.0 * 4.0 * static_cast<double>(n * length * width));
 }
 
+// Self-attention of one sampled token over its cache, as the GPT's baby shape runs it: one row,
+// 6 heads of 64, a cache of 256 positions of which `length` are filled; GFLOP/s and GB/s as above.
+// At one row the heads are shared out between the threads.
+void gathered_attention_one_row(benchmark::State& state) {
+    const int64_t width = 384, heads = 6, capacity = 256, length = state.range(0);
+    seqgrad::Generator gen(9);
+    const Tensor q = Tensor::uniform({1, 1, width}, -1, 1, gen), k = Tensor::uniform({1, capacity, width}, -1, 1, gen),
+                 v = Tensor::uniform({1, capacity, width}, -1, 1, gen);
+    const IntTensor rows = IntTensor::from_vector(std::vector<int64_t>(capacity, 0), {1, capacity});
+    const seqgrad::NoGradGuard no_grad;
+    for (auto _ : state) {
+        const Tensor context = seqgrad::gathered_attention(q, k, v, rows, length, heads, IntTensor());
+        benchmark::DoNotOptimize(context.data());
+    }
+    set_rate_counter(state, "GFLOP/s", 4.0 * static_cast<double>(length * width));
+    set_rate_counter(state, "GB/s", 2.0 * 4.0 * static_cast<double>(length * width));
+}
+
 // A beam-search step's choice: each of 128 rows' 8 best log-probabilities over a 32,000-symbol
 // vocabulary (log_softmax_top_k), GB/s of logits read.
 void log_softmax_top_k_at(benchmark::State& state) {
@@ -288,6 +309,12 @@ void register_decode_benchmarks() {
     benchmark::RegisterBenchmark("decode/gathered_attention", gathered_attention_at)
         ->Arg(8)
         ->Arg(30)
+        ->UseRealTime()
+        ->Unit(benchmark::kMicrosecond);
+    benchmark::RegisterBenchmark("decode/gathered_attention/one_row", gathered_attention_one_row)
+        ->Arg(64)
+        ->Arg(128)
+        ->Arg(256)
         ->UseRealTime()
         ->Unit(benchmark::kMicrosecond);
     // A decoder layer's products (Q, K, V and output; Q, K and V as one; the feed-forward's two) and

@@ -319,9 +319,11 @@ TEST_CASE("gathered attention at one row splits its heads among threads, with th
           "[ops][attention][threads]") {
     NoGradGuard no_grad;
     // Long enough caches that one row's heads are shared out; heads 64, 32 and 12 wide (vector
-    // paths and plain loops), masks the same for every head and one for each head.
-    const std::vector<std::tuple<int64_t, int64_t, int64_t>> shapes = {
-        {512, 8, 64}, {384, 6, 60}, {96, 3, 200}, {60, 5, 300}};
+    // paths and plain loops), masks the same for every head and one for each head. Then caches
+    // too short to share out, with heads 128 and 32 wide, at lengths that leave the last eight
+    // positions short.
+    const std::vector<std::tuple<int64_t, int64_t, int64_t>> shapes = {{512, 8, 64}, {384, 6, 60}, {96, 3, 200},
+                                                                       {60, 5, 300}, {256, 2, 45}, {64, 2, 77}};
     for (const auto& [d, heads, length] : shapes) {
         INFO("width " << d << ", " << heads << " heads, " << length << " positions");
         const int64_t capacity = length + 3;
