@@ -57,16 +57,16 @@ def run_seqgrad(bench, threads, min_time):
                           f"--benchmark_min_time={min_time}", "--benchmark_format=json"],
                          check=True, capture_output=True, text=True)
     report = json.loads(out.stdout)
-    rows, labels = {}, {}
+    rows, labels, refused = {}, {}, {}
     for b in report["benchmarks"]:
-        if b.get("error_occurred"):  # e.g. bf16 on a CPU without it: the row shows "-"
-            print(f"compare_decode.py: {b['name']}: {b.get('error_message', '?')}", file=sys.stderr)
-            continue
         name = b["name"].split("/")[2]
         row = SEQGRAD[name]
+        if b.get("error_occurred"):  # bf16 on a CPU without it: the row says why, in the table
+            refused[row] = b.get("error_message", "?")
+            continue
         rows[row] = b["ms_per_batch"] if row.endswith(LATENCY) else b["tokens_per_second"]
         labels[row] = b.get("label", "")
-    return report["context"], rows, labels
+    return report["context"], rows, labels, refused
 
 
 def run_torch(threads, setting, repeats):
@@ -106,11 +106,11 @@ def main():
     settings = list(dict.fromkeys(args.torch_settings))
     measured = {}  # threads -> (best, torch_best, infos)
     for threads in args.threads:
-        best, context, labels, headers, infos = {}, {}, {}, {}, {}
+        best, context, labels, headers, infos, refused = {}, {}, {}, {}, {}, {}
         for r in range(args.rounds):
             for side in torch_settings.order(["seqgrad"] + settings, r):
                 if side == "seqgrad":
-                    context, rows, labels = run_seqgrad(args.bench, threads, args.min_time)
+                    context, rows, labels, refused = run_seqgrad(args.bench, threads, args.min_time)
                     keyed = rows
                 else:
                     headers[side], rows, infos[side] = run_torch(threads, side, 1)
@@ -134,6 +134,8 @@ def main():
         reference = torch_best.get("PyTorch cached", (None,))[0]
         latency_reference = torch_best.get("PyTorch, 1 sentence greedy (ms)", (None,))[0]
         for row in SEQGRAD.values():
+            if row in refused:
+                print(f"  {row:42s} refused: {refused[row]}")
             if row not in best:
                 continue
             value = best[row]
@@ -150,33 +152,35 @@ def main():
             print(f"  {row:42s} {value:9.1f} {unit} best: {torch_settings.label(winner, threads)}   ({each})")
         print("  (ratios: tokens per second over PyTorch cached's at its best; latency: PyTorch's best ms over "
               "the row's)")
-        measured[threads] = (best, torch_best, infos)
+        measured[threads] = (best, torch_best, infos, refused)
     print_table(measured, settings)
 
 
 def print_table(measured, settings):
     """The runs above as docs/performance.md's decoding table: a column per thread count."""
     def each(threads, row, unit):
-        best, _, infos = measured[threads]
+        best, _, infos, _ = measured[threads]
         return " / ".join(torch_settings.cell(f"{best[(row, s)]:,.0f}", infos[s], threads) if (row, s) in best
                           else "-" for s in settings) + unit
 
     def at_best(threads, row, unit):
-        _, torch_best, _ = measured[threads]
+        _, torch_best, _, _ = measured[threads]
         if row not in torch_best:
             return "-"
         value, winner = torch_best[row]
         return f"{value:,.0f}{unit} ({torch_settings.label(winner, threads)})"
 
     def seqgrad(threads, row, bold=False):
-        best, torch_best, _ = measured[threads]
+        best, torch_best, _, refused = measured[threads]
+        if row in refused:  # the reason's first clause: "bf16 needs the avx512 level"
+            return "refused: " + refused[row].split(",")[0]
         if row not in best or "PyTorch cached" not in torch_best:
             return "-"
         ratio = f"{best[row] / torch_best['PyTorch cached'][0]:.2f}x"
         return f"{best[row]:,.0f} tok/s, {f'**{ratio}**' if bold else ratio}"
 
     def pair(threads, rows, unit):
-        best, torch_best, _ = measured[threads]
+        best, torch_best, _, _ = measured[threads]
         values = [best.get(r) if r.startswith("seqgrad") else torch_best.get(r, (None,))[0] for r in rows]
         return " / ".join("-" if v is None else f"{v:,.0f}" for v in values) + unit
 
