@@ -625,6 +625,20 @@ SEQGRAD_TARGET_AVX512 inline void sum_lanes(const __m512 a[8], float s[8]) {
     }
 }
 
+// The keys of positions [j0, j0 + 8) in key[] (past the last position, the last one's, unused),
+// the start of the key and value rows kRowsAhead positions on asked for; returns how many of the
+// eight positions there are.
+inline int64_t eight_keys(const float* const* keys, const float* const* values, int64_t j0, int64_t length,
+                          int64_t row_bytes, const float* key[8]) {
+    for (int64_t j = j0 + kRowsAhead; j < std::min(j0 + 8 + kRowsAhead, length); ++j) {
+        prefetch_row(keys[j], std::min(row_bytes, kPrefetchBytes));
+        prefetch_row(values[j], std::min(row_bytes, kPrefetchBytes));
+    }
+    const int64_t group = std::min<int64_t>(8, length - j0);
+    for (int p = 0; p < 8; ++p) key[p] = keys[j0 + std::min<int64_t>(p, group - 1)];
+    return group;
+}
+
 // scores[h * length + j] = q_h . k_h (positions j in [0, length), key j at keys[j]), the raw score
 // that attention_weights_rows scales and normalises. It asks for the key and value rows kRowsAhead
 // positions on, so that the values are in cache when gathered_context_avx512 reads them.
@@ -634,13 +648,8 @@ SEQGRAD_TARGET_AVX512 void gathered_scores_avx512(const float* query, const floa
     const int64_t chunks = head_size / 16;
     const int64_t row_bytes = heads * head_size * static_cast<int64_t>(sizeof(float));
     for (int64_t j0 = 0; j0 < length; j0 += 8) {
-        const int64_t group = std::min<int64_t>(8, length - j0);
-        for (int64_t j = j0 + kRowsAhead; j < std::min(j0 + 8 + kRowsAhead, length); ++j) {
-            prefetch_row(keys[j], std::min(row_bytes, kPrefetchBytes));
-            prefetch_row(values[j], std::min(row_bytes, kPrefetchBytes));
-        }
-        const float* key[8];  // position j0 + p's key; past the last position, the last one's (unused)
-        for (int p = 0; p < 8; ++p) key[p] = keys[j0 + std::min<int64_t>(p, group - 1)];
+        const float* key[8];
+        const int64_t group = eight_keys(keys, values, j0, length, row_bytes, key);
         for (int64_t h = 0; h < heads; ++h) {
             __m512 acc[8];  // loops over p run to the constant 8, so that acc stays in registers
             for (int p = 0; p < 8; ++p) acc[p] = _mm512_setzero_ps();
@@ -709,13 +718,8 @@ SEQGRAD_TARGET_AVX2 void gathered_scores_avx2(const float* query, const float* c
     const int64_t chunks = head_size / 8;
     const int64_t row_bytes = heads * head_size * static_cast<int64_t>(sizeof(float));
     for (int64_t j0 = 0; j0 < length; j0 += 8) {
-        const int64_t group = std::min<int64_t>(8, length - j0);
-        for (int64_t j = j0 + kRowsAhead; j < std::min(j0 + 8 + kRowsAhead, length); ++j) {
-            prefetch_row(keys[j], std::min(row_bytes, kPrefetchBytes));
-            prefetch_row(values[j], std::min(row_bytes, kPrefetchBytes));
-        }
-        const float* key[8];  // position j0 + p's key; past the last position, the last one's (unused)
-        for (int p = 0; p < 8; ++p) key[p] = keys[j0 + std::min<int64_t>(p, group - 1)];
+        const float* key[8];
+        const int64_t group = eight_keys(keys, values, j0, length, row_bytes, key);
         for (int64_t h = 0; h < heads; ++h) {
             __m256 acc[8];  // loops over p run to the constant 8, so that acc stays in registers
             for (int p = 0; p < 8; ++p) acc[p] = _mm256_setzero_ps();
