@@ -104,7 +104,7 @@ def main():
     torch_settings.preflight("compare_decode.py", args.bench)
 
     settings = list(dict.fromkeys(args.torch_settings))
-    measured = {}  # threads -> (best, torch_best, infos)
+    measured = {}  # threads -> (best, torch_best, infos, refused)
     for threads in args.threads:
         best, context, labels, headers, infos, refused = {}, {}, {}, {}, {}, {}
         for r in range(args.rounds):
