@@ -27,10 +27,15 @@ constexpr int64_t kPanel = 16;
 constexpr int kTileRows = 6;
 constexpr int64_t kStretch = 256;              // inputs a panel's stretch holds: 16 KB, in L1 while the rows pass
 constexpr int64_t kRowBlock = 20 * kTileRows;  // rows a stretch meets in turn: 120 KB of A at most, in L2
-// Rows above which sgemm, copying the rows into its own panels too, is as fast (at the avx2 level
-// on an AMD EPYC: products of 32 to 64 rows 8-33% faster here; at 128 to 512 rows the products
-// alone 2-10% faster, but a whole LSTM layer of 256 rows, 12 steps, just as fast either way).
-constexpr int64_t kMostRows = 64;
+// Rows above which sgemm, copying the rows into its own panels too, is as fast. At the avx2 level
+// on an AMD EPYC: products of 32 to 64 rows 8-33% faster here; of 128 to 512 rows on one thread
+// (n 1024, k 256 to 1024) even to 6% faster, at 2048 rows 3% slower. Above kColumnSplitRows
+// the threads split the rows: a whole LSTM layer of 256 rows, 12 steps, whose threads each
+// take half the rows through every step, 3% faster than on sgemm, which copies the weight at
+// every step; split by columns it was only as fast, with two waits a step.
+constexpr int64_t kMostRows = 512;
+// Rows a thread takes at least where the threads split the rows.
+constexpr int64_t kRowsGrain = 30;
 // Products below which the weight's copy into panels is not paid back: a one-step sequence (the
 // attention decoder's, step by step) went 25-40% slower in its LSTM layers with them.
 constexpr int64_t kFewestProducts = 4;
@@ -220,23 +225,36 @@ WeightPanels::~WeightPanels() {
 }
 
 void WeightPanels::multiply(int64_t m, const float* a, float* c, bool accumulate) const {
+    const double work = static_cast<double>(m) * static_cast<double>(n_) * static_cast<double>(k_);
+    // sgemm splits its own products; small ones are not worth a worker's wake-up.
+    if (!active() || m <= 0 || n_ <= 0 || work < kSplitWork) return multiply_here(m, a, c, accumulate);
+#if SEQGRAD_HAVE_ISA_LEVELS
+    const int64_t count = (n_ + kPanel - 1) / kPanel;
+    const float* panels = block_.data;
+    const int64_t n = n_, k = k_;
+    if (m <= kColumnSplitRows) {
+        // The same split of the panels at every call, so that each thread meets its own again.
+        parallel_for(count, 1,
+                     [=](int64_t begin, int64_t end) { panels_avx2(panels, begin, end, m, n, k, a, c, accumulate); });
+        return;
+    }
+    // Whole tiles of rows to each thread, every panel: each sum runs the same way in either split.
+    const int64_t tiles = (m + kTileRows - 1) / kTileRows;
+    parallel_for(tiles, kRowsGrain / kTileRows, [=](int64_t begin, int64_t end) {
+        const int64_t r0 = begin * kTileRows, r1 = std::min(m, end * kTileRows);
+        panels_avx2(panels, 0, count, r1 - r0, n, k, a + r0 * k, c + r0 * n, accumulate);
+    });
+#endif
+}
+
+void WeightPanels::multiply_here(int64_t m, const float* a, float* c, bool accumulate) const {
     if (m <= 0 || n_ <= 0) return;
     if (!active()) {
         gemm_weights(false, transposed_, m, n_, k_, a, weight_, c, accumulate);
         return;
     }
 #if SEQGRAD_HAVE_ISA_LEVELS
-    const int64_t count = (n_ + kPanel - 1) / kPanel;
-    const float* panels = block_.data;
-    const int64_t n = n_, k = k_;
-    const double work = static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
-    if (work < kSplitWork) {
-        panels_avx2(panels, 0, count, m, n, k, a, c, accumulate);
-        return;
-    }
-    // The same split of the panels at every call, so that each thread meets its own again.
-    parallel_for(count, 1,
-                 [=](int64_t begin, int64_t end) { panels_avx2(panels, begin, end, m, n, k, a, c, accumulate); });
+    panels_avx2(block_.data, 0, (n_ + kPanel - 1) / kPanel, m, n_, k_, a, c, accumulate);
 #endif
 }
 
@@ -250,18 +268,18 @@ void PassPanels::multiply(int64_t m, const float* a, float* c, bool accumulate) 
         gemm_weights(false, transposed_, m, n_, k_, a, weight_.data(), c, accumulate);
         return;
     }
+    laid_out()->multiply(m, a, c, accumulate);
+}
+
+std::shared_ptr<const WeightPanels> PassPanels::laid_out() {
     const uint64_t pass = backward_pass_number();
-    std::shared_ptr<const WeightPanels> panels;
-    {
-        const std::lock_guard<std::mutex> lock(mutex_);
-        if (panels_ == nullptr || pass == 0 || pass != pass_) {
-            panels_.reset();  // the old layout's memory back before the new one's is taken
-            panels_ = std::make_shared<const WeightPanels>(weight_.data(), n_, k_, transposed_, rows_, products_);
-            pass_ = pass;
-        }
-        panels = panels_;
+    const std::lock_guard<std::mutex> lock(mutex_);
+    if (panels_ == nullptr || pass == 0 || pass != pass_) {
+        panels_.reset();  // the old layout's memory back before the new one's is taken
+        panels_ = std::make_shared<const WeightPanels>(weight_.data(), n_, k_, transposed_, rows_, products_);
+        pass_ = pass;
     }
-    panels->multiply(m, a, c, accumulate);
+    return panels_;
 }
 
 }  // namespace seqgrad::detail

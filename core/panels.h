@@ -16,11 +16,16 @@ namespace seqgrad::detail {
 
 class WeightPanels {
 public:
+    // Products of up to this many rows split the panels between the threads (each keeping its
+    // own columns' panels across the products); products of more split the rows, each thread
+    // reading every panel.
+    static constexpr int64_t kColumnSplitRows = 64;
+
     // B [k, n] of C = A B: the weight stored [k, n] (transposed false), or its transpose, the
     // weight stored [n, k] (a linear layer's W for x W^T), for `products` products of `rows` rows
     // each. The weight must outlive this object and stay unchanged. Where the panels would not run
     // or would not be faster (the portable level, products of weights on oneDNN or in bf16, more
-    // than 64 rows, fewer than 4 products to share the copy: active() false) nothing is copied,
+    // than 512 rows, fewer than 4 products to share the copy: active() false) nothing is copied,
     // and multiply() calls gemm_weights.
     WeightPanels(const float* weight, int64_t n, int64_t k, bool transposed, int64_t rows, int64_t products);
     ~WeightPanels();
@@ -32,6 +37,9 @@ public:
     // C [m, n] = A [m, k] B, or C += A B when accumulate; A and C row-major and dense. Each of C's
     // sums runs over k in order, in single-precision multiply-adds, whatever the threads.
     void multiply(int64_t m, const float* a, float* c, bool accumulate) const;
+    // The same on the calling thread alone, every panel, for callers whose threads each take
+    // their own rows (an LSTM layer's rows through all of its steps).
+    void multiply_here(int64_t m, const float* a, float* c, bool accumulate) const;
 
 private:
     const float* weight_;
@@ -60,6 +68,10 @@ public:
 
     // C [m, n] = A [m, k] B, or C += A B when accumulate.
     void multiply(int64_t m, const float* a, float* c, bool accumulate);
+    // The layout of the pass under way (made here at its first call), for products the pool's
+    // threads make themselves (WeightPanels::multiply_here): a pool's thread sees no pass under
+    // way and would lay the weight out again. Inactive panels where they would not run.
+    std::shared_ptr<const WeightPanels> laid_out();
 
 private:
     Tensor weight_;

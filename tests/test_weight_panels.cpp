@@ -1,9 +1,11 @@
 // WeightPanels (core/panels.h): a weight laid out once for the products of an LSTM's recurrence.
 // Each product against the same sums in double, in both layouts of the weight, with and without
 // adding to C, at row counts that end in every partial tile and widths that end in a partial
-// panel; the same bits on one thread and on two; where it steps aside (more than 64 rows, fewer
-// than four products, the portable level, oneDNN's products) it still computes the product; and
-// lstm_sequence's results and gradients with the panels agree with those through sgemm. A weight
+// panel; the same bits on one thread and on two, split by columns or by rows, and on the calling
+// thread alone; where it steps aside (more than 512 rows, fewer than four products, the portable
+// level, oneDNN's products) it still computes the product; and lstm_sequence's results and
+// gradients with the panels (its threads sharing the columns, or each taking its own rows) agree
+// with those through sgemm. A weight
 // laid out for many calls (RepeatedWeight: linear, and nn::LSTM's prepared steps) agrees with its
 // tensor, passes gradcheck, and is laid out again in a new backward pass.
 #include "helpers.h"
@@ -76,27 +78,29 @@ TEST_CASE("WeightPanels multiply as sums in double, in both layouts, on one thre
     // k 300: more inputs than a panel's stretch of 256, so the second stretch adds to the first's.
     for (bool transposed : {true, false})
         for (bool accumulate : {false, true})
-            for (int64_t m : {1, 5, 6, 7, 9, 13, 32, 64, 130})
+            for (int64_t m : {1, 5, 6, 7, 9, 13, 32, 64, 65, 130, 203})
                 for (int64_t n : {40, 200})
                     for (int64_t k : {3, 300}) {
                         INFO("transposed " << transposed << " accumulate " << accumulate << " m " << m << " n " << n
                                            << " k " << k);
                         const std::vector<float> w = values(n * k, 1.0), a = values(m * k, 2.0),
                                                  c0 = values(m * n, 3.0);
-                        // The rows they are laid out for are a hint: 130 rows (two blocks of
-                        // rows) run on panels laid out for 64.
-                        const detail::WeightPanels panels(w.data(), n, k, transposed, std::min<int64_t>(m, 64), 4);
+                        // Up to 64 rows the two threads split the columns, above they split the
+                        // rows (130 and 203: two blocks of rows on one thread).
+                        const detail::WeightPanels panels(w.data(), n, k, transposed, m, 4);
                         REQUIRE(panels.active());
-                        std::vector<float> two = c0, one = c0;
+                        std::vector<float> two = c0, one = c0, here = c0;
                         {
                             const ThreadCountScope restore;
                             set_num_threads(2);
                             panels.multiply(m, a.data(), two.data(), accumulate);
+                            panels.multiply_here(m, a.data(), here.data(), accumulate);
                             set_num_threads(1);
                             panels.multiply(m, a.data(), one.data(), accumulate);
                         }
                         CHECK(worst_relative(two, c0, a, w, m, n, k, transposed, accumulate) < 1e-5);
                         CHECK(std::memcmp(one.data(), two.data(), one.size() * sizeof(float)) == 0);
+                        CHECK(std::memcmp(one.data(), here.data(), one.size() * sizeof(float)) == 0);
                     }
 }
 
@@ -114,9 +118,10 @@ TEST_CASE("WeightPanels step aside for many rows, few products, the portable lev
     {
         const PanelsScope scope(IsaLevel::avx2);
         CHECK(detail::weight_panels_run());
-        const detail::WeightPanels many(w.data(), n, k, true, 65, 4);
+        CHECK(detail::WeightPanels(w.data(), n, k, true, 512, 4).active());
+        const detail::WeightPanels many(w.data(), n, k, true, 513, 4);
         CHECK_FALSE(many.active());
-        CHECK(product_is_right(many, 65));
+        CHECK(product_is_right(many, 513));
         const detail::WeightPanels once(w.data(), n, k, true, 8, 3);
         CHECK_FALSE(once.active());
         CHECK(product_is_right(once, 8));
@@ -148,7 +153,9 @@ TEST_CASE("lstm_sequence with its weight in panels agrees with sgemm's products,
     for (bool reverse : {false, true}) {
         INFO("reverse " << reverse);
         std::vector<std::vector<Tensor>> results;
-        for (int64_t rows : {batch, int64_t{65}}) {  // the panels, then sgemm: above 64 rows they step aside
+        // The panels split by columns, each thread's rows through the panels (above 64 rows), then
+        // sgemm (above 512 rows the panels step aside).
+        for (int64_t rows : {batch, int64_t{65}, int64_t{513}}) {
             const PanelsScope scope(IsaLevel::avx2);
             // rows - batch padding rows of zero length, whose state passes through: the same
             // results for the first `batch` rows.
@@ -163,10 +170,11 @@ TEST_CASE("lstm_sequence with its weight in panels agrees with sgemm's products,
             results.push_back({slice(run.outputs, 0, 0, batch).detach(), slice(run.h, 0, 0, batch).detach(),
                                slice(gates.grad(), 0, 0, batch), slice(h0.grad(), 0, 0, batch), w.grad()});
         }
-        for (size_t i = 0; i < results[0].size(); ++i) {
-            INFO("result " << i);
-            CHECK(max_abs_diff(results[0][i], results[1][i]) < 1e-5f);
-        }
+        for (size_t run = 1; run < results.size(); ++run)
+            for (size_t i = 0; i < results[0].size(); ++i) {
+                INFO("run " << run << " result " << i);
+                CHECK(max_abs_diff(results[0][i], results[run][i]) < 1e-5f);
+            }
     }
 }
 

@@ -61,19 +61,22 @@ void gates_backward(const float* __restrict acts, const float* __restrict c_prev
 }
 
 // The fewest rows each thread of lstm_sequence takes when it takes its own share of the batch
-// through every step: where the recurrent weight's products run on sgemm rather than in panels
-// (over 64 rows, or at the portable level) and the batch has 32 rows a thread. Each row's
+// through every step: where the recurrent weight's products run on sgemm or in panels split by
+// rows (over 64 rows, or at the portable level) and the batch has 32 rows a thread. Each row's
 // recurrence is its own, so the threads need not wait for each other between steps (two waits a
 // step when the product splits the weight's columns), and a thread's gates follow its product
 // while the rows are in its caches. At the avx2 level on an AMD EPYC, one 256-row layer of 12
 // steps (hidden 256): forward 13.3-16.0 -> 11.1 ms, backward 17.5 ms either way (its product
-// already split the rows); seq2seq/g2p's training step 2.5% faster. oneDNN's products (the
-// avx512 level) ran that step 4% slower split so, and keep the split by columns, as the panels
-// do (each thread keeping its own half of the weight).
+// already split the rows); seq2seq/g2p's training step 2.5% faster. Each thread's products then
+// read every panel of the weight (WeightPanels::multiply_here): 3% faster again than sgemm,
+// which copies the weight at every step. oneDNN's products (the avx512 level) ran that step 4%
+// slower split so, and keep the split by columns, as the panels do at 64 rows or fewer (each
+// thread keeping its own half of the weight).
 constexpr int64_t kRowsAlone = 32;
 // A pool's thread calls the products only where they run on sgemm (weight_products_on_sgemm).
 bool by_rows(int64_t batch, const detail::WeightPanels& panels) {
-    return !panels.active() && detail::weight_products_on_sgemm() && batch >= 2 * kRowsAlone;
+    const bool columns_split = panels.active() && batch <= detail::WeightPanels::kColumnSplitRows;
+    return !columns_split && detail::weight_products_on_sgemm() && batch >= 2 * kRowsAlone;
 }
 
 // The grain that gives each thread one share of the rows, of at least kRowsAlone rows: the finer
@@ -280,8 +283,8 @@ LstmSequence lstm_sequence(const Tensor& input_gates, const Tensor& h0, const Te
         detail::parallel_for(batch, rows_grain(batch), [&](int64_t begin, int64_t end) {
             for (int64_t b = begin; b < end; ++b) take_inputs(0, b);
             for (int64_t s = 0; s < steps; ++s) {
-                forward_panels.multiply(end - begin, hs.data() + (slot(s) * batch + begin) * hidden,
-                                        acts.data() + (s * batch + begin) * g4, true);
+                forward_panels.multiply_here(end - begin, hs.data() + (slot(s) * batch + begin) * hidden,
+                                             acts.data() + (s * batch + begin) * g4, true);
                 step_rows(s, begin, end);
             }
         });
@@ -340,23 +343,23 @@ LstmSequence lstm_sequence(const Tensor& input_gates, const Tensor& h0, const Te
                 }
             });
         };
-        const auto recurrent_rows = [&](int64_t s, int64_t begin, int64_t end) {
-            const int64_t t = time_of(s);
-            const float* dg = steps_together ? pd_gates + row(begin, t) * g4
-                                             : d_steps.data() + (s * batch + begin) * g4;
-            backward_panels->multiply(end - begin, dg, pdh + begin * hidden, true);
+        // The gates' gradient of step s from row `begin` on, where the recurrent products read it.
+        const auto step_gradient = [&](int64_t s, int64_t begin) -> const float* {
+            return steps_together ? pd_gates + row(begin, time_of(s)) * g4 : d_steps.data() + (s * batch + begin) * g4;
         };
         if (rows_alone && detail::weight_products_on_sgemm()) {  // as the forward, unless the products moved since
+            // Laid out here: a pool's thread sees no backward pass under way.
+            const std::shared_ptr<const detail::WeightPanels> panels = backward_panels->laid_out();
             detail::parallel_for(batch, rows_grain(batch), [&](int64_t begin, int64_t end) {
                 for (int64_t s = steps - 1; s >= 0; --s) {
                     step_rows(s, begin, end);
-                    recurrent_rows(s, begin, end);
+                    panels->multiply_here(end - begin, step_gradient(s, begin), pdh + begin * hidden, true);
                 }
             });
         } else {
             for (int64_t s = steps - 1; s >= 0; --s) {
                 detail::parallel_for(batch, row_grain, [&](int64_t begin, int64_t end) { step_rows(s, begin, end); });
-                recurrent_rows(s, 0, batch);
+                backward_panels->multiply(batch, step_gradient(s, 0), pdh, true);
             }
         }
         // W_hh's gradient over every step at once: sum_s d gates_s^T h_s, hs in the gradient's order.

@@ -76,7 +76,7 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias);
 // LSTM's weights in a decoder that runs its layers a step per call. It is laid out once here for
 // the forward products x W^T, and once in each backward pass, at the pass's first product, for
 // dY W (core/panels.h); sgemm would copy the weight at every call. Where the layout would not be
-// faster (more than 64 rows, fewer than 4 uses, the portable level, products of weights on oneDNN
+// faster (more than 512 rows, fewer than 4 uses, the portable level, products of weights on oneDNN
 // or in bfloat16) the products are sgemm's, as with the tensor. Copies share the layouts. The
 // weight must not change while the forward products are made (an optimizer steps after the
 // backward pass).
