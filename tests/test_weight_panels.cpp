@@ -5,9 +5,9 @@
 // thread alone; where it steps aside (more than 512 rows, fewer than four products, the portable
 // level, oneDNN's products) it still computes the product; and lstm_sequence's results and
 // gradients with the panels (its threads sharing the columns, or each taking its own rows) agree
-// with those through sgemm. A weight
-// laid out for many calls (RepeatedWeight: linear, and nn::LSTM's prepared steps) agrees with its
-// tensor, passes gradcheck, and is laid out again in a new backward pass.
+// with those through sgemm. A weight laid out for many calls (RepeatedWeight: linear, and
+// nn::LSTM's prepared steps) agrees with its tensor, passes gradcheck, and is laid out again in a
+// new backward pass.
 #include "helpers.h"
 
 #include <cmath>
